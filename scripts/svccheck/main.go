@@ -1,0 +1,125 @@
+// Command svccheck tells whether a test service answers real requests.
+//
+// The service scripts use it for readiness: an open TCP port is not enough,
+// because both Kafka and Cassandra accept connections well before they can
+// serve them. Kafka counts as ready when a metadata request lists a broker
+// and a controller; Cassandra when a CQL query returns a row.
+//
+//	svccheck [-wait 90s] [-pid N] kafka localhost:9094
+//	svccheck [-wait 90s] [-pid N] cassandra localhost:9042
+//
+// With -wait it retries until the deadline; with -pid it gives up as soon as
+// that process has exited (a crashed server will never become ready).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/gocql/gocql"
+)
+
+func main() {
+	wait := flag.Duration("wait", 0, "keep retrying for this long (0 = one attempt)")
+	pid := flag.Int("pid", 0, "stop waiting when this process has exited")
+	flag.Parse()
+	if flag.NArg() != 2 {
+		fmt.Fprintln(os.Stderr, "usage: svccheck [-wait D] [-pid N] kafka|cassandra host:port")
+		os.Exit(2)
+	}
+	kind, addr := flag.Arg(0), flag.Arg(1)
+
+	var probe func(context.Context, string) (string, error)
+	switch kind {
+	case "kafka":
+		probe = probeKafka
+	case "cassandra":
+		probe = probeCassandra
+	default:
+		fmt.Fprintf(os.Stderr, "svccheck: unknown service %q (want kafka or cassandra)\n", kind)
+		os.Exit(2)
+	}
+
+	// Both client libraries log connection failures loudly while the server
+	// is still starting; those are expected here.
+	sarama.Logger = log.New(io.Discard, "", 0)
+	gocql.Logger = log.New(io.Discard, "", 0)
+
+	deadline := time.Now().Add(*wait)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		detail, err := probe(ctx, addr)
+		cancel()
+		if err == nil {
+			fmt.Printf("%s on %s is ready: %s\n", kind, addr, detail)
+			return
+		}
+		if *pid > 0 && !alive(*pid) {
+			fmt.Fprintf(os.Stderr, "svccheck: %s process %d exited before it was ready (last error: %v)\n", kind, *pid, err)
+			os.Exit(1)
+		}
+		if time.Now().After(deadline) {
+			fmt.Fprintf(os.Stderr, "svccheck: %s on %s is not ready: %v\n", kind, addr, err)
+			os.Exit(1)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// alive reports whether a process exists; signal 0 checks without sending.
+func alive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+func probeKafka(ctx context.Context, addr string) (string, error) {
+	cfg := sarama.NewConfig()
+	cfg.Version = sarama.V3_6_0_0
+	cfg.Net.DialTimeout = 2 * time.Second
+	cfg.Net.ReadTimeout = 3 * time.Second
+	cfg.Metadata.Retry.Max = 0
+	client, err := sarama.NewClient([]string{addr}, cfg)
+	if err != nil {
+		return "", fmt.Errorf("connect: %w", err)
+	}
+	defer client.Close()
+	if err := client.RefreshMetadata(); err != nil {
+		return "", fmt.Errorf("metadata: %w", err)
+	}
+	brokers := client.Brokers()
+	if len(brokers) == 0 {
+		return "", errors.New("metadata lists no broker")
+	}
+	controller, err := client.Controller()
+	if err != nil {
+		return "", fmt.Errorf("controller: %w", err)
+	}
+	return fmt.Sprintf("%d broker(s), controller %d", len(brokers), controller.ID()), ctx.Err()
+}
+
+func probeCassandra(ctx context.Context, addr string) (string, error) {
+	cluster := gocql.NewCluster(addr)
+	cluster.Timeout = 3 * time.Second
+	cluster.ConnectTimeout = 2 * time.Second
+	cluster.DisableInitialHostLookup = true
+	cluster.NumConns = 1
+	session, err := cluster.CreateSession()
+	if err != nil {
+		return "", fmt.Errorf("connect: %w", err)
+	}
+	defer session.Close()
+	var version string
+	err = session.Query(`SELECT release_version FROM system.local`).WithContext(ctx).Scan(&version)
+	if err != nil {
+		return "", fmt.Errorf("query: %w", err)
+	}
+	return "release_version " + version, nil
+}
