@@ -1,0 +1,91 @@
+package event
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/prosody-events/prosody-go/core/fault"
+)
+
+func TestContextLifecycle(t *testing.T) {
+	parent, cancelParent := context.WithCancelCause(context.Background())
+	defer cancelParent(nil)
+	c := NewContext(parent, "k1")
+	if c.Key() != "k1" || c.ShouldCancel() || c.Check() != nil || !c.Valid() {
+		t.Fatal("a new context must be valid and not cancelled")
+	}
+	c.Invalidate()
+	if !c.ShouldCancel() || c.Valid() {
+		t.Fatal("an invalidated context must be cancelled")
+	}
+	if err := c.Check(); !errors.Is(err, ErrInvalidContext) || !fault.IsPermanent(err) {
+		t.Fatalf("Check after invalidate = %v, want permanent ErrInvalidContext", err)
+	}
+}
+
+func TestContextCancellationCauses(t *testing.T) {
+	tests := []struct {
+		name   string
+		cancel func(parent context.CancelCauseFunc, c *Context)
+		want   error
+		class  fault.Class
+	}{
+		{"revocation reaches the handler", func(p context.CancelCauseFunc, _ *Context) { p(ErrRevoked) }, ErrRevoked, fault.ClassTerminal},
+		{"explicit cancel", func(_ context.CancelCauseFunc, c *Context) { c.Cancel(ErrTimeout) }, ErrTimeout, fault.ClassTransient},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			parent, cancelParent := context.WithCancelCause(context.Background())
+			defer cancelParent(nil)
+			c := NewContext(parent, "k")
+			tt.cancel(cancelParent, c)
+			select {
+			case <-c.OnCancel():
+			case <-time.After(5 * time.Second):
+				t.Fatal("OnCancel did not fire")
+			}
+			if !errors.Is(c.Cause(), tt.want) || !errors.Is(c.Check(), tt.want) {
+				t.Fatalf("cause = %v, want %v", c.Cause(), tt.want)
+			}
+			if fault.ClassOf(c.Cause()) != tt.class {
+				t.Fatalf("class = %v, want %v", fault.ClassOf(c.Cause()), tt.class)
+			}
+		})
+	}
+}
+
+func TestWithTimeout(t *testing.T) {
+	c := NewContext(context.Background(), "k")
+	child, done := c.WithTimeout(10 * time.Millisecond)
+	select {
+	case <-child.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("timeout did not fire")
+	}
+	if !errors.Is(child.Cause(), ErrTimeout) {
+		t.Fatalf("cause = %v, want ErrTimeout", child.Cause())
+	}
+	done()
+	if c.ShouldCancel() {
+		t.Fatal("a child's timeout must not cancel the parent")
+	}
+	if !errors.Is(child.Check(), ErrInvalidContext) {
+		t.Fatal("the attempt context must be invalid after the attempt")
+	}
+
+	unlimited, done2 := c.WithTimeout(0)
+	if unlimited.ShouldCancel() {
+		t.Fatal("no timeout must mean no cancellation")
+	}
+	done2()
+}
+
+func TestHandlerFuncsDefaults(t *testing.T) {
+	var h Handler = HandlerFuncs{}
+	c := NewContext(context.Background(), "k")
+	if h.OnMessage(c, &Message{}) != nil || h.OnTimer(c, &Timer{}) != nil {
+		t.Fatal("nil funcs must accept events")
+	}
+}

@@ -1,0 +1,92 @@
+// Package event defines what a handler receives: messages and timers, the
+// per-invocation Context, and the Handler interface.
+//
+// Messages and timers are both events of one key, and both travel through
+// the same per-key queue, so a key never has a message handler and a timer
+// handler running at the same time.
+package event
+
+import "time"
+
+// Event is a Message or a Timer.
+type Event interface {
+	// EventKey is the key whose queue orders this event.
+	EventKey() string
+}
+
+// Header is one Kafka record header. Names may repeat.
+type Header struct {
+	Key   string
+	Value []byte
+}
+
+// Message is one consumed Kafka record whose key is UTF-8 text and whose
+// value is JSON.
+type Message struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Key       string
+	Timestamp time.Time
+	Headers   []Header
+	// Payload holds the record value unchanged: the core decodes only the
+	// top-level "id" and "type" and leaves the rest to the host's own JSON
+	// decoder, which avoids decoding every message twice.
+	Payload []byte
+	// ID and Type are the payload's top-level "id" and "type" when they are
+	// JSON strings; HasID and HasType tell an absent field from an empty one.
+	ID, Type       string
+	HasID, HasType bool
+	// SourceSystem is the `source-system` header, empty when absent.
+	SourceSystem string
+}
+
+// EventKey implements Event.
+func (m *Message) EventKey() string { return m.Key }
+
+// Timer is a due timer of one key.
+type Timer struct {
+	Topic     string
+	Partition int32
+	Key       string
+	// Time is when the timer was due, at whole-second precision.
+	Time time.Time
+}
+
+// EventKey implements Event.
+func (t *Timer) EventKey() string { return t.Key }
+
+// Handler is what users implement. A nil error means the event is done; an
+// error is classified by package fault (transient unless marked otherwise)
+// and the client's mode decides whether it is retried, deferred,
+// dead-lettered or logged and skipped.
+//
+// Calls for one key never overlap; calls for different keys run
+// concurrently, so a Handler must be safe for concurrent use.
+type Handler interface {
+	OnMessage(ctx *Context, msg *Message) error
+	OnTimer(ctx *Context, timer *Timer) error
+}
+
+// HandlerFuncs adapts plain functions to Handler. A nil function accepts its
+// events without doing anything.
+type HandlerFuncs struct {
+	Message func(ctx *Context, msg *Message) error
+	Timer   func(ctx *Context, timer *Timer) error
+}
+
+// OnMessage implements Handler.
+func (h HandlerFuncs) OnMessage(ctx *Context, msg *Message) error {
+	if h.Message == nil {
+		return nil
+	}
+	return h.Message(ctx, msg)
+}
+
+// OnTimer implements Handler.
+func (h HandlerFuncs) OnTimer(ctx *Context, timer *Timer) error {
+	if h.Timer == nil {
+		return nil
+	}
+	return h.Timer(ctx, timer)
+}

@@ -1,0 +1,53 @@
+package middleware
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/prosody-events/prosody-go/core/event"
+	"github.com/prosody-events/prosody-go/core/fault"
+)
+
+func TestTimeout(t *testing.T) {
+	slowHandler := func(ctx *event.Context, _ event.Event) error {
+		<-ctx.OnCancel()
+		return ctx.Err()
+	}
+	tests := []struct {
+		name      string
+		d         time.Duration
+		handler   Invoker
+		wantErr   bool
+		wantClass fault.Class
+	}{
+		{"fast handler unaffected", time.Second, func(*event.Context, event.Event) error { return nil }, false, 0},
+		{"slow handler is cancelled and transient", 20 * time.Millisecond, slowHandler, true, fault.ClassTransient},
+		{"success despite timeout counts as success", 10 * time.Millisecond, func(ctx *event.Context, _ event.Event) error {
+			<-ctx.OnCancel()
+			return nil
+		}, false, 0},
+		{"permanent error before the timeout stays permanent", time.Second, func(*event.Context, event.Event) error {
+			return fault.Permanent(errors.New("bad"))
+		}, true, fault.ClassPermanent},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := newCtx()
+			defer cancel(nil)
+			err := Chain(tt.handler, Timeout(tt.d))(ctx, &event.Message{})
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("err = %v, want error: %v", err, tt.wantErr)
+			}
+			if err != nil && fault.ClassOf(err) != tt.wantClass {
+				t.Fatalf("class = %v, want %v (err %v)", fault.ClassOf(err), tt.wantClass, err)
+			}
+			if tt.name == "slow handler is cancelled and transient" && !errors.Is(err, event.ErrTimeout) {
+				t.Fatalf("err = %v, want it to wrap ErrTimeout", err)
+			}
+			if ctx.ShouldCancel() {
+				t.Fatal("the attempt's timeout must not cancel the event context")
+			}
+		})
+	}
+}
