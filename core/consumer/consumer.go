@@ -1,0 +1,277 @@
+// Package consumer is the engine: it consumes a set of topics as one member
+// of a consumer group and runs every record through a middleware chain,
+// one event in flight per key, many keys at once.
+//
+// The data path reads in one direction: sarama claim (one per assigned
+// partition) → partition.admit (rewind filter, offset tracking, decoding,
+// loop and event-type filters) → per-key queue → middleware chain → handler
+// → partition.complete (offset finished or left for the next owner) →
+// watermark marked for sarama's periodic commit.
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/prosody-events/prosody-go/core/event"
+	"github.com/prosody-events/prosody-go/core/fault"
+	"github.com/prosody-events/prosody-go/core/filter"
+	"github.com/prosody-events/prosody-go/core/middleware"
+	"github.com/prosody-events/prosody-go/core/mockbroker"
+)
+
+// ErrStopped is the cancellation cause handlers see when the consumer stops.
+var ErrStopped = fault.Terminal(errors.New("prosody: consumer stopped"))
+
+// Stats are counters for tests and observability.
+type Stats struct {
+	handled, failed, filtered, undecodable, pauses atomic.Int64
+}
+
+// Pauses is how many times a partition was paused because it reached
+// max_uncommitted unfinished offsets.
+func (s *Stats) Pauses() int64 { return s.pauses.Load() }
+
+// Handled is the number of events whose handler succeeded.
+func (s *Stats) Handled() int64 { return s.handled.Load() }
+
+// Failed is the number of events skipped after a permanent failure or
+// after their retries were spent.
+func (s *Stats) Failed() int64 { return s.failed.Load() }
+
+// Filtered is the number of records skipped by the loop or type filters.
+func (s *Stats) Filtered() int64 { return s.filtered.Load() }
+
+// Undecodable is the number of records skipped because they had no key, a
+// key that is not UTF-8, or a value that is not JSON.
+func (s *Stats) Undecodable() int64 { return s.undecodable.Load() }
+
+type topicPartition struct {
+	topic string
+	id    int32
+}
+
+// Consumer is a running group member. Create it with Start; Stop drains it.
+type Consumer struct {
+	opts       Options
+	invoke     middleware.Invoker
+	log        *slog.Logger
+	eventTypes filter.EventTypes
+	group      sarama.ConsumerGroup
+	stats      Stats
+
+	mu         sync.Mutex
+	partitions map[topicPartition]*partition
+
+	stop     context.CancelFunc
+	stopping atomic.Bool // Stop was called: drains cancel with ErrStopped
+	stopOnce sync.Once
+	done     chan struct{}
+}
+
+// Start joins the group and begins consuming; events run through invoke.
+func Start(opts Options, invoke middleware.Invoker) (*Consumer, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	brokers := opts.Brokers
+	if opts.Mock {
+		cluster, err := mockbroker.Shared()
+		if err != nil {
+			return nil, fmt.Errorf("starting the mock cluster: %w", err)
+		}
+		brokers = cluster.Addrs()
+		// Subscribing creates the topics in mock mode, so a test can
+		// subscribe before anything was produced.
+		for _, t := range opts.Topics {
+			if err := cluster.EnsureTopic(context.Background(), t, 0); err != nil {
+				return nil, fmt.Errorf("creating mock topic %q: %w", t, err)
+			}
+		}
+	}
+	group, err := sarama.NewConsumerGroup(brokers, opts.GroupID, opts.saramaConfig())
+	if err != nil {
+		return nil, fmt.Errorf("joining consumer group %q: %w", opts.GroupID, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &Consumer{
+		opts:       opts,
+		invoke:     invoke,
+		log:        opts.Logger.With(slog.String("group", opts.GroupID)),
+		eventTypes: filter.NewEventTypes(opts.AllowedEvents),
+		group:      group,
+		partitions: make(map[topicPartition]*partition),
+		stop:       cancel,
+		done:       make(chan struct{}),
+	}
+	go c.logErrors()
+	go c.consume(ctx)
+	return c, nil
+}
+
+// consume keeps the member in the group until Stop. With the cooperative
+// protocol one Consume call survives rebalances; it returns only on errors
+// (retried after a pause) or when the context ends.
+func (c *Consumer) consume(ctx context.Context) {
+	defer close(c.done)
+	h := &groupHandler{c: c}
+	for ctx.Err() == nil {
+		err := c.group.Consume(ctx, c.opts.Topics, h)
+		if err == nil || errors.Is(err, sarama.ErrClosedConsumerGroup) {
+			continue
+		}
+		c.log.Error("consumer group session failed; rejoining", slog.Any("error", err))
+		select {
+		case <-ctx.Done():
+		case <-time.After(c.opts.PollInterval):
+		}
+	}
+}
+
+func (c *Consumer) logErrors() {
+	for err := range c.group.Errors() {
+		c.log.Warn("kafka consumer error", slog.Any("error", err))
+	}
+}
+
+// Stop leaves the group the way a revocation does: every partition stops
+// taking work, in-flight handlers get up to shutdown_timeout (cancelled near
+// its end), the final watermarks are committed, then the member leaves.
+// ctx bounds the wait; Stop is safe to call more than once.
+func (c *Consumer) Stop(ctx context.Context) error {
+	var err error
+	c.stopOnce.Do(func() {
+		c.stopping.Store(true)
+		c.stop()
+		select {
+		case <-c.done:
+		case <-ctx.Done():
+			err = fmt.Errorf("stopping consumer: %w", ctx.Err())
+		}
+		if cerr := c.group.Close(); cerr != nil && !errors.Is(cerr, sarama.ErrClosedConsumerGroup) {
+			err = errors.Join(err, fmt.Errorf("closing consumer group: %w", cerr))
+		}
+	})
+	return err
+}
+
+// AssignedPartitions is the number of partitions this member owns now.
+func (c *Consumer) AssignedPartitions() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.partitions)
+}
+
+// Stalled reports whether any partition has had an unfinished offset for
+// longer than stall_threshold.
+func (c *Consumer) Stalled() bool {
+	c.mu.Lock()
+	ps := make([]*partition, 0, len(c.partitions))
+	for _, p := range c.partitions {
+		ps = append(ps, p)
+	}
+	c.mu.Unlock()
+	now := time.Now()
+	stalled := false
+	for _, p := range ps {
+		if p.stalled(now) {
+			stalled = true
+		}
+	}
+	return stalled
+}
+
+// Stats returns the consumer's counters.
+func (c *Consumer) Stats() *Stats { return &c.stats }
+
+func (c *Consumer) register(p *partition) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.partitions[topicPartition{p.topic, p.id}] = p
+}
+
+func (c *Consumer) unregister(p *partition) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.partitions, topicPartition{p.topic, p.id})
+}
+
+// groupHandler adapts the Consumer to sarama's ConsumerGroupHandler.
+type groupHandler struct{ c *Consumer }
+
+func (h *groupHandler) Setup(sarama.ConsumerGroupSession) error   { return nil }
+func (h *groupHandler) Cleanup(sarama.ConsumerGroupSession) error { return nil }
+
+// ConsumeClaim is the partition's intake loop. It keeps reading the claim
+// even when the partition is at max_uncommitted, holding the records it
+// cannot admit yet (and pausing the partition so the broker stops sending
+// more), because the claim's channel closing is the only revocation signal.
+// A fetched record is therefore never dropped while the partition is owned.
+func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
+	c := h.c
+	p := newPartition(c, claim.Topic(), claim.Partition())
+	c.register(p)
+	defer c.unregister(p)
+	p.log.Info("partition assigned", slog.Int64("initial_offset", claim.InitialOffset()))
+
+	tick := time.NewTicker(c.opts.PollInterval)
+	defer tick.Stop()
+	var held []*sarama.ConsumerMessage
+	paused := false
+	tp := map[string][]int32{p.topic: {p.id}}
+	records := claim.Messages()
+
+loop:
+	for {
+		select {
+		case r, ok := <-records:
+			if !ok {
+				break loop
+			}
+			if len(held) > 0 || !p.admit(r) {
+				held = append(held, r)
+				if !paused {
+					c.group.Pause(tp)
+					c.stats.pauses.Add(1)
+					paused = true
+				}
+			}
+		case <-p.room:
+			for len(held) > 0 && p.admit(held[0]) {
+				held[0] = nil
+				held = held[1:]
+			}
+			if len(held) == 0 && paused {
+				c.group.Resume(tp)
+				paused = false
+			}
+		case <-tick.C:
+			if o, ok := p.commitOffset(); ok {
+				sess.MarkOffset(p.topic, p.id, o, "")
+			}
+			p.stalled(time.Now())
+		}
+	}
+
+	cause := event.ErrRevoked
+	if c.stopping.Load() {
+		cause = ErrStopped
+	}
+	p.log.Info("partition released; draining", slog.Int("unfinished", p.outstanding()), slog.Int("held", len(held)))
+	p.drain(c.opts.ShutdownTimeout, cause)
+	if o, ok := p.commitOffset(); ok {
+		sess.MarkOffset(p.topic, p.id, o, "")
+	}
+	p.log.Info("partition drained", slog.Int("unfinished", p.outstanding()))
+	return nil
+}

@@ -1,0 +1,181 @@
+package consumer
+
+import (
+	"context"
+	"fmt"
+	"hash/crc32"
+	"log/slog"
+	"math/rand"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"go.uber.org/goleak"
+
+	"github.com/prosody-events/prosody-go/core/event"
+	"github.com/prosody-events/prosody-go/core/internal/testservices"
+	"github.com/prosody-events/prosody-go/core/middleware"
+	"github.com/prosody-events/prosody-go/core/mockbroker"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testservices.LeakOptions()...) }
+
+func testLogger() *slog.Logger {
+	level := slog.LevelWarn
+	if os.Getenv("PROSODY_TEST_DEBUG") != "" {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+}
+
+// target is where a test runs: the shared mock cluster or the real broker.
+type target struct {
+	name    string
+	mock    bool
+	brokers []string
+}
+
+func targets(t *testing.T) []target {
+	return []target{
+		{name: "mock", mock: true},
+		{name: "kafka", brokers: testservices.RequireKafka(t)},
+	}
+}
+
+func (tg target) addrs(t *testing.T) []string {
+	if !tg.mock {
+		return tg.brokers
+	}
+	c, err := mockbroker.Shared()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.Addrs()
+}
+
+func saramaTestConfig() *sarama.Config {
+	cfg := sarama.NewConfig()
+	cfg.Version = mockbroker.KafkaVersion
+	cfg.Producer.Return.Successes = true
+	cfg.Producer.RequiredAcks = sarama.WaitForAll
+	cfg.Producer.Idempotent = true
+	cfg.Net.MaxOpenRequests = 1
+	cfg.Producer.Partitioner = sarama.NewCustomPartitioner(sarama.WithAbsFirst(), sarama.WithCustomHashFunction(crc32.NewIEEE))
+	return cfg
+}
+
+// createTopic makes a topic with n partitions on the target.
+func createTopic(t *testing.T, tg target, n int32) string {
+	t.Helper()
+	name := testservices.UniqueName("consumer-" + tg.name)
+	admin, err := sarama.NewClusterAdmin(tg.addrs(t), saramaTestConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if err := admin.CreateTopic(name, &sarama.TopicDetail{NumPartitions: n, ReplicationFactor: 1}, false); err != nil {
+		t.Fatalf("create topic: %v", err)
+	}
+	return name
+}
+
+type record struct {
+	key, value string
+	headers    []sarama.RecordHeader
+	nilKey     bool
+}
+
+// produce sends records in order through one idempotent async producer.
+func produce(t *testing.T, tg target, topic string, records []record) {
+	t.Helper()
+	p, err := sarama.NewAsyncProducer(tg.addrs(t), saramaTestConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	errs := 0
+	go func() {
+		defer wg.Done()
+		for range p.Successes() {
+		}
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for e := range p.Errors() {
+			errs++
+			t.Errorf("produce: %v", e.Err)
+		}
+	}()
+	for _, r := range records {
+		m := &sarama.ProducerMessage{Topic: topic, Value: sarama.StringEncoder(r.value), Headers: r.headers}
+		if !r.nilKey {
+			m.Key = sarama.StringEncoder(r.key)
+		}
+		p.Input() <- m
+	}
+	p.AsyncClose()
+	wg.Wait()
+	if errs > 0 {
+		t.FailNow()
+	}
+}
+
+func baseOptions(tg target, topic string) Options {
+	return Options{
+		Brokers:         tg.brokers,
+		Mock:            tg.mock,
+		GroupID:         testservices.UniqueName("group"),
+		Topics:          []string{topic},
+		MaxUncommitted:  64,
+		PollInterval:    50 * time.Millisecond,
+		CommitInterval:  200 * time.Millisecond,
+		ShutdownTimeout: 5 * time.Second,
+		StallThreshold:  time.Minute,
+		Logger:          testLogger(),
+	}
+}
+
+// chain is the engine's standard inner block for tests: retry transient
+// failures, refuse cancelled events, bound concurrency, then the handler.
+func chain(h event.Handler, limiter *middleware.Limiter) middleware.Invoker {
+	return middleware.Chain(middleware.HandlerInvoker(h),
+		middleware.Retry(middleware.RetryPolicy{MaxRetries: middleware.Unlimited, Base: 5 * time.Millisecond, MaxDelay: 50 * time.Millisecond}),
+		middleware.Cancellation(),
+		limiter.Middleware(),
+	)
+}
+
+func stopConsumer(t *testing.T, c *Consumer) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := c.Stop(ctx); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func jsonValue(key string, seq int) string {
+	return fmt.Sprintf(`{"id":"%s-%d","type":"test.event","key":%q,"seq":%d}`, key, seq, key, seq)
+}
+
+func randomDelay(rng *rand.Rand, mu *sync.Mutex, max time.Duration) time.Duration {
+	mu.Lock()
+	defer mu.Unlock()
+	return time.Duration(rng.Int63n(int64(max)))
+}

@@ -1,0 +1,84 @@
+package consumer
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/prosody-events/prosody-go/core/mockbroker"
+)
+
+// Options configure a Consumer. The high-level client fills them from the
+// validated configuration; Go programs may fill them directly.
+type Options struct {
+	Brokers []string
+	// Mock uses the process-wide in-memory cluster instead of Brokers.
+	Mock    bool
+	GroupID string
+	Topics  []string
+	// AllowedEvents are type prefixes; empty allows every event.
+	AllowedEvents []string
+
+	MaxUncommitted  int           // unfinished offsets per partition before it pauses
+	PollInterval    time.Duration // longest a fetch waits for data
+	CommitInterval  time.Duration // how often finished offsets are committed
+	ShutdownTimeout time.Duration // drain budget on revocation and stop
+	StallThreshold  time.Duration // oldest unfinished offset older than this = stalled
+
+	ClientID string       // defaults to the host name
+	Logger   *slog.Logger // defaults to slog.Default()
+}
+
+func (o *Options) validate() error {
+	var errs []error
+	if o.GroupID == "" {
+		errs = append(errs, errors.New("group_id: required to consume"))
+	}
+	if len(o.Topics) == 0 {
+		errs = append(errs, errors.New("subscribed_topics: at least one topic is required to consume"))
+	}
+	if !o.Mock && len(o.Brokers) == 0 {
+		errs = append(errs, errors.New("bootstrap_servers: at least one server is required"))
+	}
+	if o.MaxUncommitted < 1 {
+		errs = append(errs, fmt.Errorf("max_uncommitted: must be at least 1, got %d", o.MaxUncommitted))
+	}
+	for name, d := range map[string]time.Duration{
+		"poll_interval": o.PollInterval, "commit_interval": o.CommitInterval,
+		"shutdown_timeout": o.ShutdownTimeout, "stall_threshold": o.StallThreshold,
+	} {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("%s: must be positive, got %v", name, d))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// saramaConfig maps the options onto sarama's consumer-group settings.
+func (o *Options) saramaConfig() *sarama.Config {
+	cfg := sarama.NewConfig()
+	cfg.Version = mockbroker.KafkaVersion
+	cfg.ClientID = o.ClientID
+	if cfg.ClientID == "" {
+		if h, err := os.Hostname(); err == nil {
+			cfg.ClientID = h
+		}
+	}
+	// Every member of a group must offer the same protocol; the original
+	// offers only cooperative-sticky, so a mixed fleet needs it too.
+	cfg.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{sarama.NewBalanceStrategyCooperativeSticky()}
+	// Revoked partitions drain for up to shutdown_timeout before they are
+	// released; the broker must wait at least that long for the member.
+	cfg.Consumer.Group.Rebalance.Timeout = o.ShutdownTimeout + 10*time.Second
+	cfg.Consumer.Offsets.Initial = sarama.OffsetOldest
+	cfg.Consumer.Offsets.AutoCommit.Enable = true
+	cfg.Consumer.Offsets.AutoCommit.Interval = o.CommitInterval
+	cfg.Consumer.MaxWaitTime = o.PollInterval
+	cfg.Consumer.Return.Errors = true
+	cfg.Metadata.RefreshFrequency = time.Minute
+	return cfg
+}
