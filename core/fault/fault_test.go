@@ -8,7 +8,7 @@ import (
 
 type codeErr struct{ c Class }
 
-func (e codeErr) Error() string      { return "code" }
+func (e codeErr) Error() string     { return "code" }
 func (e codeErr) FaultClass() Class { return e.c }
 
 func TestClassOf(t *testing.T) {
