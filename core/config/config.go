@@ -1,0 +1,183 @@
+package config
+
+import "time"
+
+// Mode selects how failed work is handled.
+type Mode string
+
+const (
+	// ModePipeline retries failures, deferring them when possible, and keeps
+	// per-key order. It is the default.
+	ModePipeline Mode = "pipeline"
+	// ModeLowLatency retries briefly and then writes failures to the
+	// failure topic.
+	ModeLowLatency Mode = "low-latency"
+	// ModeBestEffort makes one attempt and moves on.
+	ModeBestEffort Mode = "best-effort"
+)
+
+// SpanLinking says how a processing span relates to the trace context the
+// work carried.
+type SpanLinking string
+
+const (
+	// SpanChild makes the span a child in the same trace.
+	SpanChild SpanLinking = "child"
+	// SpanFollowsFrom starts a new trace that links to the carried one.
+	SpanFollowsFrom SpanLinking = "follows_from"
+)
+
+// Config is a complete, resolved client configuration. Build one with Load
+// or FromJSON; Default returns the built-in defaults only.
+//
+// Every field corresponds to one option of the option table (registry.go);
+// the comment gives its JSON name, environment variable and default.
+type Config struct {
+	// Core.
+
+	BootstrapServers []string // bootstrap_servers, PROSODY_BOOTSTRAP_SERVERS; at least one
+	GroupID          string   // group_id, PROSODY_GROUP_ID; "" for a producer-only client
+	SubscribedTopics []string // subscribed_topics, PROSODY_SUBSCRIBED_TOPICS; "^" starts a regex
+	// AllowedEvents lists event-type prefixes (allowed_events,
+	// PROSODY_ALLOWED_EVENTS). Nil lets every event through.
+	AllowedEvents []string
+	SourceSystem  string // source_system, PROSODY_SOURCE_SYSTEM; "" means the group id
+	Mock          bool   // mock, PROSODY_MOCK; false
+	Mode          Mode   // mode (no variable); pipeline
+
+	// Consumer.
+
+	MaxConcurrency int           // max_concurrency, PROSODY_MAX_CONCURRENCY; 32
+	MaxUncommitted int           // max_uncommitted, PROSODY_MAX_UNCOMMITTED; 64
+	CommitInterval time.Duration // commit_interval, PROSODY_COMMIT_INTERVAL; 1s
+	PollInterval   time.Duration // poll_interval, PROSODY_POLL_INTERVAL; 100ms
+	// ShutdownTimeout is the drain budget per revoked partition
+	// (shutdown_timeout, PROSODY_SHUTDOWN_TIMEOUT; 30s).
+	ShutdownTimeout time.Duration
+	StallThreshold  time.Duration // stall_threshold, PROSODY_STALL_THRESHOLD; 5m
+	// Timeout is the handler deadline (timeout, PROSODY_TIMEOUT). Unset means
+	// 4/5 of StallThreshold; use HandlerTimeout to read the effective value.
+	Timeout Optional[time.Duration]
+	// ProbePort is the port of the health probe server (probe_port,
+	// PROSODY_PROBE_PORT; 8000). Absent disables the server; 0 lets the
+	// operating system pick a free port.
+	ProbePort    Optional[int]
+	FailureTopic string // failure_topic, PROSODY_FAILURE_TOPIC; required in low-latency mode
+	// IdempotenceCacheSize sizes the deduplication caches
+	// (idempotence_cache_size, PROSODY_IDEMPOTENCE_CACHE_SIZE; 8192).
+	// 0 turns deduplication off.
+	IdempotenceCacheSize int
+	IdempotenceVersion   string        // idempotence_version, PROSODY_IDEMPOTENCE_VERSION; "1"
+	IdempotenceTTL       time.Duration // idempotence_ttl, PROSODY_IDEMPOTENCE_TTL; 7d
+	SlabSize             time.Duration // slab_size, PROSODY_SLAB_SIZE; 1h
+	MessageSpans         SpanLinking   // message_spans, PROSODY_MESSAGE_SPANS; child
+	TimerSpans           SpanLinking   // timer_spans, PROSODY_TIMER_SPANS; follows_from
+
+	// Producer.
+
+	// SendTimeout bounds a whole send (send_timeout, PROSODY_SEND_TIMEOUT;
+	// 1s). Absent means no bound.
+	SendTimeout Optional[time.Duration]
+
+	// Retry.
+
+	MaxRetries    int           // max_retries, PROSODY_MAX_RETRIES; 3
+	RetryBase     time.Duration // retry_base, PROSODY_RETRY_BASE; 20ms
+	MaxRetryDelay time.Duration // max_retry_delay, PROSODY_RETRY_MAX_DELAY; 5m
+
+	// Deferral (pipeline mode).
+
+	DeferEnabled          bool          // defer_enabled, PROSODY_DEFER_ENABLED; true
+	DeferBase             time.Duration // defer_base, PROSODY_DEFER_BASE; 1s
+	DeferMaxDelay         time.Duration // defer_max_delay, PROSODY_DEFER_MAX_DELAY; 24h
+	DeferFailureThreshold float64       // defer_failure_threshold, PROSODY_DEFER_FAILURE_THRESHOLD; 0.9
+	DeferFailureWindow    time.Duration // defer_failure_window, PROSODY_DEFER_FAILURE_WINDOW; 5m
+	DeferCacheSize        int           // defer_cache_size, PROSODY_DEFER_CACHE_SIZE; 1024
+	DeferStoreCacheSize   int           // defer_store_cache_size, PROSODY_DEFER_STORE_CACHE_SIZE; 8192
+	DeferSeekTimeout      time.Duration // defer_seek_timeout, PROSODY_DEFER_SEEK_TIMEOUT; 30s
+	DeferDiscardThreshold int           // defer_discard_threshold, PROSODY_DEFER_DISCARD_THRESHOLD; 100
+
+	// Monopolization detection (pipeline mode).
+
+	MonopolizationEnabled   bool          // monopolization_enabled, PROSODY_MONOPOLIZATION_ENABLED; true
+	MonopolizationThreshold float64       // monopolization_threshold, PROSODY_MONOPOLIZATION_THRESHOLD; 0.9
+	MonopolizationWindow    time.Duration // monopolization_window, PROSODY_MONOPOLIZATION_WINDOW; 5m
+	MonopolizationCacheSize int           // monopolization_cache_size, PROSODY_MONOPOLIZATION_CACHE_SIZE; 8192
+
+	// Fair scheduling.
+
+	SchedulerFailureWeight float64       // scheduler_failure_weight, PROSODY_SCHEDULER_FAILURE_WEIGHT; 0.3
+	SchedulerMaxWait       time.Duration // scheduler_max_wait, PROSODY_SCHEDULER_MAX_WAIT; 2m
+	SchedulerWaitWeight    float64       // scheduler_wait_weight, PROSODY_SCHEDULER_WAIT_WEIGHT; 200
+	SchedulerCacheSize     int           // scheduler_cache_size, PROSODY_SCHEDULER_CACHE_SIZE; 8192
+
+	// Telemetry emitter. It never runs in mock mode.
+
+	TelemetryEnabled bool   // telemetry_enabled, PROSODY_TELEMETRY_ENABLED; true
+	TelemetryTopic   string // telemetry_topic, PROSODY_TELEMETRY_TOPIC; prosody.telemetry-events
+
+	// Cassandra.
+
+	CassandraNodes      []string      // cassandra_nodes, PROSODY_CASSANDRA_NODES; "host" or "host:port"
+	CassandraKeyspace   string        // cassandra_keyspace, PROSODY_CASSANDRA_KEYSPACE; prosody
+	CassandraUser       string        // cassandra_user, PROSODY_CASSANDRA_USER
+	CassandraPassword   string        // cassandra_password, PROSODY_CASSANDRA_PASSWORD
+	CassandraDatacenter string        // cassandra_datacenter, PROSODY_CASSANDRA_DATACENTER
+	CassandraRack       string        // cassandra_rack, PROSODY_CASSANDRA_RACK; needs a datacenter
+	CassandraRetention  time.Duration // cassandra_retention, PROSODY_CASSANDRA_RETENTION; 365 days
+
+	// Keyed state.
+
+	StateCollections []StateCollection // state_collections (JSON and Go only)
+	// StateCacheDir is the local keyed-state workspace (state_cache_dir,
+	// PROSODY_STATE_CACHE_DIR). Absent means a temporary directory per client.
+	StateCacheDir Optional[string]
+	// StateCacheSizeBytes sizes the in-memory keyed-state cache
+	// (state_cache_size_bytes, PROSODY_STATE_CACHE_SIZE_BYTES). Absent means
+	// the storage engine's default.
+	StateCacheSizeBytes Optional[uint64]
+	StateRecoveryDelay  time.Duration // state_recovery_delay, PROSODY_STATE_RECOVERY_DELAY; 30s
+
+	// Logging.
+
+	Log string // PROSODY_LOG only; the log filter directive, "info"
+
+	// envVars remembers which options took their value from the environment,
+	// so that validation errors can name the variable.
+	envVars map[string]string
+}
+
+// Default returns the built-in defaults, without reading the environment.
+// It does not validate: bootstrap_servers has no default.
+func Default() Config {
+	var c Config
+	for _, o := range configOptions {
+		o.reset(&c)
+	}
+	return c
+}
+
+// HandlerTimeout returns the handler deadline: Timeout if set, otherwise
+// four fifths of StallThreshold, so that a slow handler is cancelled before
+// the liveness probe reports a stall.
+func (c *Config) HandlerTimeout() time.Duration {
+	if t, ok := c.Timeout.Get(); ok {
+		return t
+	}
+	return c.StallThreshold * 4 / 5
+}
+
+// SourceSystemOrGroup returns the value written to the source-system header
+// of sent messages: SourceSystem, or the group id when that is unset.
+func (c *Config) SourceSystemOrGroup() string {
+	if c.SourceSystem != "" {
+		return c.SourceSystem
+	}
+	return c.GroupID
+}
+
+// ConsumerConfigured reports whether the configuration describes a consumer:
+// a group id and at least one topic. A producer-only client has neither.
+func (c *Config) ConsumerConfigured() bool {
+	return c.GroupID != "" && len(c.SubscribedTopics) > 0
+}
