@@ -78,21 +78,57 @@ func createTopic(t *testing.T, tg target, n int32) string {
 	if err := admin.CreateTopic(name, &sarama.TopicDetail{NumPartitions: n, ReplicationFactor: 1}, false); err != nil {
 		t.Fatalf("create topic: %v", err)
 	}
+	waitForLeaders(t, tg, name, n)
 	return name
+}
+
+// waitForLeaders returns once every partition of topic has a leader. A
+// broker acknowledges CreateTopics before leaders are elected, and records
+// produced in that window are retried by the producer, which muddles tests
+// about ordering.
+func waitForLeaders(t *testing.T, tg target, topic string, n int32) {
+	t.Helper()
+	client, err := sarama.NewClient(tg.addrs(t), saramaTestConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	waitFor(t, 30*time.Second, "partition leaders of "+topic, func() bool {
+		if err := client.RefreshMetadata(topic); err != nil {
+			return false
+		}
+		for p := int32(0); p < n; p++ {
+			if _, err := client.Leader(topic, p); err != nil {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 type record struct {
 	key, value string
 	headers    []sarama.RecordHeader
 	nilKey     bool
+	nilValue   bool   // a tombstone
+	rawKey     []byte // overrides key when set
 }
 
-// produce sends records in order through one idempotent async producer.
+// produce sends records in order through one idempotent async producer and
+// fails the test if any send fails. It may run on any goroutine.
 func produce(t *testing.T, tg target, topic string, records []record) {
+	t.Helper()
+	if n := tryProduce(t, tg, topic, records); n > 0 {
+		t.Errorf("%d records could not be produced", n)
+	}
+}
+
+func tryProduce(t *testing.T, tg target, topic string, records []record) (failed int) {
 	t.Helper()
 	p, err := sarama.NewAsyncProducer(tg.addrs(t), saramaTestConfig())
 	if err != nil {
-		t.Fatal(err)
+		t.Errorf("producer: %v", err)
+		return len(records)
 	}
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -111,17 +147,21 @@ func produce(t *testing.T, tg target, topic string, records []record) {
 		}
 	}()
 	for _, r := range records {
-		m := &sarama.ProducerMessage{Topic: topic, Value: sarama.StringEncoder(r.value), Headers: r.headers}
-		if !r.nilKey {
+		m := &sarama.ProducerMessage{Topic: topic, Headers: r.headers}
+		if !r.nilValue {
+			m.Value = sarama.StringEncoder(r.value)
+		}
+		switch {
+		case r.rawKey != nil:
+			m.Key = sarama.ByteEncoder(r.rawKey)
+		case !r.nilKey:
 			m.Key = sarama.StringEncoder(r.key)
 		}
 		p.Input() <- m
 	}
 	p.AsyncClose()
 	wg.Wait()
-	if errs > 0 {
-		t.FailNow()
-	}
+	return errs
 }
 
 func baseOptions(tg target, topic string) Options {
@@ -178,4 +218,46 @@ func randomDelay(rng *rand.Rand, mu *sync.Mutex, max time.Duration) time.Duratio
 	mu.Lock()
 	defer mu.Unlock()
 	return time.Duration(rng.Int63n(int64(max)))
+}
+
+// committedOffsets returns the group's committed offset per partition.
+func committedOffsets(t *testing.T, tg target, group, topic string, partitions int32) map[int32]int64 {
+	t.Helper()
+	admin, err := sarama.NewClusterAdmin(tg.addrs(t), saramaTestConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	ps := make([]int32, partitions)
+	for i := range ps {
+		ps[i] = int32(i)
+	}
+	resp, err := admin.ListConsumerGroupOffsets(group, map[string][]int32{topic: ps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int32]int64{}
+	for p, b := range resp.Blocks[topic] {
+		out[p] = b.Offset
+	}
+	return out
+}
+
+// endOffsets returns each partition's next offset to be written.
+func endOffsets(t *testing.T, tg target, topic string, partitions int32) map[int32]int64 {
+	t.Helper()
+	client, err := sarama.NewClient(tg.addrs(t), saramaTestConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	out := map[int32]int64{}
+	for p := int32(0); p < partitions; p++ {
+		o, err := client.GetOffset(topic, p, sarama.OffsetNewest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[p] = o
+	}
+	return out
 }

@@ -1,0 +1,84 @@
+package payload
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrNull reports a null record value (a tombstone). The consumer treats it as
+// undecodable (spec §3.4 rule 5) and skips or dead-letters the record.
+var ErrNull = errors.New("payload is null")
+
+// ErrInvalid reports a value that is not a JSON document (spec §3.4 rule 6).
+// Errors returned by Meta wrap it together with the offset of the fault.
+var ErrInvalid = errors.New("payload is not valid JSON")
+
+// Fields holds what the hot path needs from a payload: the top-level "id" and
+// "type" strings. HasID and HasType tell an absent (or non-string) field
+// from a present empty string, which the filters treat differently.
+type Fields struct {
+	ID      string
+	Type    string
+	HasID   bool
+	HasType bool
+}
+
+// Meta validates payload as one JSON document and extracts its top-level
+// "id" and "type" fields.
+//
+// A field counts only when the document is an object and the field's value is
+// a JSON string; its escape sequences are decoded. Any other value (number,
+// object, array, true/false/null), a nested "id", and every non-object
+// document (an array, a number, ...) leave the field absent: the original
+// does the same, so a message without a string type always passes the
+// allowed-events filter.
+//
+// Keys are compared exactly (case-sensitive) after unescaping, so "\u0069d"
+// is "id" but "ID" is not. When a key repeats, the last occurrence decides,
+// as in encoding/json and serde_json: {"id":"a","id":1} has no id.
+//
+// Validity follows encoding/json's json.Valid (including its nesting limit of
+// 10000) with one addition: the document must be valid UTF-8, as RFC 8259 and
+// the original's decoder require. Lone surrogate escapes such as "\ud800" are
+// accepted and decode to U+FFFD, as in encoding/json.
+//
+// A nil payload is a null record and yields ErrNull. A non-nil empty payload
+// is an empty value, not a tombstone, and yields ErrInvalid; callers must
+// therefore pass the record value through unchanged. Every other failure
+// wraps ErrInvalid.
+//
+// On success Meta allocates only the returned strings (plus a scratch
+// buffer when an escaped value decodes to more than 64 bytes).
+func Meta(payload []byte) (Fields, error) {
+	if payload == nil {
+		return Fields{}, ErrNull
+	}
+	s := scanner{data: payload}
+	var f Fields
+	s.skipSpace()
+	var ok bool
+	if s.peek() == '{' {
+		ok = s.object(&f)
+	} else {
+		ok = s.value()
+	}
+	if ok {
+		s.skipSpace()
+		if s.pos < len(s.data) {
+			ok = s.fail(s.pos, "data after top-level value")
+		}
+	}
+	if !ok {
+		return Fields{}, s.err()
+	}
+	return f, nil
+}
+
+// err builds the error for the first fault the scanner recorded. It runs only
+// on failure, so the formatting cost stays off the hot path.
+func (s *scanner) err() error {
+	if s.errAt >= len(s.data) {
+		return fmt.Errorf("%w: unexpected end of input (%s)", ErrInvalid, s.errMsg)
+	}
+	return fmt.Errorf("%w: %s at offset %d (byte %q)", ErrInvalid, s.errMsg, s.errAt, s.data[s.errAt])
+}

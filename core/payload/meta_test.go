@@ -1,0 +1,159 @@
+package payload
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestMeta(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      string
+		want    Fields
+		invalid bool
+	}{
+		{name: "both fields", in: `{"id":"e-1","type":"user.created"}`,
+			want: Fields{ID: "e-1", Type: "user.created", HasID: true, HasType: true}},
+		{name: "no fields", in: `{"a":1}`},
+		{name: "empty object", in: `{}`},
+		{name: "empty strings count as present", in: `{"id":"","type":""}`,
+			want: Fields{HasID: true, HasType: true}},
+		{name: "whitespace everywhere", in: " \t\r\n{ \"type\" \n:\t\"x\" , \"id\" : \"y\" }\n ",
+			want: Fields{ID: "y", Type: "x", HasID: true, HasType: true}},
+		{name: "escaped value", in: `{"type":"\u0041\n\"\\\/\b\f\r\t"}`,
+			want: Fields{Type: "A\n\"\\/\b\f\r\t", HasType: true}},
+		{name: "escaped key", in: `{"\u0069d":"x","t\u0079pe":"y"}`,
+			want: Fields{ID: "x", Type: "y", HasID: true, HasType: true}},
+		{name: "surrogate pair", in: `{"id":"\ud83d\ude00"}`, want: Fields{ID: "😀", HasID: true}},
+		{name: "lone surrogate becomes U+FFFD", in: `{"id":"a\ud800b"}`, want: Fields{ID: "a\uFFFDb", HasID: true}},
+		{name: "high then non-low surrogate", in: `{"id":"\ud800\u0041"}`, want: Fields{ID: "\uFFFDA", HasID: true}},
+		{name: "raw UTF-8", in: `{"type":"übung.ß"}`, want: Fields{Type: "übung.ß", HasType: true}},
+		{name: "long escaped value", in: `{"id":"` + strings.Repeat(`\u00e9`, 40) + `"}`,
+			want: Fields{ID: strings.Repeat("é", 40), HasID: true}},
+		{name: "key case matters", in: `{"ID":"x","Type":"y"}`},
+		{name: "key with escaped extra", in: `{"id\u0000":"x"}`},
+		{name: "number id absent", in: `{"id":42,"type":"t"}`, want: Fields{Type: "t", HasType: true}},
+		{name: "null type absent", in: `{"type":null}`},
+		{name: "object type absent", in: `{"type":{"type":"x"}}`},
+		{name: "array id absent", in: `{"id":["x"]}`},
+		{name: "bool id absent", in: `{"id":true}`},
+		{name: "nested id ignored", in: `{"data":{"id":"inner","type":"inner"},"x":[{"id":"a"}]}`},
+		{name: "nested then top", in: `{"data":{"id":"inner"},"id":"outer"}`, want: Fields{ID: "outer", HasID: true}},
+		{name: "duplicate key last wins", in: `{"id":"a","id":"b"}`, want: Fields{ID: "b", HasID: true}},
+		{name: "duplicate key non-string clears", in: `{"id":"a","id":1}`},
+		{name: "duplicate key string after non-string", in: `{"type":1,"type":"b"}`, want: Fields{Type: "b", HasType: true}},
+		{name: "top-level array", in: `[{"id":"x"}]`},
+		{name: "top-level number", in: `12.5e-3`},
+		{name: "top-level string", in: `"id"`},
+		{name: "top-level null", in: `null`},
+		{name: "top-level true", in: ` true `},
+		{name: "numbers", in: `{"a":[0,-0,1.5,-2e10,3E+2,4e-1,123456789012345678901234567890,1e400]}`},
+
+		{name: "empty", in: ``, invalid: true},
+		{name: "only whitespace", in: "  \n", invalid: true},
+		{name: "truncated object", in: `{"id":"x"`, invalid: true},
+		{name: "truncated string", in: `{"id":"x`, invalid: true},
+		{name: "truncated escape", in: `{"id":"\u00`, invalid: true},
+		{name: "trailing garbage", in: `{"id":"x"} x`, invalid: true},
+		{name: "two documents", in: `{} {}`, invalid: true},
+		{name: "trailing comma object", in: `{"a":1,}`, invalid: true},
+		{name: "trailing comma array", in: `[1,]`, invalid: true},
+		{name: "missing colon", in: `{"a" 1}`, invalid: true},
+		{name: "unquoted key", in: `{id:"x"}`, invalid: true},
+		{name: "single quotes", in: `{'id':'x'}`, invalid: true},
+		{name: "bad escape", in: `{"id":"\x"}`, invalid: true},
+		{name: "bad hex", in: `{"id":"\u12g4"}`, invalid: true},
+		{name: "control char", in: "{\"id\":\"a\tb\"}", invalid: true},
+		{name: "leading zero", in: `{"a":01}`, invalid: true},
+		{name: "bare minus", in: `-`, invalid: true},
+		{name: "dot without digits", in: `1.`, invalid: true},
+		{name: "exponent without digits", in: `1e+`, invalid: true},
+		{name: "bad literal", in: `{"a":tru}`, invalid: true},
+		{name: "NaN", in: `NaN`, invalid: true},
+		{name: "invalid UTF-8 in string", in: "{\"id\":\"\xff\"}", invalid: true},
+		{name: "invalid UTF-8 outside string", in: "{\xc3\xa9:1}", invalid: true},
+		{name: "BOM", in: "\ufeff{}", invalid: true},
+		{name: "bad value after id", in: `{"id":"x","type":}`, invalid: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Meta([]byte(tt.in))
+			if tt.invalid {
+				if !errors.Is(err, ErrInvalid) {
+					t.Fatalf("Meta(%q) error = %v, want ErrInvalid", tt.in, err)
+				}
+				if got != (Fields{}) {
+					t.Errorf("Meta(%q) = %+v on error, want zero Fields", tt.in, got)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Meta(%q) error = %v", tt.in, err)
+			}
+			if got != tt.want {
+				t.Errorf("Meta(%q) = %+v, want %+v", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestMetaNull(t *testing.T) {
+	if _, err := Meta(nil); !errors.Is(err, ErrNull) {
+		t.Fatalf("Meta(nil) error = %v, want ErrNull", err)
+	}
+	// An empty but non-null value is not a tombstone.
+	if _, err := Meta([]byte{}); !errors.Is(err, ErrInvalid) || errors.Is(err, ErrNull) {
+		t.Fatalf("Meta(empty) error = %v, want ErrInvalid only", err)
+	}
+}
+
+// TestMetaDepth pins the nesting limit to encoding/json's: 10000 levels are
+// valid, 10001 are not.
+func TestMetaDepth(t *testing.T) {
+	tests := []struct {
+		depth int
+		valid bool
+	}{{10000, true}, {10001, false}}
+	for _, tt := range tests {
+		for _, open := range []string{"[", `{"a":`} {
+			closeCh := "]"
+			if open != "[" {
+				closeCh = "}"
+			}
+			doc := strings.Repeat(open, tt.depth) + "1" + strings.Repeat(closeCh, tt.depth)
+			_, err := Meta([]byte(doc))
+			if (err == nil) != tt.valid {
+				t.Errorf("depth %d of %q: error = %v, want valid=%v", tt.depth, open, err, tt.valid)
+			}
+		}
+	}
+}
+
+func TestMetaErrorMessage(t *testing.T) {
+	_, err := Meta([]byte(`{"id":x}`))
+	if err == nil || !strings.Contains(err.Error(), "offset 6") {
+		t.Fatalf("error = %v, want it to name offset 6", err)
+	}
+	_, err = Meta([]byte(`{"id":"x`))
+	if err == nil || !strings.Contains(err.Error(), "unexpected end") {
+		t.Fatalf("error = %v, want unexpected end", err)
+	}
+}
+
+func TestMetaAllocs(t *testing.T) {
+	p := []byte(benchPayload)
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, err := Meta(p); err != nil {
+			t.Fatal(err)
+		}
+	})
+	// One string each for id and type, nothing else.
+	if allocs > 2 {
+		t.Errorf("Meta allocates %v times per call, want <= 2", allocs)
+	}
+	noFields := []byte(`{"a":[1,2,{"b":"c"}],"d":"e"}`)
+	if allocs := testing.AllocsPerRun(100, func() { _, _ = Meta(noFields) }); allocs != 0 {
+		t.Errorf("Meta without fields allocates %v times per call, want 0", allocs)
+	}
+}

@@ -1,0 +1,13 @@
+package probe
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/prosody-events/prosody-go/core/internal/testservices"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, testservices.LeakOptions()...)
+}
