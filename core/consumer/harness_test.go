@@ -20,7 +20,13 @@ import (
 	"github.com/prosody-events/prosody-go/core/mockbroker"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testservices.LeakOptions()...) }
+func TestMain(m *testing.M) {
+	// The crash test re-runs this binary as the consumer it kills.
+	if os.Getenv(crashChildEnv) != "" {
+		os.Exit(runCrashChild())
+	}
+	goleak.VerifyTestMain(m, testservices.LeakOptions()...)
+}
 
 func testLogger() *slog.Logger {
 	level := slog.LevelWarn
