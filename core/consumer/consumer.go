@@ -35,8 +35,9 @@ type Stats struct {
 	handled, failed, filtered, undecodable, pauses atomic.Int64
 }
 
-// Pauses is how many times a partition was paused because it reached
-// max_uncommitted unfinished offsets.
+// Pauses is how many times a partition was paused because it held too
+// many fetched records it could not admit yet (it had max_uncommitted
+// unfinished offsets for a while).
 func (s *Stats) Pauses() int64 { return s.pauses.Load() }
 
 // Handled is the number of events whose handler succeeded.
@@ -65,6 +66,7 @@ type Consumer struct {
 	log        *slog.Logger
 	eventTypes filter.EventTypes
 	group      sarama.ConsumerGroup
+	exec       *executor
 	stats      Stats
 
 	mu         sync.Mutex
@@ -110,6 +112,7 @@ func Start(opts Options, invoke middleware.Invoker) (*Consumer, error) {
 		log:        opts.Logger.With(slog.String("group", opts.GroupID)),
 		eventTypes: filter.NewEventTypes(opts.AllowedEvents),
 		group:      group,
+		exec:       newExecutor(),
 		partitions: make(map[topicPartition]*partition),
 		stop:       cancel,
 		done:       make(chan struct{}),
@@ -124,6 +127,9 @@ func Start(opts Options, invoke middleware.Invoker) (*Consumer, error) {
 // (retried after a pause) or when the context ends.
 func (c *Consumer) consume(ctx context.Context) {
 	defer close(c.done)
+	// Every claim has returned (so every partition has drained) once
+	// Consume returns for the last time.
+	defer c.exec.close()
 	h := &groupHandler{c: c}
 	for ctx.Err() == nil {
 		err := c.group.Consume(ctx, c.opts.Topics, h)
@@ -191,6 +197,13 @@ func (c *Consumer) Stalled() bool {
 	return stalled
 }
 
+// holdLimit is how many fetched records a partition holds beyond its
+// unfinished offsets before it is paused: at least sarama's channel buffer,
+// so that one buffered fetch never triggers a pause on its own.
+func (c *Consumer) holdLimit() int {
+	return max(4*c.opts.MaxUncommitted, 512)
+}
+
 // Stats returns the consumer's counters.
 func (c *Consumer) Stats() *Stats { return &c.stats }
 
@@ -214,9 +227,16 @@ func (h *groupHandler) Cleanup(sarama.ConsumerGroupSession) error { return nil }
 
 // ConsumeClaim is the partition's intake loop. It keeps reading the claim
 // even when the partition is at max_uncommitted, holding the records it
-// cannot admit yet (and pausing the partition so the broker stops sending
-// more), because the claim's channel closing is the only revocation signal.
-// A fetched record is therefore never dropped while the partition is owned.
+// cannot admit yet, because the claim's channel closing is the only
+// revocation signal. A fetched record is therefore never dropped while the
+// partition is owned.
+//
+// Holding is not pausing: records already fetched are in memory anyway, and
+// pausing at the first full tracker would stop fetching each time a burst
+// arrives and leave the partition idle for a fetch round trip once it
+// drains. The partition is paused only when the held backlog reaches
+// holdLimit, which bounds memory to that plus one fetch response, and
+// resumed when half of it has drained.
 func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
 	c := h.c
 	p := newPartition(c, claim.Topic(), claim.Partition())
@@ -226,6 +246,7 @@ func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 
 	tick := time.NewTicker(c.opts.PollInterval)
 	defer tick.Stop()
+	holdLimit := c.holdLimit()
 	var held []*sarama.ConsumerMessage
 	paused := false
 	tp := map[string][]int32{p.topic: {p.id}}
@@ -240,18 +261,23 @@ loop:
 			}
 			if len(held) > 0 || !p.admit(r) {
 				held = append(held, r)
-				if !paused {
+				if !paused && len(held) >= holdLimit {
 					c.group.Pause(tp)
 					c.stats.pauses.Add(1)
 					paused = true
 				}
 			}
 		case <-p.room:
-			for len(held) > 0 && p.admit(held[0]) {
-				held[0] = nil
-				held = held[1:]
+			n := 0
+			for n < len(held) && p.admit(held[n]) {
+				held[n] = nil
+				n++
 			}
-			if len(held) == 0 && paused {
+			held = held[n:]
+			if len(held) == 0 {
+				held = nil // release the backing array after a burst
+			}
+			if paused && len(held) <= holdLimit/2 {
 				c.group.Resume(tp)
 				paused = false
 			}

@@ -87,4 +87,3 @@ func TestSkippedRecordsAreCommitted(t *testing.T) {
 		})
 	}
 }
-

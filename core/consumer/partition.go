@@ -35,11 +35,10 @@ type partition struct {
 	id    int32
 	log   *slog.Logger
 
-	// ctx is the parent of every invocation's context. It is cancelled near
-	// the end of the shutdown budget when the partition is revoked or the
-	// consumer stops, so handlers see ShouldCancel.
-	ctx    context.Context
-	cancel context.CancelCauseFunc
+	// scope is the parent of every invocation's context. It is cancelled
+	// near the end of the shutdown budget when the partition is revoked or
+	// the consumer stops, so handlers see ShouldCancel.
+	scope *event.Context
 
 	queue *keyqueue.Queue[item]
 	room  chan struct{} // signalled when the tracker stops being full
@@ -54,14 +53,12 @@ type partition struct {
 }
 
 func newPartition(c *Consumer, topic string, id int32) *partition {
-	ctx, cancel := context.WithCancelCause(context.Background())
 	return &partition{
 		c:       c,
 		topic:   topic,
 		id:      id,
 		log:     c.log.With(slog.String("topic", topic), slog.Int("partition", int(id))),
-		ctx:     ctx,
-		cancel:  cancel,
+		scope:   event.NewScope(),
 		queue:   keyqueue.New[item](),
 		room:    make(chan struct{}, 1),
 		tracker: offsets.New(c.opts.MaxUncommitted),
@@ -134,7 +131,7 @@ func (p *partition) enqueue(it item) {
 	}
 	p.running++
 	p.mu.Unlock()
-	go p.run(it)
+	p.c.exec.submit(task{p: p, it: it})
 }
 
 // run handles it and then each further event of the same key, until the
@@ -158,7 +155,7 @@ func (p *partition) run(it item) {
 }
 
 func (p *partition) invoke(it item) (err error) {
-	ctx := event.NewContext(p.ctx, it.ev.EventKey())
+	ctx := event.NewContext(p.scope, it.ev.EventKey())
 	defer ctx.Invalidate()
 	defer func() {
 		// A panicking handler must not take the process down with it, nor
@@ -181,8 +178,8 @@ func (p *partition) complete(it item, err error) {
 	}
 	attrs := []slog.Attr{slog.Int64("offset", it.offset), slog.String("key", it.ev.EventKey()), slog.String("error", err.Error())}
 	switch {
-	case p.ctx.Err() != nil:
-		p.log.LogAttrs(p.ctx, slog.LevelWarn, "event aborted: partition is shutting down; the next owner handles it again", attrs...)
+	case p.scope.Err() != nil:
+		p.log.LogAttrs(context.Background(), slog.LevelWarn, "event aborted: partition is shutting down; the next owner handles it again", attrs...)
 	case fault.IsTerminal(err):
 		// Better (c): say loudly that this offset now blocks the partition.
 		p.log.LogAttrs(context.Background(), slog.LevelError, "event aborted by a terminal failure; its offset stays uncommitted", attrs...)
@@ -275,13 +272,13 @@ func (p *partition) drain(budget time.Duration, cause error) {
 	for {
 		select {
 		case <-p.idle:
-			p.cancel(cause)
+			p.scope.Cancel(cause)
 			return
 		case <-cancelAt.C:
 			p.log.Warn("shutdown budget nearly spent; cancelling running handlers")
-			p.cancel(cause)
+			p.scope.Cancel(cause)
 		case <-deadline.C:
-			p.cancel(cause)
+			p.scope.Cancel(cause)
 			p.log.Error("handlers still running at the end of the shutdown budget; their events stay uncommitted")
 			return
 		}

@@ -3,13 +3,14 @@ package event
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prosody-events/prosody-go/core/fault"
 )
 
-// Why an invocation was cancelled. context.Cause(ctx) returns one of these.
+// Why an invocation was cancelled. Context.Cause returns one of these.
 var (
 	// ErrTimeout: the handler ran longer than the configured timeout. A
 	// timeout is transient: the mode's retry policy decides what follows.
@@ -31,48 +32,74 @@ var (
 // it is cancelled and invalidated: operations on a copy kept by user code
 // fail with ErrInvalidContext instead of touching a partition this process
 // may no longer own.
+//
+// One Context is made per event on the hot path, so it is built to cost
+// little when nobody waits on it: its Done channel, and its subscription to
+// the parent's cancellation, are created only when first needed.
 type Context struct {
-	ctx    context.Context
-	cancel context.CancelCauseFunc
+	parent context.Context
 	key    string
 	valid  atomic.Bool
+	// cancelled mirrors cause != nil so Err and ShouldCancel need no lock.
+	cancelled atomic.Bool
+
+	mu         sync.Mutex
+	cause      error
+	err        error             // context.Canceled or DeadlineExceeded
+	done       chan struct{}     // made on first Done
+	callbacks  map[uint64]func() // AfterFunc registrations
+	nextID     uint64            //
+	stopParent func() bool       // our subscription to parent, once made
+	timer      *time.Timer       // the attempt timeout, if any
 }
+
+// closedChan is returned by Done once cancelled before anyone asked.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // NewContext returns a valid Context for an invocation on key, cancelled
 // when parent is.
 func NewContext(parent context.Context, key string) *Context {
-	ctx, cancel := context.WithCancelCause(parent)
-	c := &Context{ctx: ctx, cancel: cancel, key: key}
+	c := &Context{parent: parent, key: key}
 	c.valid.Store(true)
 	return c
 }
+
+// NewScope returns a cancellable Context that is not tied to any event, to
+// be the parent of invocation contexts (a partition's, for example).
+//
+// Using a Context rather than context.WithCancelCause as the parent keeps
+// context.Cause truthful for user code: given a custom context, the standard
+// library looks up the nearest standard cancel context through Value and
+// would report that parent's cause (nil) for a cancelled invocation. With no
+// standard cancel context in the chain it falls back to Err instead.
+func NewScope() *Context { return NewContext(context.Background(), "") }
 
 // WithTimeout returns a child Context for one attempt, cancelled with
 // ErrTimeout after d (d <= 0 means no limit). Call the returned function
 // when the attempt ends.
 func (c *Context) WithTimeout(d time.Duration) (*Context, func()) {
-	child := NewContext(c.ctx, c.key)
-	if d <= 0 {
-		return child, child.Invalidate
+	child := NewContext(c, c.key)
+	if d > 0 {
+		child.timer = time.AfterFunc(d, child.CancelTimeout)
 	}
-	timer := time.AfterFunc(d, func() { child.cancel(ErrTimeout) })
-	return child, func() {
-		timer.Stop()
-		child.Invalidate()
-	}
+	return child, child.Invalidate
 }
+
+// CancelTimeout cancels the context because its time limit ran out: Cause
+// becomes ErrTimeout and Err context.DeadlineExceeded.
+func (c *Context) CancelTimeout() { c.cancel(ErrTimeout, context.DeadlineExceeded) }
 
 // Key is the key of the event being handled.
 func (c *Context) Key() string { return c.key }
 
 // ShouldCancel reports whether the handler should stop as soon as it can.
-func (c *Context) ShouldCancel() bool { return c.ctx.Err() != nil }
+func (c *Context) ShouldCancel() bool { return c.Err() != nil }
 
 // OnCancel returns a channel closed on cancellation (the same as Done).
-func (c *Context) OnCancel() <-chan struct{} { return c.ctx.Done() }
+func (c *Context) OnCancel() <-chan struct{} { return c.Done() }
 
 // Cancel cancels the invocation with the given cause.
-func (c *Context) Cancel(cause error) { c.cancel(cause) }
+func (c *Context) Cancel(cause error) { c.cancel(cause, context.Canceled) }
 
 // Valid reports whether the invocation is still running.
 func (c *Context) Valid() bool { return c.valid.Load() }
@@ -83,8 +110,8 @@ func (c *Context) Check() error {
 	if !c.valid.Load() {
 		return ErrInvalidContext
 	}
-	if c.ctx.Err() != nil {
-		return context.Cause(c.ctx)
+	if c.Err() != nil {
+		return c.Cause()
 	}
 	return nil
 }
@@ -94,20 +121,123 @@ func (c *Context) Check() error {
 // handler returns.
 func (c *Context) Invalidate() {
 	c.valid.Store(false)
-	c.cancel(ErrInvalidContext)
+	c.cancel(ErrInvalidContext, context.Canceled)
+}
+
+// Cause returns why the invocation was cancelled, or nil while it runs.
+func (c *Context) Cause() error {
+	if c.cancelled.Load() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.cause
+	}
+	if c.parent.Err() != nil {
+		return causeOf(c.parent)
+	}
+	return nil
+}
+
+func causeOf(ctx context.Context) error {
+	if c, ok := ctx.(*Context); ok {
+		return c.Cause()
+	}
+	return context.Cause(ctx)
 }
 
 // Deadline implements context.Context.
-func (c *Context) Deadline() (time.Time, bool) { return c.ctx.Deadline() }
-
-// Done implements context.Context.
-func (c *Context) Done() <-chan struct{} { return c.ctx.Done() }
+func (c *Context) Deadline() (time.Time, bool) { return c.parent.Deadline() }
 
 // Err implements context.Context.
-func (c *Context) Err() error { return c.ctx.Err() }
+func (c *Context) Err() error {
+	if c.cancelled.Load() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.err
+	}
+	return c.parent.Err()
+}
 
 // Value implements context.Context.
-func (c *Context) Value(key any) any { return c.ctx.Value(key) }
+func (c *Context) Value(key any) any { return c.parent.Value(key) }
 
-// Cause returns why the invocation was cancelled, or nil while it runs.
-func (c *Context) Cause() error { return context.Cause(c.ctx) }
+// Done implements context.Context.
+func (c *Context) Done() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done == nil {
+		if c.cause != nil {
+			return closedChan
+		}
+		c.done = make(chan struct{})
+		c.subscribeLocked()
+	}
+	return c.done
+}
+
+// AfterFunc arranges for f to run once c is cancelled, and returns a
+// function that unregisters it. Implementing it lets context.AfterFunc,
+// context.WithCancel and children made by WithTimeout follow this context
+// without a goroutine each.
+func (c *Context) AfterFunc(f func()) (stop func() bool) {
+	c.mu.Lock()
+	if c.cause != nil {
+		c.mu.Unlock()
+		f()
+		return func() bool { return false }
+	}
+	if c.callbacks == nil {
+		c.callbacks = make(map[uint64]func(), 1)
+	}
+	id := c.nextID
+	c.nextID++
+	c.callbacks[id] = f
+	c.subscribeLocked()
+	c.mu.Unlock()
+	return func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		_, ok := c.callbacks[id]
+		delete(c.callbacks, id)
+		return ok
+	}
+}
+
+// subscribeLocked makes the parent's cancellation reach this context. It
+// is needed only once something waits on this context.
+func (c *Context) subscribeLocked() {
+	if c.stopParent != nil {
+		return
+	}
+	parent := c.parent
+	c.stopParent = context.AfterFunc(parent, func() { c.cancel(causeOf(parent), parent.Err()) })
+}
+
+// cancel records the first cause, closes Done and runs the callbacks.
+func (c *Context) cancel(cause, err error) {
+	if cause == nil {
+		cause = err
+	}
+	c.mu.Lock()
+	if c.cause != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.cause, c.err = cause, err
+	c.cancelled.Store(true)
+	if c.done != nil {
+		close(c.done)
+	}
+	callbacks := c.callbacks
+	c.callbacks = nil
+	stop, timer := c.stopParent, c.timer
+	c.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	if timer != nil {
+		timer.Stop()
+	}
+	for _, f := range callbacks {
+		f()
+	}
+}

@@ -1,8 +1,6 @@
 package middleware
 
 import (
-	"context"
-
 	"github.com/prosody-events/prosody-go/core/event"
 )
 
@@ -27,10 +25,16 @@ func (l *Limiter) InUse() int { return len(l.slots) }
 func (l *Limiter) Middleware() Middleware {
 	return func(next Invoker) Invoker {
 		return func(ctx *event.Context, ev event.Event) error {
+			// Try first without waiting: asking for ctx.Done() would make the
+			// context allocate its channel even when a slot is free.
 			select {
 			case l.slots <- struct{}{}:
-			case <-ctx.Done():
-				return context.Cause(ctx)
+			default:
+				select {
+				case l.slots <- struct{}{}:
+				case <-ctx.Done():
+					return ctx.Cause()
+				}
 			}
 			defer func() { <-l.slots }()
 			return next(ctx, ev)

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"go.uber.org/goleak"
+
 	"github.com/prosody-events/prosody-go/core/event"
 )
 
@@ -64,3 +66,5 @@ func TestCancellationRejectsCancelledContext(t *testing.T) {
 		t.Fatalf("err %v ran %v, want ErrRevoked without running", err, ran)
 	}
 }
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -1,7 +1,6 @@
 package middleware
 
 import (
-	"context"
 	"log/slog"
 	"math/rand/v2"
 	"time"
@@ -78,6 +77,6 @@ func sleep(ctx *event.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	case <-ctx.Done():
-		return context.Cause(ctx)
+		return ctx.Cause()
 	}
 }

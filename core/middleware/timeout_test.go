@@ -35,7 +35,9 @@ func TestTimeout(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx, cancel := newCtx()
 			defer cancel(nil)
-			err := Chain(tt.handler, Timeout(tt.d))(ctx, &event.Message{})
+			timeouts := NewTimeouts(tt.d)
+			defer timeouts.Stop()
+			err := Chain(tt.handler, timeouts.Middleware())(ctx, &event.Message{})
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("err = %v, want error: %v", err, tt.wantErr)
 			}
@@ -49,5 +51,35 @@ func TestTimeout(t *testing.T) {
 				t.Fatal("the attempt's timeout must not cancel the event context")
 			}
 		})
+	}
+}
+
+func TestTimeoutsWatchdogIdlesAndStops(t *testing.T) {
+	timeouts := NewTimeouts(10 * time.Millisecond)
+	inv := Chain(func(ctx *event.Context, _ event.Event) error {
+		<-ctx.OnCancel()
+		return ctx.Err()
+	}, timeouts.Middleware())
+	for i := 0; i < 3; i++ {
+		ctx, cancel := newCtx()
+		if err := inv(ctx, &event.Message{}); !errors.Is(err, event.ErrTimeout) {
+			t.Fatalf("round %d: err = %v, want a timeout", i, err)
+		}
+		cancel(nil)
+		time.Sleep(30 * time.Millisecond) // long enough for the watchdog to idle
+	}
+	timeouts.Stop()
+	timeouts.Stop() // idempotent
+}
+
+func TestNoLimitPassesThrough(t *testing.T) {
+	timeouts := NewTimeouts(0)
+	defer timeouts.Stop()
+	ctx, cancel := newCtx()
+	defer cancel(nil)
+	var seen *event.Context
+	_ = Chain(func(c *event.Context, _ event.Event) error { seen = c; return nil }, timeouts.Middleware())(ctx, &event.Message{})
+	if seen != ctx {
+		t.Fatal("with no limit the handler must get the event context itself")
 	}
 }

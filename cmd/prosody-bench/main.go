@@ -1,0 +1,257 @@
+// Command prosody-bench measures consumer throughput on a real broker: the
+// Prosody engine with a no-op handler against a raw sarama consumer group
+// reading the same topic in the same run. Each reader uses a fresh consumer
+// group and reads the topic from the start, so both do the same work; the
+// order alternates across rounds so neither always gets a warm cache.
+//
+//	go run ./cmd/prosody-bench -brokers localhost:9094 -messages 1000000
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"log"
+	"log/slog"
+	"os"
+	"runtime/pprof"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/prosody-events/prosody-go/core/config"
+	"github.com/prosody-events/prosody-go/core/consumer"
+	"github.com/prosody-events/prosody-go/core/event"
+	"github.com/prosody-events/prosody-go/core/middleware"
+	"github.com/prosody-events/prosody-go/core/mockbroker"
+)
+
+func main() {
+	brokers := flag.String("brokers", "localhost:9094", "bootstrap servers")
+	messages := flag.Int("messages", 1_000_000, "messages to produce and consume")
+	partitions := flag.Int("partitions", 8, "partitions of the benchmark topic")
+	keys := flag.Int("keys", 10_000, "distinct keys")
+	size := flag.Int("size", 200, "approximate payload size in bytes")
+	rounds := flag.Int("rounds", 2, "rounds; each runs both readers")
+	topic := flag.String("topic", "", "reuse this topic (already filled) instead of creating one")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the prosody runs to this file")
+	flag.Parse()
+	sarama.Logger = log.New(io.Discard, "", 0)
+	addrs := strings.Split(*brokers, ",")
+
+	name := *topic
+	if name == "" {
+		name = "prosody-bench-" + suffix()
+		start := time.Now()
+		must(fill(addrs, name, int32(*partitions), *messages, *keys, *size))
+		el := time.Since(start)
+		fmt.Printf("produced %d messages (%d bytes each, %d keys) to %s in %v (%.0f msg/s)\n",
+			*messages, *size, *keys, name, el.Round(time.Millisecond), float64(*messages)/el.Seconds())
+	}
+
+	results := map[string][]float64{}
+	for r := 0; r < *rounds; r++ {
+		order := []string{"sarama", "prosody"}
+		if r%2 == 1 {
+			order = []string{"prosody", "sarama"}
+		}
+		for _, reader := range order {
+			var el time.Duration
+			var err error
+			if reader == "sarama" {
+				el, err = rawSarama(addrs, name, *messages)
+			} else {
+				stop := startProfile(*cpuProfile, r)
+				el, err = engine(addrs, name, *messages)
+				stop()
+			}
+			must(err)
+			rate := float64(*messages) / el.Seconds()
+			results[reader] = append(results[reader], rate)
+			fmt.Printf("round %d %-8s %8.0f msg/s (%v)\n", r+1, reader, rate, el.Round(time.Millisecond))
+		}
+	}
+	s, p := median(results["sarama"]), median(results["prosody"])
+	fmt.Printf("median  sarama %.0f msg/s, prosody %.0f msg/s, ratio %.2f\n", s, p, p/s)
+}
+
+// startProfile profiles the first prosody round when path is set.
+func startProfile(path string, round int) func() {
+	if path == "" || round > 0 {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	must(err)
+	must(pprof.StartCPUProfile(f))
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}
+}
+
+func suffix() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func must(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "prosody-bench:", err)
+		os.Exit(1)
+	}
+}
+
+func median(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if len(s) == 0 {
+		return 0
+	}
+	return s[len(s)/2]
+}
+
+func saramaConfig() *sarama.Config {
+	cfg := sarama.NewConfig()
+	cfg.Version = mockbroker.KafkaVersion
+	return cfg
+}
+
+// fill creates the topic and writes the messages with an idempotent LZ4
+// producer using the CRC-32 key partitioner, as Prosody's producer does.
+func fill(addrs []string, topic string, partitions int32, n, keys, size int) error {
+	cfg := saramaConfig()
+	admin, err := sarama.NewClusterAdmin(addrs, cfg)
+	if err != nil {
+		return err
+	}
+	if err := admin.CreateTopic(topic, &sarama.TopicDetail{NumPartitions: partitions, ReplicationFactor: 1}, false); err != nil {
+		admin.Close()
+		return err
+	}
+	admin.Close()
+	time.Sleep(time.Second) // let leaders settle before the first batch
+
+	cfg.Producer.Idempotent = true
+	cfg.Producer.RequiredAcks = sarama.WaitForAll
+	cfg.Net.MaxOpenRequests = 1
+	cfg.Producer.Compression = sarama.CompressionLZ4
+	cfg.Producer.Return.Successes = false
+	cfg.Producer.Flush.Bytes = 512 * 1024
+	cfg.Producer.Flush.Frequency = 5 * time.Millisecond
+	cfg.Producer.Partitioner = sarama.NewCustomPartitioner(sarama.WithAbsFirst(), sarama.WithCustomHashFunction(crc32.NewIEEE))
+	p, err := sarama.NewAsyncProducer(addrs, cfg)
+	if err != nil {
+		return err
+	}
+	var failed atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		for range p.Errors() {
+			failed.Add(1)
+		}
+		close(done)
+	}()
+	pad := strings.Repeat("x", max(0, size-110))
+	for i := 0; i < n; i++ {
+		k := fmt.Sprintf("key-%05d", i%keys)
+		v := fmt.Sprintf(`{"id":"evt-%09d","type":"bench.event","key":"%s","seq":%d,"pad":"%s"}`, i, k, i/keys, pad)
+		p.Input() <- &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(k), Value: sarama.StringEncoder(v)}
+	}
+	p.AsyncClose()
+	<-done
+	if f := failed.Load(); f > 0 {
+		return fmt.Errorf("%d messages failed to produce", f)
+	}
+	return nil
+}
+
+// rawSarama is the floor: a consumer group that marks every message and
+// does nothing else.
+func rawSarama(addrs []string, topic string, n int) (time.Duration, error) {
+	cfg := saramaConfig()
+	cfg.Consumer.Offsets.Initial = sarama.OffsetOldest
+	cfg.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{sarama.NewBalanceStrategyCooperativeSticky()}
+	group, err := sarama.NewConsumerGroup(addrs, "bench-sarama-"+suffix(), cfg)
+	if err != nil {
+		return 0, err
+	}
+	defer group.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	h := &countingHandler{target: int64(n), done: cancel}
+	start := time.Now()
+	for ctx.Err() == nil {
+		if err := group.Consume(ctx, []string{topic}, h); err != nil {
+			return 0, err
+		}
+	}
+	return h.elapsed(start), nil
+}
+
+type countingHandler struct {
+	target   int64
+	count    atomic.Int64
+	finished atomic.Int64 // unix nanos when the target was reached
+	done     context.CancelFunc
+}
+
+func (h *countingHandler) Setup(sarama.ConsumerGroupSession) error   { return nil }
+func (h *countingHandler) Cleanup(sarama.ConsumerGroupSession) error { return nil }
+func (h *countingHandler) ConsumeClaim(s sarama.ConsumerGroupSession, c sarama.ConsumerGroupClaim) error {
+	for m := range c.Messages() {
+		s.MarkMessage(m, "")
+		if h.count.Add(1) == h.target {
+			h.finished.Store(time.Now().UnixNano())
+			h.done()
+		}
+	}
+	return nil
+}
+
+func (h *countingHandler) elapsed(start time.Time) time.Duration {
+	return time.Unix(0, h.finished.Load()).Sub(start)
+}
+
+// engine runs the Prosody consumer with the pipeline-mode inner block and
+// the default configuration, and a handler that does nothing.
+func engine(addrs []string, topic string, n int) (time.Duration, error) {
+	def := config.Default()
+	var count atomic.Int64
+	finished := make(chan time.Time, 1)
+	h := event.HandlerFuncs{Message: func(*event.Context, *event.Message) error {
+		if count.Add(1) == int64(n) {
+			finished <- time.Now()
+		}
+		return nil
+	}}
+	timeouts := middleware.NewTimeouts(def.HandlerTimeout())
+	defer timeouts.Stop()
+	invoke := middleware.Chain(middleware.HandlerInvoker(h),
+		middleware.Retry(middleware.RetryPolicy{MaxRetries: middleware.Unlimited, Base: def.RetryBase, MaxDelay: def.MaxRetryDelay}),
+		middleware.Cancellation(),
+		middleware.NewLimiter(def.MaxConcurrency).Middleware(),
+		timeouts.Middleware(),
+	)
+	start := time.Now()
+	c, err := consumer.Start(consumer.Options{
+		Brokers: addrs, GroupID: "bench-prosody-" + suffix(), Topics: []string{topic},
+		MaxUncommitted: def.MaxUncommitted, PollInterval: def.PollInterval, CommitInterval: def.CommitInterval,
+		ShutdownTimeout: def.ShutdownTimeout, StallThreshold: def.StallThreshold,
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	}, invoke)
+	if err != nil {
+		return 0, err
+	}
+	end := <-finished
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return end.Sub(start), c.Stop(ctx)
+}

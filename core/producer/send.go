@@ -1,0 +1,208 @@
+package producer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/zeebo/xxh3"
+)
+
+// SourceSystemHeader is the name of the header carrying the producer's
+// source system. Consumers skip records whose value equals their group id.
+const SourceSystemHeader = "source-system"
+
+var sourceSystemKey = []byte(SourceSystemHeader)
+
+// Header is one Kafka record header.
+type Header struct {
+	Key   string
+	Value []byte
+}
+
+// Delivery describes where a record was written.
+type Delivery struct {
+	// Partition and Offset locate the record. Both are -1 when Skipped.
+	Partition int32
+	Offset    int64
+	// Skipped is true when the send was dropped because the same event id
+	// was already delivered for this topic and key (the id cache). Nothing
+	// was written; the call still succeeds.
+	Skipped bool
+}
+
+// skipped is the Delivery of a send the id cache dropped.
+var skipped = Delivery{Partition: -1, Offset: -1, Skipped: true}
+
+// flight is one record on its way to Kafka. It travels in the record's
+// Metadata so the delivery-report goroutines can find the waiting Send.
+type flight struct {
+	// done has room for the one report, so the router never blocks even
+	// when the sender has given up waiting.
+	done chan outcome
+}
+
+type outcome struct {
+	partition int32
+	offset    int64
+	err       error
+}
+
+// Send writes one record and waits for Kafka to acknowledge it.
+//
+// payload is the record value, already serialised as JSON. When the id cache
+// is enabled and payload has a top-level string "id", a send whose (topic,
+// key, id) was already delivered returns a Skipped Delivery without writing
+// anything; the triple is remembered only after a successful delivery.
+//
+// The record carries the source-system header first, then headers in order,
+// and a timestamp of now. An empty key is written as an empty (not null) key
+// and goes to a random partition.
+//
+// sarama reads payload and the header values until the record is delivered,
+// which after a timeout can be later than Send's return: do not modify them
+// once they are passed in.
+//
+// Send returns when the delivery report arrives, when ctx is done, or when
+// Options.SendTimeout expires, whichever is first. On timeout the error
+// wraps ErrSendTimeout and classifies as Transient. After a timeout or a
+// cancelled ctx the record may still be delivered, so a retry can write it
+// twice; that is the at-least-once contract consumers already handle. Use
+// Classify on any error to decide what to do.
+//
+// The id cache drops only sends that start after an earlier send of the same
+// triple succeeded: two concurrent sends of one event may both be written,
+// as in the original.
+func (p *Producer) Send(ctx context.Context, topic, key string, payload []byte, headers ...Header) (Delivery, error) {
+	if topic == "" {
+		return Delivery{}, withClass(Permanent, errors.New("producer: send: empty topic name"))
+	}
+	if err := ctx.Err(); err != nil {
+		return Delivery{}, fmt.Errorf("producer: send to %q: %w", topic, err)
+	}
+
+	var cacheKey xxh3.Uint128
+	useCache := false
+	if p.cache != nil {
+		if id, ok := eventID(payload); ok {
+			cacheKey, useCache = idKey(topic, key, id), true
+			if p.cache.contains(cacheKey) {
+				return skipped, nil
+			}
+		}
+	}
+
+	f := &flight{done: make(chan outcome, 1)}
+	msg := p.newMessage(topic, key, payload, headers, f)
+	if size := msg.ByteSize(2); size > p.maxMsgBytes {
+		// sarama would reject it with a ConfigurationError, which reads
+		// as a client misconfiguration; it is this record that is too big.
+		return Delivery{}, fmt.Errorf("producer: send to %q: record of %d bytes exceeds %d: %w",
+			topic, size, p.maxMsgBytes, sarama.ErrMessageSizeTooLarge)
+	}
+
+	// One timer covers the whole send: waiting for the connection, the
+	// hand-off to sarama and the delivery report.
+	var timeout <-chan time.Time
+	if p.sendTimeout > 0 {
+		t := time.NewTimer(p.sendTimeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+
+	conn, err := p.awaitConnection(ctx, timeout, topic)
+	if err != nil {
+		return Delivery{}, err
+	}
+
+	if err := p.enqueue(ctx, timeout, conn, msg); err != nil {
+		return Delivery{}, err
+	}
+
+	select {
+	case o := <-f.done:
+		if o.err != nil {
+			return Delivery{}, fmt.Errorf("producer: send to %q: %w", topic, o.err)
+		}
+		if useCache {
+			p.cache.add(cacheKey)
+		}
+		return Delivery{Partition: o.partition, Offset: o.offset}, nil
+	case <-ctx.Done():
+		return Delivery{}, fmt.Errorf("producer: send to %q: awaiting delivery report: %w", topic, ctx.Err())
+	case <-timeout:
+		return Delivery{}, fmt.Errorf("producer: send to %q: no delivery report within %s (the record may still be delivered): %w",
+			topic, p.sendTimeout, ErrSendTimeout)
+	}
+}
+
+// awaitConnection returns the live connection, waiting for the background
+// dial if it has not succeeded yet.
+func (p *Producer) awaitConnection(ctx context.Context, timeout <-chan time.Time, topic string) (*connection, error) {
+	select {
+	case <-p.ready:
+		return p.conn, nil
+	default:
+	}
+	select {
+	case <-p.ready:
+		return p.conn, nil
+	case <-p.closing:
+		return nil, ErrClosed
+	case <-ctx.Done():
+		return nil, fmt.Errorf("producer: send to %q: not connected to kafka: %w", topic, ctx.Err())
+	case <-timeout:
+		reason := "still connecting"
+		if err := p.dialError(); err != nil {
+			reason = err.Error()
+		}
+		// The dial error is reported as text, not wrapped: whatever it
+		// says, the send timed out and that is what callers classify.
+		return nil, fmt.Errorf("producer: send to %q: not connected to kafka within %s (%s): %w",
+			topic, p.sendTimeout, reason, ErrSendTimeout)
+	}
+}
+
+// enqueue hands msg to sarama unless Close has started.
+func (p *Producer) enqueue(ctx context.Context, timeout <-chan time.Time, conn *connection, msg *sarama.ProducerMessage) error {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.closed {
+		return ErrClosed
+	}
+	select {
+	case conn.producer.Input() <- msg:
+		return nil
+	case <-p.closing:
+		return ErrClosed
+	case <-ctx.Done():
+		return fmt.Errorf("producer: send to %q: %w", msg.Topic, ctx.Err())
+	case <-timeout:
+		return fmt.Errorf("producer: send to %q: not accepted by the producer within %s: %w",
+			msg.Topic, p.sendTimeout, ErrSendTimeout)
+	}
+}
+
+// newMessage builds the sarama record for one send.
+func (p *Producer) newMessage(topic, key string, payload []byte, headers []Header, f *flight) *sarama.ProducerMessage {
+	hs := make([]sarama.RecordHeader, 0, 1+len(headers))
+	// The source-system bytes are shared by all records; sarama only
+	// reads header bytes.
+	hs = append(hs, sarama.RecordHeader{Key: sourceSystemKey, Value: p.sourceSystemValue})
+	for _, h := range headers {
+		hs = append(hs, sarama.RecordHeader{Key: []byte(h.Key), Value: h.Value})
+	}
+	return &sarama.ProducerMessage{
+		Topic: topic,
+		// A ByteEncoder, not a StringEncoder: the partitioner and the
+		// encoder then share one copy of the key. []byte of an empty
+		// string is non-nil, so an empty key stays empty rather than null.
+		Key:       sarama.ByteEncoder([]byte(key)),
+		Value:     sarama.ByteEncoder(payload),
+		Headers:   hs,
+		Timestamp: time.Now(),
+		Metadata:  f,
+	}
+}
