@@ -1,11 +1,7 @@
-// Command prosody-demo is `make demo`: it produces keyed JSON events to the
-// in-process mock Kafka cluster and consumes them back with a consumer group,
-// checking that every message arrives and that each key's messages arrive in
-// order.
-//
-// It drives sarama directly for now. Once the Prosody consumer engine exists
-// the consuming half will go through it instead; the mock cluster, producer
-// settings and checks stay the same.
+// Command prosody-demo is `make demo`: a Prosody client in mock mode (an
+// in-process Kafka cluster, nothing on the network) sends keyed JSON events,
+// another client consumes them with a handler, and the demo checks that
+// every message arrived and that each key's messages were handled in order.
 package main
 
 import (
@@ -13,14 +9,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"os/signal"
-	"sync"
+	"sync/atomic"
 	"time"
 
-	"github.com/IBM/sarama"
-
+	"github.com/prosody-events/prosody-go/core/admin"
+	"github.com/prosody-events/prosody-go/core/client"
+	"github.com/prosody-events/prosody-go/core/config"
+	"github.com/prosody-events/prosody-go/core/event"
 	"github.com/prosody-events/prosody-go/core/mockbroker"
+	"github.com/prosody-events/prosody-go/core/producer"
 )
 
 const (
@@ -32,16 +33,14 @@ const (
 	timeout    = 30 * time.Second
 )
 
-// event is the JSON payload of every demo message.
-type event struct {
+// payload is the JSON body of every demo message.
+type payload struct {
 	ID   string `json:"id"`
 	Type string `json:"type"`
 	Seq  int    `json:"seq"`
 }
 
 func main() {
-	// sarama logs to sarama.Logger, which discards by default; the demo
-	// leaves it that way so only the summary is printed.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if err := run(ctx); err != nil {
@@ -51,165 +50,123 @@ func main() {
 	}
 }
 
+// mockConfig is the configuration both demo clients share: mock mode, so
+// bootstrap_servers is required but never dialled.
+func mockConfig(set func(*config.Config)) (*config.Config, error) {
+	return config.Load(func(c *config.Config) {
+		c.BootstrapServers = []string{"localhost:9094"}
+		c.Mock = true
+		c.ProbePort = config.None[int]()
+		c.CommitInterval = 200 * time.Millisecond
+		set(c)
+	})
+}
+
 func run(ctx context.Context) error {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+
+	adm, err := admin.New(admin.Options{Brokers: []string{"localhost:9094"}, Mock: true})
+	if err != nil {
+		return err
+	}
+	defer adm.Close()
+	if err := adm.CreateTopic(ctx, admin.TopicSpec{Name: topic, Partitions: partitions}); err != nil {
+		return fmt.Errorf("creating topic: %w", err)
+	}
+
+	senderCfg, err := mockConfig(func(c *config.Config) { c.SourceSystem = "prosody-demo-sender" })
+	if err != nil {
+		return err
+	}
+	sender, err := client.New(senderCfg, client.WithLogger(quiet))
+	if err != nil {
+		return err
+	}
+	defer sender.Close(context.Background())
+
+	// What will be produced, and where the key partitioner puts each key.
+	produced := make(map[string]*keyLog, keys)
+	order := make([]payload, messages)
+	for i := range order {
+		key := fmt.Sprintf("key-%02d", i%keys)
+		l := produced[key]
+		if l == nil {
+			l = &keyLog{partition: producer.PartitionForKey([]byte(key), partitions)}
+			produced[key] = l
+		}
+		seq := len(l.seqs) + 1
+		l.seqs = append(l.seqs, seq)
+		order[i] = payload{ID: fmt.Sprintf("%s-%d", key, seq), Type: "demo.event", Seq: seq}
+	}
+	track := newTracker(produced)
+
+	receiverCfg, err := mockConfig(func(c *config.Config) {
+		c.GroupID = groupID
+		c.SubscribedTopics = []string{topic}
+	})
+	if err != nil {
+		return err
+	}
+	receiver, err := client.New(receiverCfg, client.WithLogger(quiet))
+	if err != nil {
+		return err
+	}
+	defer receiver.Close(context.Background())
+
+	done := make(chan struct{})
+	var finished atomic.Bool
+	var running, peak atomic.Int32
+	err = receiver.Subscribe(event.HandlerFuncs{Message: func(_ *event.Context, m *event.Message) error {
+		n := running.Add(1)
+		defer running.Add(-1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+		var body payload
+		if err := json.Unmarshal(m.Payload, &body); err != nil {
+			track.bad(fmt.Sprintf("partition %d offset %d: %v", m.Partition, m.Offset, err))
+			return nil
+		}
+		time.Sleep(time.Millisecond) // a little work, so keys visibly overlap
+		if track.record(m.Key, m.Partition, m.Offset, body.Seq) && finished.CompareAndSwap(false, true) {
+			close(done)
+		}
+		return nil
+	}})
+	if err != nil {
+		return err
+	}
+
+	for i, p := range order {
+		body, _ := json.Marshal(p)
+		if err := sender.Send(ctx, topic, fmt.Sprintf("key-%02d", i%keys), body); err != nil {
+			return fmt.Errorf("sending message %d: %w", i, err)
+		}
+	}
+
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	stopCtx, stopCancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer stopCancel()
+	if err := receiver.Unsubscribe(stopCtx); err != nil {
+		return err
+	}
 
 	cluster, err := mockbroker.Shared()
 	if err != nil {
 		return err
 	}
-	addrs := cluster.Addrs()
-	if err := cluster.EnsureTopic(ctx, topic, partitions); err != nil {
+	fmt.Print(track.summary(cluster.Addrs(), time.Since(start)))
+	fmt.Printf("  concurrency  up to %d handlers at once across keys (max_concurrency %d)\n", peak.Load(), receiverCfg.MaxConcurrency)
+	if err := track.err(); err != nil {
 		return err
 	}
-
-	produced, err := produce(addrs)
-	if err != nil {
-		return err
-	}
-	t := newTracker(produced)
-	consumeErr := consume(ctx, addrs, t)
-
-	fmt.Print(t.summary(addrs, time.Since(start)))
-	return errors.Join(consumeErr, t.err())
-}
-
-// produce sends the demo events and returns, per key, the seqs it wrote in
-// order together with the partition each key landed on.
-func produce(addrs []string) (map[string]*keyLog, error) {
-	cfg := sarama.NewConfig()
-	cfg.Version = mockbroker.KafkaVersion
-	cfg.ClientID = "prosody-demo-producer"
-	// The producer settings Prosody uses: idempotence (acks=all, one
-	// in-flight request so retries cannot reorder), and librdkafka's
-	// consistent_random partitioner, CRC-32(key) mod partitions, so a key
-	// lands where the original implementation would put it.
-	cfg.Producer.Idempotent = true
-	cfg.Producer.RequiredAcks = sarama.WaitForAll
-	cfg.Net.MaxOpenRequests = 1
-	cfg.Producer.Partitioner = sarama.NewConsistentCRCHashPartitioner
-	cfg.Producer.Return.Successes = true
-
-	producer, err := sarama.NewSyncProducer(addrs, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("create producer: %w", err)
-	}
-
-	msgs := make([]*sarama.ProducerMessage, messages)
-	for seq := range messages {
-		value, err := json.Marshal(event{
-			ID:   fmt.Sprintf("demo-%04d", seq),
-			Type: "demo.event",
-			Seq:  seq,
-		})
-		if err != nil {
-			_ = producer.Close()
-			return nil, fmt.Errorf("encode event %d: %w", seq, err)
-		}
-		msgs[seq] = &sarama.ProducerMessage{
-			Topic: topic,
-			Key:   sarama.StringEncoder(fmt.Sprintf("key-%02d", seq%keys)),
-			Value: sarama.ByteEncoder(value),
-		}
-	}
-	// One batch call: the idempotent producer keeps per-partition order,
-	// so each key's seqs are written in the order they are listed.
-	sendErr := producer.SendMessages(msgs)
-	if err := producer.Close(); err != nil && sendErr == nil {
-		sendErr = fmt.Errorf("close producer: %w", err)
-	}
-	if sendErr != nil {
-		return nil, fmt.Errorf("produce: %w", sendErr)
-	}
-
-	logs := make(map[string]*keyLog, keys)
-	for seq, m := range msgs {
-		key := string(m.Key.(sarama.StringEncoder))
-		l := logs[key]
-		if l == nil {
-			l = &keyLog{partition: m.Partition}
-			logs[key] = l
-		}
-		l.seqs = append(l.seqs, seq)
-	}
-	return logs, nil
-}
-
-// consume reads the topic with a fresh consumer group until the tracker has
-// seen every produced message or ctx ends, then closes the group.
-func consume(ctx context.Context, addrs []string, t *tracker) error {
-	cfg := sarama.NewConfig()
-	cfg.Version = mockbroker.KafkaVersion
-	cfg.ClientID = "prosody-demo-consumer"
-	// A new group starts from the earliest offset (core-behavior.md §3.2),
-	// and Prosody members offer only cooperative-sticky.
-	cfg.Consumer.Offsets.Initial = sarama.OffsetOldest
-	cfg.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{
-		sarama.NewBalanceStrategyCooperativeSticky(),
-	}
-	cfg.Consumer.Return.Errors = true
-
-	group, err := sarama.NewConsumerGroup(addrs, groupID, cfg)
-	if err != nil {
-		return fmt.Errorf("create consumer group: %w", err)
-	}
-
-	// Collect asynchronous consumer errors for the report; the channel
-	// closes when the group does.
-	var (
-		wg        sync.WaitGroup
-		asyncErrs []error
-	)
-	wg.Go(func() {
-		for err := range group.Errors() {
-			asyncErrs = append(asyncErrs, err)
-		}
-	})
-
-	cctx, stop := context.WithCancel(ctx)
-	defer stop()
-	h := &handler{t: t, allSeen: stop}
-	var consumeErr error
-	// Consume returns at every rebalance; loop until done or out of time.
-	for cctx.Err() == nil {
-		if err := group.Consume(cctx, []string{topic}, h); err != nil {
-			consumeErr = fmt.Errorf("consume: %w", err)
-			break
-		}
-	}
-
-	closeErr := group.Close()
-	wg.Wait()
-	errs := append([]error{consumeErr}, asyncErrs...)
-	if closeErr != nil {
-		errs = append(errs, fmt.Errorf("close consumer group: %w", closeErr))
-	}
-	if ctx.Err() != nil && !t.complete() {
-		errs = append(errs, fmt.Errorf("stopped before consuming everything: %w", context.Cause(ctx)))
-	}
-	return errors.Join(errs...)
-}
-
-// handler feeds every claimed message to the tracker and marks it consumed.
-type handler struct {
-	t       *tracker
-	allSeen context.CancelFunc
-}
-
-func (*handler) Setup(sarama.ConsumerGroupSession) error   { return nil }
-func (*handler) Cleanup(sarama.ConsumerGroupSession) error { return nil }
-
-func (h *handler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
-	for msg := range claim.Messages() {
-		var ev event
-		if err := json.Unmarshal(msg.Value, &ev); err != nil {
-			h.t.bad(fmt.Sprintf("partition %d offset %d: undecodable value: %v", msg.Partition, msg.Offset, err))
-		} else if h.t.record(string(msg.Key), msg.Partition, msg.Offset, ev.Seq) {
-			h.allSeen()
-		}
-		sess.MarkMessage(msg, "")
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("timed out after %v", timeout)
 	}
 	return nil
 }

@@ -138,7 +138,7 @@ func (t *tracker) summary(addrs []string, elapsed time.Duration) string {
 	}
 
 	var b strings.Builder
-	fmt.Fprintf(&b, "Prosody demo: sarama against the in-process mock Kafka cluster at %s\n", strings.Join(addrs, ","))
+	fmt.Fprintf(&b, "Prosody demo: two clients in mock mode (in-process Kafka at %s)\n", strings.Join(addrs, ","))
 	fmt.Fprintf(&b, "  topic        %s (%d partitions)\n", topic, partitions)
 	fmt.Fprintf(&b, "  produced     %d messages over %d keys\n", t.total, len(t.produced))
 	fmt.Fprintf(&b, "  consumed     %d messages (%d distinct)\n", t.consumed, t.distinct)

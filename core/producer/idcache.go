@@ -15,14 +15,14 @@ import (
 //
 // exactly as the original computes it (core-behavior.md §6). The length
 // prefixes keep ("ab","c") and ("a","bc") apart.
-func idKey(topic, key string, id []byte) xxh3.Uint128 {
+func idKey(topic, key, id string) xxh3.Uint128 {
 	// Typical triples fit on the stack; longer ones spill to the heap.
 	var stack [256]byte
 	return xxh3.Hash128(appendIDKeyInput(stack[:0], topic, key, id))
 }
 
 // appendIDKeyInput appends the hash input of idKey to buf.
-func appendIDKeyInput(buf []byte, topic, key string, id []byte) []byte {
+func appendIDKeyInput(buf []byte, topic, key, id string) []byte {
 	buf = binary.LittleEndian.AppendUint32(buf, uint32(len(topic)))
 	buf = append(buf, topic...)
 	buf = binary.LittleEndian.AppendUint32(buf, uint32(len(key)))

@@ -9,7 +9,7 @@ import (
 )
 
 func TestIDKeyInputLayout(t *testing.T) {
-	got := appendIDKeyInput(nil, "orders", "k1", []byte("evt-9"))
+	got := appendIDKeyInput(nil, "orders", "k1", "evt-9")
 	want, _ := hex.DecodeString(
 		"06000000" + hex.EncodeToString([]byte("orders")) +
 			"02000000" + hex.EncodeToString([]byte("k1")) +
@@ -17,11 +17,11 @@ func TestIDKeyInputLayout(t *testing.T) {
 	if !bytes.Equal(got, want) {
 		t.Fatalf("input = %x, want %x", got, want)
 	}
-	if idKey("orders", "k1", []byte("evt-9")) != xxh3.Hash128(want) {
+	if idKey("orders", "k1", "evt-9") != xxh3.Hash128(want) {
 		t.Error("idKey is not XXH3-128 of its input")
 	}
 	// Length prefixes separate the fields.
-	if idKey("ab", "c", []byte("x")) == idKey("a", "bc", []byte("x")) {
+	if idKey("ab", "c", "x") == idKey("a", "bc", "x") {
 		t.Error("field boundaries do not change the key")
 	}
 }
@@ -37,7 +37,7 @@ func TestXXH3128KnownAnswer(t *testing.T) {
 }
 
 func TestIDCache(t *testing.T) {
-	k := func(s string) xxh3.Uint128 { return idKey("t", "k", []byte(s)) }
+	k := func(s string) xxh3.Uint128 { return idKey("t", "k", s) }
 
 	t.Run("disabled", func(t *testing.T) {
 		if c := newIDCache(0); c != nil {
@@ -89,10 +89,10 @@ func TestIDCache(t *testing.T) {
 		const size = 100
 		c := newIDCache(size)
 		for i := range 10 * size {
-			c.add(idKey("t", "k", []byte(string(rune('a'+i%26))+string(rune(i)))))
+			c.add(idKey("t", "k", string(rune('a'+i%26))+string(rune(i))))
 		}
 		for i := 9 * size; i < 10*size; i++ {
-			if !c.contains(idKey("t", "k", []byte(string(rune('a'+i%26))+string(rune(i))))) {
+			if !c.contains(idKey("t", "k", string(rune('a'+i%26))+string(rune(i)))) {
 				t.Fatalf("recent entry %d evicted", i)
 			}
 		}

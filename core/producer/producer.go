@@ -9,6 +9,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/prosody-events/prosody-go/core/fault"
 	"github.com/prosody-events/prosody-go/core/mockbroker"
 )
 
@@ -55,19 +56,23 @@ type connection struct {
 //
 // In mock mode the producer uses the shared in-memory cluster and never
 // dials opts.Brokers.
+//
+// Invalid options are a terminal error (fault.ClassTerminal): no producer
+// can be built from them, however often New is retried. Failing to start
+// the mock cluster is transient.
 func New(opts Options) (*Producer, error) {
 	if err := opts.validate(); err != nil {
-		return nil, err
+		return nil, fault.Terminal(err)
 	}
 	cfg, err := opts.saramaConfig()
 	if err != nil {
-		return nil, err
+		return nil, fault.Terminal(err)
 	}
 	addrs := opts.Brokers
 	if opts.Mock {
 		cluster, err := mockbroker.Shared()
 		if err != nil {
-			return nil, fmt.Errorf("producer: start mock cluster: %w", err)
+			return nil, fault.Transient(fmt.Errorf("producer: start mock cluster: %w", err))
 		}
 		addrs = cluster.Addrs()
 	}
@@ -174,7 +179,8 @@ func (c *connection) routeErrors() {
 // record over fail with ErrClosed.
 //
 // Close is safe to call more than once and concurrently; every call returns
-// the first call's result.
+// the first call's result. A failure to close the Kafka client is classified
+// like a failed delivery (see kafkaClass); the producer is closed regardless.
 func (p *Producer) Close() error {
 	p.closeOnce.Do(func() {
 		close(p.closing)
@@ -190,7 +196,7 @@ func (p *Producer) Close() error {
 		c.producer.AsyncClose()
 		c.drained.Wait()
 		if err := c.client.Close(); err != nil && !errors.Is(err, sarama.ErrClosedClient) {
-			p.closeErr = fmt.Errorf("producer: close kafka client: %w", err)
+			p.closeErr = kafkaFault(fmt.Errorf("producer: close kafka client: %w", err))
 		}
 	})
 	return p.closeErr

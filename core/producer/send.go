@@ -8,6 +8,8 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/zeebo/xxh3"
+
+	"github.com/prosody-events/prosody-go/core/fault"
 )
 
 // SourceSystemHeader is the name of the header carrying the producer's
@@ -52,10 +54,17 @@ type outcome struct {
 
 // Send writes one record and waits for Kafka to acknowledge it.
 //
-// payload is the record value, already serialised as JSON. When the id cache
-// is enabled and payload has a top-level string "id", a send whose (topic,
-// key, id) was already delivered returns a Skipped Delivery without writing
-// anything; the triple is remembered only after a successful delivery.
+// payload is the record value: exactly one JSON document (core-behavior.md
+// §8). It is validated before anything else happens; a nil payload, an empty
+// one, or anything that is not a single JSON document fails at once with a
+// permanent error that wraps payload.ErrNull or payload.ErrInvalid, and
+// nothing is sent.
+//
+// When the id cache is enabled and payload is an object whose top-level "id"
+// is a JSON string, a send whose (topic, key, id) was already delivered
+// returns a Skipped Delivery without writing anything; the triple is
+// remembered only after a successful delivery. Any other "id" (a number,
+// null, a nested one, a key spelt "ID") does not count.
 //
 // The record carries the source-system header first, then headers in order,
 // and a timestamp of now. An empty key is written as an empty (not null) key
@@ -67,17 +76,27 @@ type outcome struct {
 //
 // Send returns when the delivery report arrives, when ctx is done, or when
 // Options.SendTimeout expires, whichever is first. On timeout the error
-// wraps ErrSendTimeout and classifies as Transient. After a timeout or a
-// cancelled ctx the record may still be delivered, so a retry can write it
-// twice; that is the at-least-once contract consumers already handle. Use
-// Classify on any error to decide what to do.
+// wraps ErrSendTimeout and is transient. After a timeout or a cancelled ctx
+// the record may still be delivered, so a retry can write it twice; that is
+// the at-least-once contract consumers already handle.
+//
+// Every error classifies through fault.ClassOf: invalid arguments (empty
+// topic, invalid payload, a record over the size limit) are permanent;
+// ErrClosed is terminal; a failed delivery is classified by its Kafka error
+// (see kafkaClass); timeouts and context errors are transient. errors.Is
+// finds ErrClosed, ErrSendTimeout, context errors and sarama's errors
+// through the marks.
 //
 // The id cache drops only sends that start after an earlier send of the same
 // triple succeeded: two concurrent sends of one event may both be written,
 // as in the original.
 func (p *Producer) Send(ctx context.Context, topic, key string, payload []byte, headers ...Header) (Delivery, error) {
 	if topic == "" {
-		return Delivery{}, withClass(Permanent, errors.New("producer: send: empty topic name"))
+		return Delivery{}, fault.Permanent(errors.New("producer: send: empty topic name"))
+	}
+	fields, err := checkPayload(topic, payload)
+	if err != nil {
+		return Delivery{}, err
 	}
 	if err := ctx.Err(); err != nil {
 		return Delivery{}, fmt.Errorf("producer: send to %q: %w", topic, err)
@@ -85,12 +104,10 @@ func (p *Producer) Send(ctx context.Context, topic, key string, payload []byte, 
 
 	var cacheKey xxh3.Uint128
 	useCache := false
-	if p.cache != nil {
-		if id, ok := eventID(payload); ok {
-			cacheKey, useCache = idKey(topic, key, id), true
-			if p.cache.contains(cacheKey) {
-				return skipped, nil
-			}
+	if p.cache != nil && fields.HasID {
+		cacheKey, useCache = idKey(topic, key, fields.ID), true
+		if p.cache.contains(cacheKey) {
+			return skipped, nil
 		}
 	}
 
@@ -99,8 +116,8 @@ func (p *Producer) Send(ctx context.Context, topic, key string, payload []byte, 
 	if size := msg.ByteSize(2); size > p.maxMsgBytes {
 		// sarama would reject it with a ConfigurationError, which reads
 		// as a client misconfiguration; it is this record that is too big.
-		return Delivery{}, fmt.Errorf("producer: send to %q: record of %d bytes exceeds %d: %w",
-			topic, size, p.maxMsgBytes, sarama.ErrMessageSizeTooLarge)
+		return Delivery{}, kafkaFault(fmt.Errorf("producer: send to %q: record of %d bytes exceeds %d: %w",
+			topic, size, p.maxMsgBytes, sarama.ErrMessageSizeTooLarge))
 	}
 
 	// One timer covers the whole send: waiting for the connection, the
@@ -124,7 +141,7 @@ func (p *Producer) Send(ctx context.Context, topic, key string, payload []byte, 
 	select {
 	case o := <-f.done:
 		if o.err != nil {
-			return Delivery{}, fmt.Errorf("producer: send to %q: %w", topic, o.err)
+			return Delivery{}, kafkaFault(fmt.Errorf("producer: send to %q: %w", topic, o.err))
 		}
 		if useCache {
 			p.cache.add(cacheKey)

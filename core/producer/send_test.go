@@ -3,6 +3,7 @@ package producer
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -13,6 +14,9 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+
+	"github.com/prosody-events/prosody-go/core/fault"
+	"github.com/prosody-events/prosody-go/core/payload"
 )
 
 // Each scenario sends a sequence and checks, by reading the topic back,
@@ -260,7 +264,7 @@ func TestSendConcurrentReportsMatch(t *testing.T) {
 	}
 }
 
-// With nothing listening, Send gives up after SendTimeout with a Transient
+// With nothing listening, Send gives up after SendTimeout with a transient
 // error, and Close still returns promptly.
 func TestSendTimeoutWhenUnreachable(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -277,8 +281,8 @@ func TestSendTimeoutWhenUnreachable(t *testing.T) {
 	start := time.Now()
 	_, err = p.Send(context.Background(), "t", "k", []byte(`{"id":"x"}`))
 	elapsed := time.Since(start)
-	if !errors.Is(err, ErrSendTimeout) || Classify(err) != Transient {
-		t.Errorf("Send error %v (class %v), want a Transient ErrSendTimeout", err, Classify(err))
+	if !errors.Is(err, ErrSendTimeout) || fault.ClassOf(err) != fault.ClassTransient {
+		t.Errorf("Send error %v (class %v), want a transient ErrSendTimeout", err, fault.ClassOf(err))
 	}
 	if elapsed > 5*time.Second {
 		t.Errorf("Send took %s with a 300ms timeout", elapsed)
@@ -295,8 +299,8 @@ func TestSendTimeoutWhenUnreachable(t *testing.T) {
 	if err := p.Close(); err != nil {
 		t.Errorf("Close: %v", err)
 	}
-	if _, err := p.Send(context.Background(), "t", "k", nil); !errors.Is(err, ErrClosed) {
-		t.Errorf("Send after Close: %v", err)
+	if _, err := p.Send(context.Background(), "t", "k", []byte(`{}`)); !errors.Is(err, ErrClosed) || fault.ClassOf(err) != fault.ClassTerminal {
+		t.Errorf("Send after Close = %v (class %v), want terminal ErrClosed", err, fault.ClassOf(err))
 	}
 }
 
@@ -311,6 +315,7 @@ func TestSendRespectsCancelledContext(t *testing.T) {
 
 func TestSendRejectsBadRecords(t *testing.T) {
 	p := newMockProducer(t, nil)
+	maxBytes := sarama.NewConfig().Producer.MaxMessageBytes
 	tests := []struct {
 		name    string
 		topic   string
@@ -318,16 +323,139 @@ func TestSendRejectsBadRecords(t *testing.T) {
 		wantErr error
 	}{
 		{"empty topic", "", []byte(`{}`), nil},
-		{"too large", "t", bytes.Repeat([]byte("x"), sarama.NewConfig().Producer.MaxMessageBytes+1), sarama.ErrMessageSizeTooLarge},
+		{"too large", "t", []byte(`"` + strings.Repeat("x", maxBytes) + `"`), sarama.ErrMessageSizeTooLarge},
+		{"too large and not JSON", "t", bytes.Repeat([]byte("x"), maxBytes+1), payload.ErrInvalid},
+		{"nil payload", "t", nil, payload.ErrNull},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := p.Send(context.Background(), tt.topic, "k", tt.payload)
-			if err == nil || Classify(err) != Permanent {
-				t.Fatalf("Send = %v (class %v), want a Permanent error", err, Classify(err))
+			if err == nil || fault.ClassOf(err) != fault.ClassPermanent {
+				t.Fatalf("Send = %v (class %v), want a permanent error", err, fault.ClassOf(err))
 			}
 			if tt.wantErr != nil && !errors.Is(err, tt.wantErr) {
 				t.Errorf("error %v does not wrap %v", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+// The id the cache keys on is the top-level "id" when it is a JSON string,
+// decoded; payload.Meta's rules decide. Each payload is sent twice on its
+// own key: the repeat is skipped exactly when the payload has an id. When it
+// has one, a minimal payload carrying the expected id is skipped too (the id
+// was decoded as expected) and one carrying notID is not.
+func TestSendIDExtraction(t *testing.T) {
+	tests := []struct {
+		name    string
+		payload string
+		id      string
+		hasID   bool
+		notID   string
+	}{
+		{"simple", `{"id":"abc"}`, "abc", true, "ABC"},
+		{"spaces", " \n{ \"id\" :\t\"abc\" } ", "abc", true, " abc"},
+		{"after other fields", `{"type":"x","n":1.5e3,"ok":true,"z":null,"id":"42"}`, "42", true, "x"},
+		{"nested objects skipped", `{"a":{"id":"inner","b":[1,{"id":"deep"}]},"id":"outer"}`, "outer", true, "inner"},
+		{"only nested id", `{"a":{"id":"inner"}}`, "", false, ""},
+		{"brackets in strings", `{"a":"}]{[\"","b":["}"],"id":"x"}`, "x", true, ""},
+		{"escaped id value", `{"id":"a\"b\\c\u00e9\n"}`, "a\"b\\c\u00e9\n", true, `a\"b\\c\u00e9\n`},
+		{"escaped key", `{"\u0069d":"x"}`, "x", true, ""},
+		{"empty id", `{"id":""}`, "", true, ""},
+		{"unicode id", `{"id":"日本"}`, "日本", true, ""},
+		{"numeric id", `{"id":42}`, "", false, ""},
+		{"object id", `{"id":{"v":"x"}}`, "", false, ""},
+		{"null id", `{"id":null}`, "", false, ""},
+		{"array id", `{"id":["x"]}`, "", false, ""},
+		{"case matters", `{"ID":"x","Id":"y"}`, "", false, ""},
+		{"last wins", `{"id":"first","id":"second"}`, "second", true, "first"},
+		{"later non-string wins", `{"id":"first","id":7}`, "", false, ""},
+		{"later string wins", `{"id":7,"id":"second"}`, "second", true, ""},
+		{"no id", `{"type":"x"}`, "", false, ""},
+		{"empty object", `{}`, "", false, ""},
+		{"array payload", `[{"id":"x"}]`, "", false, ""},
+		{"string payload", `"id"`, "", false, ""},
+		{"number payload", `17`, "", false, ""},
+	}
+	p := newMockProducer(t, nil)
+	topic, _ := mockTopic(t, 3)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			key := tt.name
+			if d := sendOK(t, p, topic, key, tt.payload); d.Skipped {
+				t.Fatal("first send skipped")
+			}
+			if d := sendOK(t, p, topic, key, tt.payload); d.Skipped != tt.hasID {
+				t.Fatalf("repeat: Skipped = %v, want %v", d.Skipped, tt.hasID)
+			}
+			if !tt.hasID {
+				return
+			}
+			if d := sendOK(t, p, topic, key, idJSON(t, tt.id)); !d.Skipped {
+				t.Errorf("payload with id %q was not skipped", tt.id)
+			}
+			if tt.notID != "" {
+				if d := sendOK(t, p, topic, key, idJSON(t, tt.notID)); d.Skipped {
+					t.Errorf("payload with id %q was skipped", tt.notID)
+				}
+			}
+		})
+	}
+}
+
+func idJSON(t *testing.T, id string) string {
+	t.Helper()
+	b, err := json.Marshal(map[string]string{"id": id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// A payload that is not exactly one JSON document fails before anything is
+// sent, with a permanent error naming the argument, whether or not the id
+// cache is on; an id in front of the fault does not make it a cache hit.
+func TestSendRejectsInvalidPayload(t *testing.T) {
+	tests := []struct {
+		name    string
+		payload []byte
+		wantErr error
+	}{
+		{"nil", nil, payload.ErrNull},
+		{"empty", []byte{}, payload.ErrInvalid},
+		{"spaces only", []byte(" \n"), payload.ErrInvalid},
+		{"truncated", []byte(`{"id":"x`), payload.ErrInvalid},
+		{"truncated after id", []byte(`{"id":"x",`), payload.ErrInvalid},
+		{"missing colon", []byte(`{"id" "x"}`), payload.ErrInvalid},
+		{"trailing backslash", []byte(`{"id":"x\`), payload.ErrInvalid},
+		{"trailing data", []byte(`{"id":"x"}x`), payload.ErrInvalid},
+		{"two documents", []byte(`{"id":"x"} {"id":"x"}`), payload.ErrInvalid},
+		{"invalid utf-8", []byte("{\"id\":\"x\xff\"}"), payload.ErrInvalid},
+		{"bare word", []byte(`hello`), payload.ErrInvalid},
+		{"single quotes", []byte(`{'id':'x'}`), payload.ErrInvalid},
+		{"trailing comma", []byte(`{"id":"x",}`), payload.ErrInvalid},
+	}
+	for _, cacheSize := range []int{0, 64} {
+		t.Run(fmt.Sprintf("cache %d", cacheSize), func(t *testing.T) {
+			p := newMockProducer(t, func(o *Options) { o.IdempotenceCacheSize = cacheSize })
+			topic, addrs := mockTopic(t, 2)
+			sendOK(t, p, topic, "k", `{"id":"x"}`)
+			for _, tt := range tests {
+				t.Run(tt.name, func(t *testing.T) {
+					d, err := p.Send(context.Background(), topic, "k", tt.payload)
+					if err == nil {
+						t.Fatalf("Send succeeded: %+v", d)
+					}
+					if fault.ClassOf(err) != fault.ClassPermanent || !errors.Is(err, tt.wantErr) {
+						t.Errorf("Send = %v (class %v), want a permanent error wrapping %v", err, fault.ClassOf(err), tt.wantErr)
+					}
+					if !strings.Contains(err.Error(), "payload: ") {
+						t.Errorf("error %q does not name the payload argument", err)
+					}
+				})
+			}
+			if n := len(readTopic(t, addrs, topic)); n != 1 {
+				t.Errorf("topic holds %d records, want only the valid one", n)
 			}
 		})
 	}
@@ -355,8 +483,8 @@ func TestCloseThenSend(t *testing.T) {
 		}
 	}
 	_, err := p.Send(context.Background(), topic, "k", []byte(`{}`))
-	if !errors.Is(err, ErrClosed) || Classify(err) != Terminal {
-		t.Errorf("Send after Close = %v (class %v), want Terminal ErrClosed", err, Classify(err))
+	if !errors.Is(err, ErrClosed) || fault.ClassOf(err) != fault.ClassTerminal {
+		t.Errorf("Send after Close = %v (class %v), want terminal ErrClosed", err, fault.ClassOf(err))
 	}
 }
 

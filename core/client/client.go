@@ -1,0 +1,299 @@
+// Package client is Prosody's high-level client: one object that sends
+// (idempotent producer with the source-system header), subscribes a handler
+// (the consumer engine with the middleware chain of the configured mode),
+// and reports its state and health. Go programs use it directly; the C ABI
+// and the language bindings wrap it.
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/prosody-events/prosody-go/core/config"
+	"github.com/prosody-events/prosody-go/core/consumer"
+	"github.com/prosody-events/prosody-go/core/event"
+	"github.com/prosody-events/prosody-go/core/logging"
+	"github.com/prosody-events/prosody-go/core/middleware"
+	"github.com/prosody-events/prosody-go/core/probe"
+	"github.com/prosody-events/prosody-go/core/producer"
+)
+
+// State is the consumer's lifecycle state, as the bindings report it.
+type State string
+
+const (
+	// Unconfigured: no consumer can run (no group id or no topics).
+	Unconfigured State = "unconfigured"
+	// Configured: ready to subscribe, or unsubscribed again.
+	Configured State = "configured"
+	// Running: subscribed.
+	Running State = "running"
+)
+
+// Errors reported by the client's state machine.
+var (
+	ErrAlreadySubscribed = errors.New("prosody: the consumer is already subscribed")
+	ErrNotSubscribed     = errors.New("prosody: the consumer is not subscribed")
+	ErrClosed            = errors.New("prosody: the client is closed")
+)
+
+// Option customises a Client beyond its configuration.
+type Option func(*Client)
+
+// WithLogger sends the client's logs to l instead of stderr (the C ABI uses
+// it to forward records to the host).
+func WithLogger(l *slog.Logger) Option { return func(c *Client) { c.log = l } }
+
+// Client is safe for concurrent use.
+type Client struct {
+	cfg      *config.Config
+	log      *slog.Logger
+	producer *producer.Producer
+	// consumerErr says why no consumer can run, when one cannot.
+	consumerErr error
+
+	mu       sync.Mutex
+	closed   bool
+	consumer *consumer.Consumer
+	timeouts *middleware.Timeouts
+	probe    *probe.Server
+}
+
+// New builds a client from a validated configuration. The producer connects
+// in the background, so New does no network I/O; a consumer configuration
+// problem does not fail New (a producer-only client is fine) but is reported
+// by Subscribe and ConsumerState.
+func New(cfg *config.Config, opts ...Option) (*Client, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	c := &Client{cfg: cfg}
+	for _, o := range opts {
+		o(c)
+	}
+	if c.log == nil {
+		l, err := logging.New(cfg.Log, os.Stderr)
+		if err != nil {
+			return nil, err
+		}
+		c.log = l
+	}
+	if cfg.ConsumerConfigured() {
+		c.consumerErr = cfg.ValidateConsumer()
+	} else {
+		c.consumerErr = errors.New("no consumer configured: set group_id and subscribed_topics to subscribe")
+	}
+	if err := cfg.ValidateProducer(); err == nil {
+		p, err := producer.New(producer.Options{
+			Brokers:              cfg.BootstrapServers,
+			Mock:                 cfg.Mock,
+			SourceSystem:         cfg.SourceSystemOrGroup(),
+			SendTimeout:          cfg.SendTimeout.Or(0),
+			IdempotenceCacheSize: cfg.IdempotenceCacheSize,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("creating producer: %w", err)
+		}
+		c.producer = p
+	}
+	return c, nil
+}
+
+// SourceSystem is the value of the source-system header on sent records:
+// source_system, or the group id when that is not set.
+func (c *Client) SourceSystem() string { return c.cfg.SourceSystemOrGroup() }
+
+// Send writes payload (one JSON document) under key to topic and waits for
+// the broker to acknowledge it, bounded by ctx and send_timeout.
+func (c *Client) Send(ctx context.Context, topic, key string, payload []byte) error {
+	if c.producer == nil {
+		return fmt.Errorf("source_system: sending needs source_system or group_id to be set")
+	}
+	_, err := c.producer.Send(ctx, topic, key, payload)
+	return err
+}
+
+// ConsumerState reports the consumer's state, or why it cannot run.
+func (c *Client) ConsumerState() (State, error) {
+	if c.consumerErr != nil {
+		if c.cfg.ConsumerConfigured() {
+			return "", fmt.Errorf("consumer configuration failed: %w", c.consumerErr)
+		}
+		return Unconfigured, nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.consumer != nil {
+		return Running, nil
+	}
+	return Configured, nil
+}
+
+// Subscribe starts consuming with h. It fails when no consumer can be
+// configured, when already subscribed, or when the client is closed. The
+// probe server, if enabled and not in mock mode, starts here.
+func (c *Client) Subscribe(h event.Handler) error {
+	if c.consumerErr != nil {
+		return fmt.Errorf("cannot subscribe: %w", c.consumerErr)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.closed:
+		return ErrClosed
+	case c.consumer != nil:
+		return ErrAlreadySubscribed
+	}
+	if !c.cfg.Mock {
+		if err := c.checkTopics(); err != nil {
+			return err
+		}
+	}
+	topics, err := c.resolveTopics()
+	if err != nil {
+		return err
+	}
+	timeouts := middleware.NewTimeouts(c.cfg.HandlerTimeout())
+	cons, err := consumer.Start(consumer.Options{
+		Brokers:         c.cfg.BootstrapServers,
+		Mock:            c.cfg.Mock,
+		GroupID:         c.cfg.GroupID,
+		Topics:          topics,
+		AllowedEvents:   c.cfg.AllowedEvents,
+		MaxUncommitted:  c.cfg.MaxUncommitted,
+		PollInterval:    c.cfg.PollInterval,
+		CommitInterval:  c.cfg.CommitInterval,
+		ShutdownTimeout: c.cfg.ShutdownTimeout,
+		StallThreshold:  c.cfg.StallThreshold,
+		Logger:          c.log,
+	}, c.chain(h, timeouts))
+	if err != nil {
+		timeouts.Stop()
+		return fmt.Errorf("starting consumer: %w", err)
+	}
+	if port, ok := c.cfg.ProbePort.Get(); ok && !c.cfg.Mock {
+		srv, err := probe.Start(port, cons, c.log)
+		if err != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), c.cfg.ShutdownTimeout+10*time.Second)
+			defer cancel()
+			_ = cons.Stop(ctx)
+			timeouts.Stop()
+			return fmt.Errorf("probe_port: starting the probe server on port %d: %w", port, err)
+		}
+		c.probe = srv
+	}
+	c.consumer, c.timeouts = cons, timeouts
+	return nil
+}
+
+// chain builds the middleware stack of the configured mode, outermost
+// first. Every mode ends with the same inner block: cancellation, the
+// concurrency limit, the handler timeout.
+func (c *Client) chain(h event.Handler, timeouts *middleware.Timeouts) middleware.Invoker {
+	inner := []middleware.Middleware{
+		middleware.Cancellation(),
+		middleware.NewLimiter(c.cfg.MaxConcurrency).Middleware(),
+		timeouts.Middleware(),
+	}
+	policy := middleware.RetryPolicy{Base: c.cfg.RetryBase, MaxDelay: c.cfg.MaxRetryDelay, Logger: c.log}
+	var layers []middleware.Middleware
+	switch c.cfg.Mode {
+	case config.ModeLowLatency:
+		// A bounded number of retries; an event that still fails is logged
+		// and committed by the engine.
+		policy.MaxRetries = c.cfg.MaxRetries
+		layers = append(layers, middleware.Retry(policy))
+	case config.ModeBestEffort:
+		// One attempt; failures are logged and committed.
+	default:
+		// Pipeline: transient failures are retried until they succeed or
+		// the partition goes away, blocking only their key.
+		policy.MaxRetries = middleware.Unlimited
+		layers = append(layers, middleware.Retry(policy))
+	}
+	return middleware.Chain(middleware.HandlerInvoker(h), append(layers, inner...)...)
+}
+
+// Unsubscribe stops consuming the way a revocation does (in-flight
+// handlers finish within shutdown_timeout, final offsets are committed) and
+// stops the probe server. The client may subscribe again afterwards.
+func (c *Client) Unsubscribe(ctx context.Context) error {
+	c.mu.Lock()
+	cons, timeouts, srv := c.consumer, c.timeouts, c.probe
+	c.consumer, c.timeouts, c.probe = nil, nil, nil
+	c.mu.Unlock()
+	if cons == nil {
+		return ErrNotSubscribed
+	}
+	var errs []error
+	if srv != nil {
+		if err := srv.Stop(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("stopping probe server: %w", err))
+		}
+	}
+	if err := cons.Stop(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	timeouts.Stop()
+	return errors.Join(errs...)
+}
+
+// AssignedPartitionCount is the number of partitions the consumer owns; 0
+// unless subscribed.
+func (c *Client) AssignedPartitionCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.consumer == nil {
+		return 0
+	}
+	return c.consumer.AssignedPartitions()
+}
+
+// IsStalled reports whether a partition has made no progress for
+// stall_threshold; false unless subscribed.
+func (c *Client) IsStalled() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.consumer != nil && c.consumer.Stalled()
+}
+
+// ProbeAddr is the probe server's listening address, or "" when it is not
+// running.
+func (c *Client) ProbeAddr() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.probe == nil {
+		return ""
+	}
+	return c.probe.Addr()
+}
+
+// Close unsubscribes if needed and closes the producer. The client cannot
+// be used afterwards.
+func (c *Client) Close(ctx context.Context) error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	running := c.consumer != nil
+	c.mu.Unlock()
+	var errs []error
+	if running {
+		if err := c.Unsubscribe(ctx); err != nil && !errors.Is(err, ErrNotSubscribed) {
+			errs = append(errs, err)
+		}
+	}
+	if c.producer != nil {
+		if err := c.producer.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

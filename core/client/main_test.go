@@ -1,0 +1,68 @@
+package client
+
+import (
+	"io"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/prosody-events/prosody-go/core/config"
+	"github.com/prosody-events/prosody-go/core/internal/testservices"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testservices.LeakOptions()...) }
+
+func quietLogger() *slog.Logger {
+	if os.Getenv("PROSODY_TEST_DEBUG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// target is where a test runs: the in-process mock cluster or real Kafka.
+type target struct {
+	name string
+	mock bool
+}
+
+func targets(t *testing.T) []target {
+	testservices.RequireKafka(t)
+	return []target{{"mock", true}, {"kafka", false}}
+}
+
+// newConfig builds a validated configuration for a test, with short
+// intervals so tests do not wait on production defaults.
+func newConfig(t *testing.T, tg target, set ...func(*config.Config)) *config.Config {
+	t.Helper()
+	base := func(c *config.Config) {
+		c.BootstrapServers = testservices.KafkaAddrs()
+		c.Mock = tg.mock
+		c.CassandraNodes = testservices.CassandraNodes()
+		c.PollInterval = 50 * time.Millisecond
+		c.CommitInterval = 200 * time.Millisecond
+		c.ShutdownTimeout = 5 * time.Second
+		c.RetryBase = 5 * time.Millisecond
+		c.MaxRetryDelay = 50 * time.Millisecond
+		c.ProbePort = config.None[int]()
+		c.TelemetryEnabled = false
+	}
+	cfg, err := config.Load(append([]func(*config.Config){base}, set...)...)
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	return cfg
+}
+
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
