@@ -461,3 +461,45 @@ func TestNoGoroutineLeaksAfterUnsubscribe(t *testing.T) {
 		})
 	}
 }
+
+// TestMockNeverDialsBootstrapServers: in mock mode the configured servers
+// are validated but never contacted; here they point at a closed port, and
+// sending and consuming still work against the in-process cluster.
+func TestMockNeverDialsBootstrapServers(t *testing.T) {
+	tg := target{"mock", true}
+	closedPort := func(c *config.Config) { c.BootstrapServers = []string{"127.0.0.1:1"} }
+	topic := createTopic(t, tg, 1)
+	sender, err := New(newConfig(t, tg, closedPort, func(c *config.Config) { c.SourceSystem = "s" }), WithLogger(quietLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeClient(t, sender)
+	receiver, err := New(newConfig(t, tg, closedPort, func(c *config.Config) {
+		c.GroupID = testservices.UniqueName("g")
+		c.SubscribedTopics = []string{topic}
+	}), WithLogger(quietLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeClient(t, receiver)
+	got := make(chan string, 1)
+	if err := receiver.Subscribe(event.HandlerFuncs{Message: func(_ *event.Context, m *event.Message) error {
+		got <- m.Key
+		return nil
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := sender.Send(ctx, topic, "k1", []byte(`{"ok":true}`)); err != nil {
+		t.Fatalf("send: %v", err)
+	}
+	select {
+	case k := <-got:
+		if k != "k1" {
+			t.Fatalf("key %q", k)
+		}
+	case <-ctx.Done():
+		t.Fatal("message not handled")
+	}
+}
