@@ -1,0 +1,264 @@
+package timers
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/prosody-events/prosody-go/core/internal/testservices"
+	"github.com/prosody-events/prosody-go/core/timerstore"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testservices.LeakOptions()...) }
+
+// harness is a Manager over a fresh in-memory segment whose fired timers
+// land in a channel, as they would in a partition's key queue.
+type harness struct {
+	t     *testing.T
+	store timerstore.Store
+	seg   timerstore.Segment
+	m     *Manager
+	fired chan timerstore.Trigger
+}
+
+func newHarness(t *testing.T, store timerstore.Store, partition int32, maxInFlight int) *harness {
+	t.Helper()
+	seg, err := store.Segment(context.Background(), "group", "topic", partition, 3600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, store: store, seg: seg, fired: make(chan timerstore.Trigger, 1024)}
+	h.m = Start(Options{
+		Segment:     seg,
+		Fire:        func(tr timerstore.Trigger) { h.fired <- tr },
+		MaxInFlight: maxInFlight,
+		RetryDelay:  10 * time.Millisecond,
+		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	t.Cleanup(h.m.Stop)
+	return h
+}
+
+func at(d time.Duration) timerstore.Time { return timerstore.TimeOf(time.Now().Add(d)) }
+
+func (h *harness) schedule(key string, tm timerstore.Time) {
+	h.t.Helper()
+	if err := h.m.Schedule(context.Background(), timerstore.Trigger{Key: key, Time: tm, Type: timerstore.Application}); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) expectFire(within time.Duration) timerstore.Trigger {
+	h.t.Helper()
+	select {
+	case tr := <-h.fired:
+		return tr
+	case <-time.After(within):
+		h.t.Fatalf("no timer fired within %v", within)
+		return timerstore.Trigger{}
+	}
+}
+
+func (h *harness) expectQuiet(d time.Duration) {
+	h.t.Helper()
+	select {
+	case tr := <-h.fired:
+		h.t.Fatalf("unexpected fire: %+v", tr)
+	case <-time.After(d):
+	}
+}
+
+func idOf(tr timerstore.Trigger) ID { return ID{tr.Key, tr.Time, tr.Type} }
+
+func TestScheduledTimerFiresWhenDueNotBefore(t *testing.T) {
+	h := newHarness(t, timerstore.NewMemory(), 0, 64)
+	due := at(2 * time.Second)
+	h.schedule("k", due)
+	tr := h.expectFire(5 * time.Second)
+	if tr.Key != "k" || tr.Time != due {
+		t.Fatalf("fired %+v", tr)
+	}
+	if now := time.Now(); now.Before(due.Std()) {
+		t.Fatalf("fired at %v, before its time %v", now, due.Std())
+	}
+	if !h.m.Begin(idOf(tr)) {
+		t.Fatal("Begin refused a scheduled timer")
+	}
+	h.m.Commit(idOf(tr))
+	waitStore(t, h.seg, "k", nil)
+}
+
+func TestPastTimerFiresAtOnce(t *testing.T) {
+	h := newHarness(t, timerstore.NewMemory(), 0, 64)
+	h.schedule("k", at(-time.Hour))
+	h.expectFire(2 * time.Second)
+}
+
+func TestUnscheduledTimerDoesNotFire(t *testing.T) {
+	h := newHarness(t, timerstore.NewMemory(), 0, 64)
+	due := at(time.Second)
+	h.schedule("k", due)
+	if err := h.m.Unschedule(context.Background(), ID{"k", due, timerstore.Application}); err != nil {
+		t.Fatal(err)
+	}
+	h.expectQuiet(2 * time.Second)
+	waitStore(t, h.seg, "k", nil)
+}
+
+// TestUnscheduleWhileQueuedSkips: a timer already handed to the partition
+// (waiting behind the key's messages) is skipped if unscheduled meanwhile.
+func TestUnscheduleWhileQueuedSkips(t *testing.T) {
+	h := newHarness(t, timerstore.NewMemory(), 0, 64)
+	h.schedule("k", at(-time.Second))
+	tr := h.expectFire(2 * time.Second)
+	if err := h.m.Unschedule(context.Background(), idOf(tr)); err != nil {
+		t.Fatal(err)
+	}
+	if h.m.Begin(idOf(tr)) {
+		t.Fatal("a timer unscheduled while it waited must not run")
+	}
+}
+
+func TestRescheduleWhileFiringFiresAgain(t *testing.T) {
+	h := newHarness(t, timerstore.NewMemory(), 0, 64)
+	due := at(-time.Second)
+	h.schedule("k", due)
+	tr := h.expectFire(2 * time.Second)
+	h.m.Begin(idOf(tr))
+	h.schedule("k", due) // from inside the handler
+	if got, _ := h.m.Scheduled(context.Background(), "k", timerstore.Application); !slices.Equal(got, []timerstore.Time{due}) {
+		t.Fatalf("scheduled = %v, want the rescheduled time", got)
+	}
+	h.m.Commit(idOf(tr))
+	again := h.expectFire(2 * time.Second)
+	if idOf(again) != idOf(tr) {
+		t.Fatalf("fired %+v, want %+v again", again, tr)
+	}
+	h.m.Begin(idOf(again))
+	h.m.Commit(idOf(again))
+	waitStore(t, h.seg, "k", nil)
+}
+
+func TestScheduledListsAllButTheRunningTimer(t *testing.T) {
+	h := newHarness(t, timerstore.NewMemory(), 0, 64)
+	now, later := at(-time.Second), at(time.Hour)
+	h.schedule("k", now)
+	h.schedule("k", later)
+	tr := h.expectFire(2 * time.Second)
+	h.m.Begin(idOf(tr))
+	got, err := h.m.Scheduled(context.Background(), "k", timerstore.Application)
+	if err != nil || !slices.Equal(got, []timerstore.Time{later}) {
+		t.Fatalf("scheduled = %v %v, want only the later timer", got, err)
+	}
+	h.m.Commit(idOf(tr))
+}
+
+func TestClearAndScheduleReplaces(t *testing.T) {
+	h := newHarness(t, timerstore.NewMemory(), 0, 64)
+	h.schedule("k", at(time.Hour))
+	h.schedule("k", at(2*time.Hour))
+	h.schedule("other", at(time.Hour))
+	next := at(-time.Second)
+	if err := h.m.ClearAndSchedule(context.Background(), timerstore.Trigger{Key: "k", Time: next, Type: timerstore.Application}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := h.m.Scheduled(context.Background(), "k", timerstore.Application); !slices.Equal(got, []timerstore.Time{next}) {
+		t.Fatalf("scheduled = %v, want only %v", got, next)
+	}
+	if got, _ := h.m.Scheduled(context.Background(), "other", timerstore.Application); len(got) != 1 {
+		t.Fatalf("another key's timers changed: %v", got)
+	}
+	if tr := h.expectFire(2 * time.Second); tr.Time != next {
+		t.Fatalf("fired %+v", tr)
+	}
+	if err := h.m.ClearScheduled(context.Background(), "other", timerstore.Application); err != nil {
+		t.Fatal(err)
+	}
+	waitStore(t, h.seg, "other", nil)
+}
+
+// TestAbortKeepsTheTimerForTheNextOwner: an aborted timer leaves memory
+// but stays stored; a new Manager for the partition (the next owner)
+// loads it, overdue, and fires it.
+func TestAbortKeepsTheTimerForTheNextOwner(t *testing.T) {
+	store := timerstore.NewMemory()
+	h := newHarness(t, store, 7, 64)
+	due := at(-time.Second)
+	h.schedule("k", due)
+	tr := h.expectFire(2 * time.Second)
+	h.m.Begin(idOf(tr))
+	h.m.Abort(idOf(tr))
+	h.m.Stop()
+
+	next := newHarness(t, store, 7, 64)
+	if got := next.expectFire(2 * time.Second); idOf(got) != idOf(tr) {
+		t.Fatalf("next owner fired %+v, want %+v", got, tr)
+	}
+}
+
+func TestInFlightBound(t *testing.T) {
+	h := newHarness(t, timerstore.NewMemory(), 0, 1)
+	h.schedule("a", at(-time.Second))
+	h.schedule("b", at(-time.Second))
+	first := h.expectFire(2 * time.Second)
+	h.expectQuiet(300 * time.Millisecond)
+	h.m.Begin(idOf(first))
+	h.m.Commit(idOf(first))
+	h.expectFire(2 * time.Second)
+}
+
+func TestStoppedManagerRefusesOperations(t *testing.T) {
+	h := newHarness(t, timerstore.NewMemory(), 0, 64)
+	h.m.Stop()
+	if err := h.m.Schedule(context.Background(), timerstore.Trigger{Key: "k", Time: at(time.Hour)}); err != ErrStopped {
+		t.Fatalf("err = %v, want ErrStopped", err)
+	}
+}
+
+func TestManyTimersAllFire(t *testing.T) {
+	h := newHarness(t, timerstore.NewMemory(), 0, 64)
+	var mu sync.Mutex
+	want := map[ID]bool{}
+	for i := 0; i < 500; i++ {
+		tr := timerstore.Trigger{Key: string(rune('a' + i%26)), Time: at(time.Duration(i%3) * time.Second), Type: timerstore.Application}
+		h.schedule(tr.Key, tr.Time)
+		mu.Lock()
+		want[idOf(tr)] = true
+		mu.Unlock()
+	}
+	deadline := time.After(10 * time.Second)
+	for len(want) > 0 {
+		select {
+		case tr := <-h.fired:
+			if h.m.Begin(idOf(tr)) {
+				h.m.Commit(idOf(tr))
+			}
+			delete(want, idOf(tr))
+		case <-deadline:
+			t.Fatalf("%d timers never fired", len(want))
+		}
+	}
+}
+
+// waitStore waits until the key's stored application timers equal want
+// (deletes after a commit happen in the background).
+func waitStore(t *testing.T, seg timerstore.Segment, key string, want []timerstore.Time) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got, err := seg.KeyTimes(context.Background(), key, timerstore.Application)
+		if err == nil && slices.Equal(got, want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stored times for %s = %v (%v), want %v", key, got, err, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,236 @@
+package timerstore
+
+import (
+	"context"
+	"slices"
+
+	"github.com/gocql/gocql"
+)
+
+// cassandraSegment is a Segment over the timer tables. Slab ids, slab sizes
+// and times are u32 values stored in int columns by reinterpreting the bits.
+type cassandraSegment struct {
+	store    *cassandraStore
+	id       gocql.UUID
+	slabSize uint32
+}
+
+func (s *cassandraSegment) SlabSize() uint32 { return s.slabSize }
+
+func (s *cassandraSegment) ttl(target int64) int {
+	return ttlFor(target, s.store.now(), s.store.retention)
+}
+
+func (s *cassandraSegment) Slabs(ctx context.Context) ([]uint32, error) {
+	iter := s.store.s.Query(ctx, s.store.q.selectSlabs, s.id).Iter()
+	var out []uint32
+	var slab *int32
+	for iter.Scan(&slab) {
+		if slab != nil { // the static-only row of a segment without slabs
+			out = append(out, uint32(*slab))
+		}
+		slab = nil
+	}
+	if err := iter.Close(); err != nil {
+		return nil, wrap(err, "list slabs")
+	}
+	// Cassandra orders the int column signed; ids from 2^31 on come first.
+	slices.Sort(out)
+	return out, nil
+}
+
+func (s *cassandraSegment) SlabTriggers(ctx context.Context, slab uint32) ([]Trigger, error) {
+	return s.slabTriggers(ctx, s.slabSize, slab)
+}
+
+func (s *cassandraSegment) slabTriggers(ctx context.Context, size, slab uint32) ([]Trigger, error) {
+	iter := s.store.s.Query(ctx, s.store.q.selectSlabTriggers, s.id, int32(size), int32(slab)).Iter()
+	var out []Trigger
+	for {
+		var typ int8
+		var key string
+		var at int32
+		var span map[string]string
+		if !iter.Scan(&typ, &key, &at, &span) {
+			break
+		}
+		out = append(out, Trigger{Key: key, Time: Time(uint32(at)), Type: Type(typ), Span: cloneSpan(span)})
+	}
+	if err := iter.Close(); err != nil {
+		return nil, wrap(err, "read slab %d", slab)
+	}
+	sortTriggers(out)
+	return out, nil
+}
+
+func (s *cassandraSegment) KeyTimes(ctx context.Context, key string, typ Type) ([]Time, error) {
+	kp, err := s.readKey(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	_, es := kp.entries(typ)
+	if len(es) == 0 {
+		return nil, nil
+	}
+	return times(es), nil
+}
+
+// addToSlab writes the slab-list row and the slab-index row of t, both
+// living until the end of the slab plus retention.
+func (s *cassandraSegment) addToSlab(ctx context.Context, size uint32, t Trigger) error {
+	slab := SlabOf(t.Time, size)
+	ttl := s.ttl(slabEnd(slab, size))
+	if err := s.store.s.Query(ctx, s.store.q.insertSlab, s.id, int32(slab), ttl).Exec(); err != nil {
+		return wrap(err, "add slab %d", slab)
+	}
+	err := s.store.s.Query(ctx, s.store.q.insertSlabTrigger, s.id, int32(size), int32(slab),
+		int8(t.Type), t.Key, int32(t.Time), spanValue(t.Span), ttl).Exec()
+	if err != nil {
+		return wrap(err, "add %q at %d to slab %d", t.Key, t.Time, slab)
+	}
+	return nil
+}
+
+func (s *cassandraSegment) removeFromSlab(ctx context.Context, key string, at Time, typ Type) error {
+	slab := SlabOf(at, s.slabSize)
+	err := s.store.s.Query(ctx, s.store.q.deleteSlabTrigger, s.id, int32(s.slabSize), int32(slab),
+		int8(typ), key, int32(at)).Exec()
+	if err != nil {
+		return wrap(err, "remove %q at %d from slab %d", key, at, slab)
+	}
+	return nil
+}
+
+// Add writes the slab list, then the slab index, then the key index: a
+// crash in between leaves a timer that fires but cannot be listed, never
+// one that is listed but cannot fire.
+func (s *cassandraSegment) Add(ctx context.Context, t Trigger) error {
+	if err := s.addToSlab(ctx, s.slabSize, t); err != nil {
+		return err
+	}
+	kp, err := s.readKey(ctx, t.Key)
+	if err != nil {
+		return err
+	}
+	q := s.store.q
+	typ := int8(t.Type)
+	form, es := kp.entries(t.Type)
+	switch {
+	case form == formAbsent || (form == formInline && es[0].time == t.Time):
+		// Single timer (or the same one again, refreshing span and TTL).
+		err = s.store.s.Query(ctx, q.setKeyState, s.ttl(int64(t.Time)), typ, inlineState(t.Time, t.Span), s.id, t.Key).Exec()
+	case form == formInline:
+		// Promotion: both timers become clustering rows and the entry a
+		// marker, in one single-partition (hence atomic) batch.
+		old := es[0]
+		latest := max(old.time, t.Time)
+		ttl := s.ttl(int64(latest))
+		b := s.store.s.Batch(ctx)
+		b.Query(q.insertKeyRow, s.id, t.Key, typ, int32(old.time), spanValue(old.span), ttl)
+		b.Query(q.insertKeyRow, s.id, t.Key, typ, int32(t.Time), spanValue(t.Span), ttl)
+		b.Query(q.setKeyState, ttl, typ, overflowState(latest), s.id, t.Key)
+		err = s.store.s.ExecuteBatch(b)
+	default:
+		// Overflow: add a row, and rewrite the marker so it lives as long as
+		// the latest timer; a marker expiring first would hide the rows.
+		latest := t.Time
+		for _, e := range es {
+			latest = max(latest, e.time)
+		}
+		b := s.store.s.Batch(ctx)
+		b.Query(q.insertKeyRow, s.id, t.Key, typ, int32(t.Time), spanValue(t.Span), s.ttl(int64(t.Time)))
+		b.Query(q.setKeyState, s.ttl(int64(latest)), typ, overflowState(latest), s.id, t.Key)
+		err = s.store.s.ExecuteBatch(b)
+	}
+	if err != nil {
+		return wrap(err, "add %q at %d to the key index", t.Key, t.Time)
+	}
+	return nil
+}
+
+// Remove deletes the slab-index row first: a crash then leaves a listed
+// timer that never fires (and is cleaned up by the next clear), rather than
+// a cancelled timer that still fires.
+func (s *cassandraSegment) Remove(ctx context.Context, key string, at Time, typ Type) error {
+	if err := s.removeFromSlab(ctx, key, at, typ); err != nil {
+		return err
+	}
+	kp, err := s.readKey(ctx, key)
+	if err != nil {
+		return err
+	}
+	q := s.store.q
+	form, es := kp.entries(typ)
+	idx := slices.IndexFunc(es, func(e keyEntry) bool { return e.time == at })
+	if idx < 0 {
+		return nil // already gone
+	}
+	remaining := slices.Delete(slices.Clone(es), idx, idx+1)
+	switch {
+	case form == formInline:
+		err = s.store.s.Query(ctx, q.deleteKeyState, int8(typ), s.id, key).Exec()
+	case len(remaining) == 0:
+		b := s.store.s.Batch(ctx)
+		b.Query(q.deleteKeyState, int8(typ), s.id, key)
+		b.Query(q.deleteKeyType, s.id, key, int8(typ))
+		err = s.store.s.ExecuteBatch(b)
+	case len(remaining) == 1:
+		// Demotion back to inline: the survivor moves into the state map
+		// and every clustering row of the type goes.
+		r := remaining[0]
+		b := s.store.s.Batch(ctx)
+		b.Query(q.setKeyState, s.ttl(int64(r.time)), int8(typ), inlineState(r.time, r.span), s.id, key)
+		b.Query(q.deleteKeyType, s.id, key, int8(typ))
+		err = s.store.s.ExecuteBatch(b)
+	default:
+		err = s.store.s.Query(ctx, q.deleteKeyRow, s.id, key, int8(typ), int32(at)).Exec()
+	}
+	if err != nil {
+		return wrap(err, "remove %q at %d from the key index", key, at)
+	}
+	return nil
+}
+
+func (s *cassandraSegment) ClearAndSchedule(ctx context.Context, t Trigger) ([]Time, error) {
+	kp, err := s.readKey(ctx, t.Key)
+	if err != nil {
+		return nil, err
+	}
+	form, es := kp.entries(t.Type)
+	// The new timer goes in first, so a crash leaves a duplicate rather than
+	// no timer at all.
+	if err := s.addToSlab(ctx, s.slabSize, t); err != nil {
+		return nil, err
+	}
+	q := s.store.q
+	typ := int8(t.Type)
+	if form == formOverflow {
+		b := s.store.s.Batch(ctx)
+		b.Query(q.setKeyState, s.ttl(int64(t.Time)), typ, inlineState(t.Time, t.Span), s.id, t.Key)
+		b.Query(q.deleteKeyType, s.id, t.Key, typ)
+		err = s.store.s.ExecuteBatch(b)
+	} else {
+		err = s.store.s.Query(ctx, q.setKeyState, s.ttl(int64(t.Time)), typ, inlineState(t.Time, t.Span), s.id, t.Key).Exec()
+	}
+	if err != nil {
+		return nil, wrap(err, "replace the timers of %q in the key index", t.Key)
+	}
+	var removed []Time
+	for _, e := range es {
+		if e.time == t.Time {
+			continue
+		}
+		if err := s.removeFromSlab(ctx, t.Key, e.time, t.Type); err != nil {
+			return nil, err
+		}
+		removed = append(removed, e.time)
+	}
+	return removed, nil
+}
+
+func (s *cassandraSegment) DeleteSlab(ctx context.Context, slab uint32) error {
+	if err := s.store.s.Query(ctx, s.store.q.deleteSlab, s.id, int32(slab)).Exec(); err != nil {
+		return wrap(err, "delete slab %d", slab)
+	}
+	return nil
+}
