@@ -518,12 +518,15 @@ func (m *Manager) load(now time.Time) (time.Time, error) {
 	size := m.seg.SlabSize()
 	preload := time.Duration(60+rand.Int64N(int64(max(size, 61)-60)+1)) * time.Second
 	target := m.slabOf(timerstore.TimeOf(now.Add(preload)))
+	// The slab list must be read under the load lock: a timer scheduled
+	// between reading it and taking the lock would be stored in a slab this
+	// load does not know of, yet counted as owned (and so never loaded).
+	m.loadMu.Lock()
+	defer m.loadMu.Unlock()
 	slabs, err := m.seg.Slabs(context.Background())
 	if err != nil {
 		return time.Time{}, err
 	}
-	m.loadMu.Lock()
-	defer m.loadMu.Unlock()
 	m.mu.Lock()
 	first := !m.owned
 	from := m.maxOwned + 1

@@ -2,6 +2,7 @@ package timers
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
@@ -260,5 +261,53 @@ func waitStore(t *testing.T, seg timerstore.Segment, key string, want []timersto
 			t.Fatalf("stored times for %s = %v (%v), want %v", key, got, err, want)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// slowSlabs signals the first slab listing and then holds it back, so a
+// test can schedule timers after the list was read and before the load
+// that read it goes on.
+type slowSlabs struct {
+	timerstore.Segment
+	once   *sync.Once
+	listed chan struct{}
+}
+
+func (s slowSlabs) Slabs(ctx context.Context) ([]uint32, error) {
+	out, err := s.Segment.Slabs(ctx)
+	s.once.Do(func() {
+		close(s.listed)
+		time.Sleep(200 * time.Millisecond)
+	})
+	return out, err
+}
+
+// TestScheduleRacingFirstLoadStillFires: timers scheduled while the
+// Manager's first slab load is in progress must fire (a regression: the
+// slab list was read outside the load lock, and timers scheduled into a
+// slab the list did not have yet were stored but never loaded).
+func TestScheduleRacingFirstLoadStillFires(t *testing.T) {
+	seg, err := timerstore.NewMemory().Segment(context.Background(), "g", "t", 0, 3600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow := slowSlabs{Segment: seg, once: &sync.Once{}, listed: make(chan struct{})}
+	fired := make(chan timerstore.Trigger, 64)
+	m := Start(Options{Segment: slow, Fire: func(tr timerstore.Trigger) { fired <- tr },
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	defer m.Stop()
+	<-slow.listed
+	const n = 5
+	for i := 0; i < n; i++ {
+		if err := m.Schedule(context.Background(), timerstore.Trigger{Key: fmt.Sprint(i), Time: at(-time.Second)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < n; i++ {
+		select {
+		case <-fired:
+		case <-time.After(3 * time.Second):
+			t.Fatalf("only %d of %d timers fired", i, n)
+		}
 	}
 }
