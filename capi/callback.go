@@ -1,0 +1,54 @@
+package main
+
+/*
+#include "shims.h"
+*/
+import "C"
+
+import (
+	"unsafe"
+)
+
+// completion is the host's callback for one asynchronous operation. The
+// function pointer and user_data are C values; holding them in Go memory is
+// allowed (the reverse, C holding Go pointers, is what cgo forbids).
+type completion struct {
+	fn C.prosody_completion_fn
+	ud unsafe.Pointer
+}
+
+func newCompletion(fn, name string, cb C.prosody_completion_fn, ud unsafe.Pointer) (completion, error) {
+	if cb == nil {
+		return completion{}, nullArg(fn, name)
+	}
+	return completion{fn: cb, ud: ud}, nil
+}
+
+// call reports err to the host. The message is valid only during the
+// callback, so it is freed right after.
+func (c completion) call(err error) {
+	if c.fn == nil {
+		return
+	}
+	var msg *C.char
+	if err != nil {
+		msg = C.CString(err.Error())
+		defer C.free(unsafe.Pointer(msg))
+	}
+	C.prosodyInt_call_completion(c.fn, c.ud, statusOf(err), msg)
+}
+
+// async runs op on its own goroutine and reports its result through done
+// exactly once; a panic in op is reported as PROSODY_ERR_INTERNAL.
+func async(fn string, done completion, op func() error) {
+	go func() {
+		var err error
+		defer func() {
+			if r := recover(); r != nil {
+				err = internalError(fn, r)
+			}
+			done.call(err)
+		}()
+		err = op()
+	}()
+}

@@ -1,0 +1,329 @@
+package main
+
+/*
+#include "shims.h"
+*/
+import "C"
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"syscall"
+	"unsafe"
+
+	"github.com/prosody-events/prosody-go/core/client"
+	"github.com/prosody-events/prosody-go/core/config"
+	"github.com/prosody-events/prosody-go/core/logging"
+)
+
+var clients = newTable[*clientEntry](kindClient)
+
+// clientEntry is what a client handle names.
+type clientEntry struct {
+	c    *client.Client
+	disp *dispatcher
+	// sendErr says why this client cannot send, if it cannot.
+	sendErr error
+
+	// mu guards the subscription state as the host sees it. Tracking it
+	// here, not only in the core, lets subscribe and unsubscribe report
+	// state errors at once and be ordered: an unsubscribe waits for the
+	// subscribe before it (subDone).
+	mu         sync.Mutex
+	subscribed bool
+	subDone    chan struct{}
+}
+
+//export prosodyGo_version
+func prosodyGo_version(out **C.char) (status C.int) {
+	defer guard("prosody_version", &status, nil)
+	if out == nil {
+		return C.PROSODY_ERR_INVALID_ARGUMENT
+	}
+	*out = versionC
+	return C.PROSODY_OK
+}
+
+// versionC is allocated once and never freed: the host gets a static string.
+var versionC = C.CString(Version)
+
+// goString copies a required NUL-terminated argument.
+func goString(fn, name string, s *C.char) (string, error) {
+	if s == nil {
+		return "", nullArg(fn, name)
+	}
+	return C.GoString(s), nil
+}
+
+func configError(err error) error { return &apiError{status: C.PROSODY_ERR_CONFIG, msg: err.Error()} }
+
+//export prosodyGo_client_new
+func prosodyGo_client_new(cfgJSON *C.char, out *C.uint64_t, errOut **C.char) (status C.int) {
+	defer guard("prosody_client_new", &status, errOut)
+	const fn = "prosody_client_new"
+	js, err := goString(fn, "config_json", cfgJSON)
+	if err != nil {
+		return fail(errOut, err)
+	}
+	if out == nil {
+		return fail(errOut, nullArg(fn, "client"))
+	}
+	cfg, err := config.FromJSON([]byte(js))
+	if err != nil {
+		return fail(errOut, configError(err))
+	}
+	level, err := logging.Level(cfg.Log)
+	if err != nil {
+		return fail(errOut, configError(err))
+	}
+	disp, err := newDispatcher()
+	if err != nil {
+		return fail(errOut, err)
+	}
+	c, err := client.New(cfg, client.WithLogger(newLogger(level)))
+	if err != nil {
+		syscall.Close(disp.efd)
+		return fail(errOut, configError(err))
+	}
+	e := &clientEntry{c: c, disp: disp}
+	if err := cfg.ValidateProducer(); err != nil {
+		e.sendErr = configError(fmt.Errorf("this client cannot send: %w", err))
+	}
+	id := newID(kindClient)
+	clients.add(id, e)
+	*out = C.uint64_t(id)
+	return C.PROSODY_OK
+}
+
+//export prosodyGo_client_release
+func prosodyGo_client_release(id C.uint64_t, cb C.prosody_completion_fn, ud unsafe.Pointer, errOut **C.char) (status C.int) {
+	defer guard("prosody_client_release", &status, errOut)
+	e, err := clients.take(uint64(id))
+	if err != nil {
+		return fail(errOut, fmt.Errorf("prosody_client_release: %w", err))
+	}
+	async("prosody_client_release", completion{fn: cb, ud: ud}, func() error {
+		e.disp.close()
+		err := e.c.Close(context.Background())
+		syscall.Close(e.disp.efd)
+		return err
+	})
+	return C.PROSODY_OK
+}
+
+//export prosodyGo_client_send
+func prosodyGo_client_send(id C.uint64_t, topic, key *C.char, payload *C.uint8_t, n C.size_t,
+	cb C.prosody_completion_fn, ud unsafe.Pointer, errOut **C.char) (status C.int) {
+	const fn = "prosody_client_send"
+	defer guard(fn, &status, errOut)
+	t, err := goString(fn, "topic", topic)
+	if err != nil {
+		return fail(errOut, err)
+	}
+	k, err := goString(fn, "key", key)
+	if err != nil {
+		return fail(errOut, err)
+	}
+	if payload == nil && n > 0 {
+		return fail(errOut, nullArg(fn, "payload"))
+	}
+	done, err := newCompletion(fn, "done", cb, ud)
+	if err != nil {
+		return fail(errOut, err)
+	}
+	e, err := clients.get(uint64(id))
+	if err != nil {
+		return fail(errOut, fmt.Errorf("%s: %w", fn, err))
+	}
+	if e.sendErr != nil {
+		return fail(errOut, e.sendErr)
+	}
+	body := C.GoBytes(unsafe.Pointer(payload), C.int(n))
+	async(fn, done, func() error { return e.c.Send(context.Background(), t, k, body) })
+	return C.PROSODY_OK
+}
+
+//export prosodyGo_client_subscribe
+func prosodyGo_client_subscribe(id C.uint64_t, h *C.prosody_handler_config, cb C.prosody_completion_fn,
+	ud unsafe.Pointer, errOut **C.char) (status C.int) {
+	const fn = "prosody_client_subscribe"
+	defer guard(fn, &status, errOut)
+	if h == nil {
+		return fail(errOut, nullArg(fn, "handler"))
+	}
+	done, err := newCompletion(fn, "done", cb, ud)
+	if err != nil {
+		return fail(errOut, err)
+	}
+	e, err := clients.get(uint64(id))
+	if err != nil {
+		return fail(errOut, fmt.Errorf("%s: %w", fn, err))
+	}
+	switch state, err := e.c.ConsumerState(); {
+	case err != nil:
+		return fail(errOut, configError(fmt.Errorf("cannot subscribe: %w", err)))
+	case state == client.Unconfigured:
+		return fail(errOut, configError(fmt.Errorf("cannot subscribe: no consumer configured: set group_id and subscribed_topics")))
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.subscribed {
+		return fail(errOut, errorf(C.PROSODY_ERR_STATE, "%s: the client is already subscribed", fn))
+	}
+	e.subscribed = true
+	subDone := make(chan struct{})
+	e.subDone = subDone
+	e.disp.setNotify(h.notify, h.user_data)
+	async(fn, done, func() error {
+		defer close(subDone)
+		err := e.c.Subscribe(e.disp)
+		if err != nil {
+			e.mu.Lock()
+			e.subscribed = false
+			e.mu.Unlock()
+			e.disp.setNotify(nil, nil)
+		}
+		return err
+	})
+	return C.PROSODY_OK
+}
+
+//export prosodyGo_client_unsubscribe
+func prosodyGo_client_unsubscribe(id C.uint64_t, cb C.prosody_completion_fn, ud unsafe.Pointer, errOut **C.char) (status C.int) {
+	const fn = "prosody_client_unsubscribe"
+	defer guard(fn, &status, errOut)
+	done, err := newCompletion(fn, "done", cb, ud)
+	if err != nil {
+		return fail(errOut, err)
+	}
+	e, err := clients.get(uint64(id))
+	if err != nil {
+		return fail(errOut, fmt.Errorf("%s: %w", fn, err))
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.subscribed {
+		return fail(errOut, errorf(C.PROSODY_ERR_STATE, "%s: the client is not subscribed", fn))
+	}
+	e.subscribed = false
+	subDone := e.subDone
+	async(fn, done, func() error {
+		<-subDone
+		err := e.c.Unsubscribe(context.Background())
+		e.disp.setNotify(nil, nil)
+		return err
+	})
+	return C.PROSODY_OK
+}
+
+//export prosodyGo_client_event_fd
+func prosodyGo_client_event_fd(id C.uint64_t, out *C.int, errOut **C.char) (status C.int) {
+	const fn = "prosody_client_event_fd"
+	defer guard(fn, &status, errOut)
+	if out == nil {
+		return fail(errOut, nullArg(fn, "fd"))
+	}
+	e, err := clients.get(uint64(id))
+	if err != nil {
+		return fail(errOut, fmt.Errorf("%s: %w", fn, err))
+	}
+	*out = C.int(e.disp.efd)
+	return C.PROSODY_OK
+}
+
+//export prosodyGo_client_poll
+func prosodyGo_client_poll(id C.uint64_t, out *C.prosody_event, capacity C.size_t, count *C.size_t, errOut **C.char) (status C.int) {
+	const fn = "prosody_client_poll"
+	defer guard(fn, &status, errOut)
+	if count == nil {
+		return fail(errOut, nullArg(fn, "count"))
+	}
+	*count = 0
+	if out == nil && capacity > 0 {
+		return fail(errOut, nullArg(fn, "out"))
+	}
+	e, err := clients.get(uint64(id))
+	if err != nil {
+		return fail(errOut, fmt.Errorf("%s: %w", fn, err))
+	}
+	if capacity == 0 {
+		return C.PROSODY_OK
+	}
+	*count = C.size_t(e.disp.poll(unsafe.Slice(out, int(capacity))))
+	return C.PROSODY_OK
+}
+
+//export prosodyGo_client_consumer_state
+func prosodyGo_client_consumer_state(id C.uint64_t, out *C.int, errOut **C.char) (status C.int) {
+	const fn = "prosody_client_consumer_state"
+	defer guard(fn, &status, errOut)
+	if out == nil {
+		return fail(errOut, nullArg(fn, "state"))
+	}
+	e, err := clients.get(uint64(id))
+	if err != nil {
+		return fail(errOut, fmt.Errorf("%s: %w", fn, err))
+	}
+	state, err := e.c.ConsumerState()
+	if err != nil {
+		return fail(errOut, configError(err))
+	}
+	switch state {
+	case client.Running:
+		*out = C.PROSODY_CONSUMER_RUNNING
+	case client.Configured:
+		*out = C.PROSODY_CONSUMER_CONFIGURED
+	default:
+		*out = C.PROSODY_CONSUMER_UNCONFIGURED
+	}
+	return C.PROSODY_OK
+}
+
+//export prosodyGo_client_source_system
+func prosodyGo_client_source_system(id C.uint64_t, out **C.char, errOut **C.char) (status C.int) {
+	const fn = "prosody_client_source_system"
+	defer guard(fn, &status, errOut)
+	if out == nil {
+		return fail(errOut, nullArg(fn, "source_system"))
+	}
+	e, err := clients.get(uint64(id))
+	if err != nil {
+		return fail(errOut, fmt.Errorf("%s: %w", fn, err))
+	}
+	*out = C.CString(e.c.SourceSystem())
+	return C.PROSODY_OK
+}
+
+//export prosodyGo_client_assigned_partition_count
+func prosodyGo_client_assigned_partition_count(id C.uint64_t, out *C.uint32_t, errOut **C.char) (status C.int) {
+	const fn = "prosody_client_assigned_partition_count"
+	defer guard(fn, &status, errOut)
+	if out == nil {
+		return fail(errOut, nullArg(fn, "count"))
+	}
+	e, err := clients.get(uint64(id))
+	if err != nil {
+		return fail(errOut, fmt.Errorf("%s: %w", fn, err))
+	}
+	*out = C.uint32_t(e.c.AssignedPartitionCount())
+	return C.PROSODY_OK
+}
+
+//export prosodyGo_client_is_stalled
+func prosodyGo_client_is_stalled(id C.uint64_t, out *C.int, errOut **C.char) (status C.int) {
+	const fn = "prosody_client_is_stalled"
+	defer guard(fn, &status, errOut)
+	if out == nil {
+		return fail(errOut, nullArg(fn, "stalled"))
+	}
+	e, err := clients.get(uint64(id))
+	if err != nil {
+		return fail(errOut, fmt.Errorf("%s: %w", fn, err))
+	}
+	*out = 0
+	if e.c.IsStalled() {
+		*out = 1
+	}
+	return C.PROSODY_OK
+}

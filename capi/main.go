@@ -1,0 +1,28 @@
+// Command capi is the C ABI of Prosody, built with -buildmode=c-shared into
+// libprosody.so (make lib). include/prosody.h is the contract.
+//
+// The layout follows DESIGN.md §4:
+//
+//   - shims.c defines every public prosody_* function in C. Each checks for
+//     a fork before entering the Go runtime, then calls the Go export of the
+//     same name with the prefix prosodyGo_ (exports.map hides those).
+//   - Objects cross as integer handles (handles.go); C never holds a Go
+//     pointer.
+//   - Calls that do I/O return at once and report through the host's
+//     completion callback, called through a C trampoline (callback.go).
+//   - Events reach the host in batches: a per-client ready queue, an eventfd
+//     and a notify callback once per wake-up, and a poll call that moves
+//     many events at once (dispatch.go).
+package main
+
+/*
+#cgo CFLAGS: -I${SRCDIR}/../include -Wall
+#include "shims.h"
+*/
+import "C"
+
+// Version is the library version; include/prosody.h's PROSODY_VERSION must
+// match it (the C tests check).
+const Version = "0.1.0"
+
+func main() {}

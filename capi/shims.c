@@ -1,0 +1,206 @@
+/*
+ * shims.c - the public entry points of libprosody.
+ *
+ * Every prosody_* function is defined here, in C, and checks for a fork
+ * before it enters the Go runtime: a forked child has none of the parent's
+ * runtime threads, so calling any Go export there can hang forever. Only
+ * then does it call the Go implementation (prosodyGo_*, hidden from the
+ * library's dynamic symbol table by exports.map). It also clears
+ * *error_message first, so the Go side only ever sets it on failure.
+ *
+ * The trampolines at the end let Go call the host's function pointers.
+ */
+#include <pthread.h>
+#include <string.h>
+#include <sys/eventfd.h>
+
+#include "shims.h"
+#include "_cgo_export.h"
+
+/* Every public function defined here must be declared in prosody.h. */
+#pragma GCC diagnostic error "-Wmissing-prototypes"
+
+/* Set in the child by the pthread_atfork handler. A plain flag rather than
+ * getpid() on every call: it costs one load, and getpid() is a system call
+ * in current glibc. */
+static volatile int prosody_forked;
+
+static void prosody_on_fork_child(void) { prosody_forked = 1; }
+
+__attribute__((constructor)) static void prosody_shims_init(void) {
+  pthread_atfork(NULL, NULL, prosody_on_fork_child);
+}
+
+static int prosody_after_fork(char **error_message) {
+  if (error_message != NULL) {
+    *error_message = strdup("used after fork: the prosody library cannot be used in a child process "
+                            "created by fork(); create clients in the process that uses them");
+  }
+  return PROSODY_ERR_AFTER_FORK;
+}
+
+#define PROSODY_ENTER(error_message)                                                               \
+  do {                                                                                             \
+    if (error_message != NULL) *(error_message) = NULL;                                            \
+    if (prosody_forked) return prosody_after_fork(error_message);                                  \
+  } while (0)
+
+/* ---- library ---- */
+
+int prosody_version(const char **version) {
+  if (prosody_forked) return PROSODY_ERR_AFTER_FORK;
+  return prosodyGo_version((char **)version);
+}
+
+void prosody_free(void *ptr) { free(ptr); }
+
+const char *prosody_status_name(int status) {
+  switch (status) {
+  case PROSODY_OK: return "PROSODY_OK";
+  case PROSODY_ERR_INVALID_ARGUMENT: return "PROSODY_ERR_INVALID_ARGUMENT";
+  case PROSODY_ERR_INVALID_HANDLE: return "PROSODY_ERR_INVALID_HANDLE";
+  case PROSODY_ERR_CONFIG: return "PROSODY_ERR_CONFIG";
+  case PROSODY_ERR_STATE: return "PROSODY_ERR_STATE";
+  case PROSODY_ERR_TRANSIENT: return "PROSODY_ERR_TRANSIENT";
+  case PROSODY_ERR_PERMANENT: return "PROSODY_ERR_PERMANENT";
+  case PROSODY_ERR_TERMINAL: return "PROSODY_ERR_TERMINAL";
+  case PROSODY_ERR_CANCELLED: return "PROSODY_ERR_CANCELLED";
+  case PROSODY_ERR_CLOSED: return "PROSODY_ERR_CLOSED";
+  case PROSODY_ERR_AFTER_FORK: return "PROSODY_ERR_AFTER_FORK";
+  case PROSODY_ERR_INTERNAL: return "PROSODY_ERR_INTERNAL";
+  }
+  return "PROSODY_ERR_UNKNOWN";
+}
+
+int prosody_set_log_callback(prosody_log_fn fn, void *user_data, char **error_message) {
+  PROSODY_ENTER(error_message);
+  return prosodyGo_set_log_callback(fn, user_data, error_message);
+}
+
+/* ---- client ---- */
+
+int prosody_client_new(const char *config_json, uint64_t *client, char **error_message) {
+  PROSODY_ENTER(error_message);
+  return prosodyGo_client_new((char *)config_json, client, error_message);
+}
+
+int prosody_client_release(uint64_t client, prosody_completion_fn done, void *user_data,
+                           char **error_message) {
+  PROSODY_ENTER(error_message);
+  return prosodyGo_client_release(client, done, user_data, error_message);
+}
+
+int prosody_client_send(uint64_t client, const char *topic, const char *key, const uint8_t *payload,
+                        size_t payload_len, prosody_completion_fn done, void *user_data,
+                        char **error_message) {
+  PROSODY_ENTER(error_message);
+  return prosodyGo_client_send(client, (char *)topic, (char *)key, (uint8_t *)payload, payload_len,
+                               done, user_data, error_message);
+}
+
+int prosody_client_subscribe(uint64_t client, const prosody_handler_config *handler,
+                             prosody_completion_fn done, void *user_data, char **error_message) {
+  PROSODY_ENTER(error_message);
+  return prosodyGo_client_subscribe(client, (prosody_handler_config *)handler, done, user_data,
+                                    error_message);
+}
+
+int prosody_client_unsubscribe(uint64_t client, prosody_completion_fn done, void *user_data,
+                               char **error_message) {
+  PROSODY_ENTER(error_message);
+  return prosodyGo_client_unsubscribe(client, done, user_data, error_message);
+}
+
+int prosody_client_event_fd(uint64_t client, int *fd, char **error_message) {
+  PROSODY_ENTER(error_message);
+  return prosodyGo_client_event_fd(client, fd, error_message);
+}
+
+int prosody_client_poll(uint64_t client, prosody_event *out, size_t capacity, size_t *count,
+                        char **error_message) {
+  PROSODY_ENTER(error_message);
+  return prosodyGo_client_poll(client, out, capacity, count, error_message);
+}
+
+int prosody_client_consumer_state(uint64_t client, int *state, char **error_message) {
+  PROSODY_ENTER(error_message);
+  return prosodyGo_client_consumer_state(client, state, error_message);
+}
+
+int prosody_client_source_system(uint64_t client, char **source_system, char **error_message) {
+  PROSODY_ENTER(error_message);
+  return prosodyGo_client_source_system(client, source_system, error_message);
+}
+
+int prosody_client_assigned_partition_count(uint64_t client, uint32_t *count, char **error_message) {
+  PROSODY_ENTER(error_message);
+  return prosodyGo_client_assigned_partition_count(client, count, error_message);
+}
+
+int prosody_client_is_stalled(uint64_t client, int *stalled, char **error_message) {
+  PROSODY_ENTER(error_message);
+  return prosodyGo_client_is_stalled(client, stalled, error_message);
+}
+
+/* ---- events ---- */
+
+int prosody_event_complete(uint64_t event, int outcome, const char *message, char **error_message) {
+  PROSODY_ENTER(error_message);
+  return prosodyGo_event_complete(event, outcome, (char *)message, error_message);
+}
+
+int prosody_events_complete(const prosody_completion *items, size_t n, char **error_message) {
+  PROSODY_ENTER(error_message);
+  return prosodyGo_events_complete((prosody_completion *)items, n, error_message);
+}
+
+int prosody_event_should_cancel(uint64_t event, int *cancelled, char **error_message) {
+  PROSODY_ENTER(error_message);
+  return prosodyGo_event_should_cancel(event, cancelled, error_message);
+}
+
+int prosody_event_release(uint64_t event, char **error_message) {
+  PROSODY_ENTER(error_message);
+  return prosodyGo_event_release(event, error_message);
+}
+
+/* ---- admin ---- */
+
+int prosody_admin_new(const char *config_json, uint64_t *admin, char **error_message) {
+  PROSODY_ENTER(error_message);
+  return prosodyGo_admin_new((char *)config_json, admin, error_message);
+}
+
+int prosody_admin_create_topic(uint64_t admin, const char *topic_json, prosody_completion_fn done,
+                               void *user_data, char **error_message) {
+  PROSODY_ENTER(error_message);
+  return prosodyGo_admin_create_topic(admin, (char *)topic_json, done, user_data, error_message);
+}
+
+int prosody_admin_delete_topic(uint64_t admin, const char *name, prosody_completion_fn done,
+                               void *user_data, char **error_message) {
+  PROSODY_ENTER(error_message);
+  return prosodyGo_admin_delete_topic(admin, (char *)name, done, user_data, error_message);
+}
+
+int prosody_admin_release(uint64_t admin, char **error_message) {
+  PROSODY_ENTER(error_message);
+  return prosodyGo_admin_release(admin, error_message);
+}
+
+/* ---- trampolines ---- */
+
+void prosodyInt_call_completion(prosody_completion_fn fn, void *user_data, int status,
+                                const char *message) {
+  fn(user_data, status, message);
+}
+
+void prosodyInt_call_notify(prosody_notify_fn fn, void *user_data) { fn(user_data); }
+
+void prosodyInt_call_log(prosody_log_fn fn, void *user_data, int32_t level, int64_t time_ms,
+                         const char *target, const char *message, const char *attributes) {
+  prosody_log_record r = {level, time_ms, target, message, attributes};
+  fn(user_data, &r);
+}
+
+int prosodyInt_eventfd(void) { return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }

@@ -1,0 +1,21 @@
+/*
+ * shims.h - internal declarations shared by the cgo preambles and shims.c.
+ * Not installed: hosts use include/prosody.h only.
+ */
+#ifndef PROSODY_SHIMS_H
+#define PROSODY_SHIMS_H
+
+#include <stdlib.h>
+#include "prosody.h"
+
+/* Trampolines: Go cannot call C function pointers, so it calls these. */
+void prosodyInt_call_completion(prosody_completion_fn fn, void *user_data, int status,
+                                const char *message);
+void prosodyInt_call_notify(prosody_notify_fn fn, void *user_data);
+void prosodyInt_call_log(prosody_log_fn fn, void *user_data, int32_t level, int64_t time_ms,
+                         const char *target, const char *message, const char *attributes);
+
+/* A new non-blocking, close-on-exec eventfd, or -1 with errno set. */
+int prosodyInt_eventfd(void);
+
+#endif

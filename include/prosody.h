@@ -1,0 +1,387 @@
+/*
+ * prosody.h - the C ABI of Prosody, a Kafka client library with a Go core.
+ *
+ * This header is the contract. It is written by hand; a test
+ * (tests/c/check_abi.sh) fails when it and the symbols exported by
+ * libprosody.so disagree, and the library's own C shims include it, so the
+ * compiler rejects any signature that differs.
+ *
+ * GENERAL RULES
+ *
+ * Handles. Every object (client, admin client, event) is an opaque
+ * uint64_t handle. Handle ids are never reused within a process; 0 is never
+ * a valid handle. Using a released, unknown or wrong-kind handle returns
+ * PROSODY_ERR_INVALID_HANDLE and never crashes. Every handle has a release
+ * call (an event is released by completing it).
+ *
+ * Status codes. Every function returning int returns a PROSODY_OK or a
+ * PROSODY_ERR_* status. Functions taking `char **error_message` store a
+ * library-owned, NUL-terminated UTF-8 description of the failure there when
+ * they fail (and NULL when they succeed), unless error_message is NULL.
+ * Free it with prosody_free().
+ *
+ * Memory. Every string or buffer the library hands out for the caller to
+ * keep is allocated with malloc() and must be freed with prosody_free().
+ * Event data (topic, key, payload, source system) is the exception: it is
+ * borrowed, see prosody_event.
+ *
+ * Threading. Every function is thread-safe and may be called from any
+ * thread. No function blocks on I/O: calls that talk to Kafka take a
+ * completion callback and return at once; the rest only take short
+ * internal locks. Callbacks (completion, notify, log) run on library-owned
+ * threads; they must not block for long, and may call back into this API.
+ *
+ * Fork. The Go runtime inside the library does not survive fork(). In a
+ * child process every function returns PROSODY_ERR_AFTER_FORK ("used after
+ * fork") immediately, without entering the Go runtime; prosody_free() and
+ * prosody_status_name() keep working. Create clients in the process that
+ * uses them (load the library after forking if you can).
+ *
+ * Signals. The library never calls signal.Notify and installs no handlers
+ * beyond what the Go runtime needs for itself.
+ */
+#ifndef PROSODY_H
+#define PROSODY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The library version this header describes; prosody_version() reports the
+ * version of the loaded library. */
+#define PROSODY_VERSION "0.1.0"
+
+/* ------------------------------------------------------------------------
+ * Status codes
+ * ------------------------------------------------------------------------ */
+
+/* Success. */
+#define PROSODY_OK 0
+/* A NULL pointer, bad enum value or otherwise unusable argument. */
+#define PROSODY_ERR_INVALID_ARGUMENT 1
+/* The handle is unknown, released, or of another kind. */
+#define PROSODY_ERR_INVALID_HANDLE 2
+/* The configuration is invalid; the message names the option(s). */
+#define PROSODY_ERR_CONFIG 3
+/* The object is in the wrong state: already subscribed, not subscribed. */
+#define PROSODY_ERR_STATE 4
+/* The operation failed and may succeed if retried. */
+#define PROSODY_ERR_TRANSIENT 5
+/* The operation failed and will not succeed if retried. */
+#define PROSODY_ERR_PERMANENT 6
+/* The partition or client is going away; do not retry here. */
+#define PROSODY_ERR_TERMINAL 7
+/* The operation was cancelled or timed out. */
+#define PROSODY_ERR_CANCELLED 8
+/* The client was closed (released) while the operation ran. */
+#define PROSODY_ERR_CLOSED 9
+/* The library is used in a child process after fork(). */
+#define PROSODY_ERR_AFTER_FORK 10
+/* A bug in the library (a recovered panic); the message says more. */
+#define PROSODY_ERR_INTERNAL 11
+
+/* ------------------------------------------------------------------------
+ * Enumerations
+ * ------------------------------------------------------------------------ */
+
+/* prosody_event.kind */
+/* A consumed Kafka message. Complete it with prosody_event_complete. */
+#define PROSODY_EVENT_MESSAGE 1
+/* A due timer. Complete it with prosody_event_complete. */
+#define PROSODY_EVENT_TIMER 2
+/* A cancellation notice for an event the host received earlier and has not
+ * completed: its handler should stop soon (timeout, partition revoked,
+ * shutdown). The host must still complete that event; its outcome decides
+ * what happens. Only `event` and `kind` are set; every other field is zero
+ * or NULL. A notice can arrive after the host has already completed the
+ * event: ignore notices for handles you no longer hold. */
+#define PROSODY_EVENT_CANCELLED 3
+
+/* Outcomes for prosody_event_complete. */
+/* The event is done and its offset may be committed. */
+#define PROSODY_OUTCOME_OK 0
+/* A transient failure: the client's mode decides (retry, defer, log). */
+#define PROSODY_OUTCOME_TRANSIENT 1
+/* A permanent failure: never retried (dead-lettered or logged and skipped). */
+#define PROSODY_OUTCOME_PERMANENT 2
+
+/* prosody_client_consumer_state */
+/* No consumer can run: no group_id or no subscribed_topics. */
+#define PROSODY_CONSUMER_UNCONFIGURED 0
+/* Ready to subscribe, or unsubscribed again. */
+#define PROSODY_CONSUMER_CONFIGURED 1
+/* Subscribed. */
+#define PROSODY_CONSUMER_RUNNING 2
+
+/* prosody_log_record.level */
+#define PROSODY_LOG_DEBUG 1
+#define PROSODY_LOG_INFO 2
+#define PROSODY_LOG_WARN 3
+#define PROSODY_LOG_ERROR 4
+
+/* ------------------------------------------------------------------------
+ * Callback types
+ * ------------------------------------------------------------------------ */
+
+/* Called exactly once, on a library thread, when an asynchronous operation
+ * ends. status is PROSODY_OK or a PROSODY_ERR_* code; message describes a
+ * failure (NULL on success) and is valid only during the call: copy it to
+ * keep it. The host must not block in it for long. */
+typedef void (*prosody_completion_fn)(void *user_data, int status, const char *message);
+
+/* Called on a library thread when a subscription's ready queue goes from
+ * empty to non-empty: once per wake-up, not once per event. The host should
+ * then call prosody_client_poll until it returns fewer items than it asked
+ * for. Keep it short (set a flag, write to a pipe, wake a loop): it runs on
+ * the thread that delivers events. */
+typedef void (*prosody_notify_fn)(void *user_data);
+
+/* One log record. Every pointer is valid only during the callback. */
+typedef struct prosody_log_record {
+  int32_t level;          /* PROSODY_LOG_* */
+  int64_t time_ms;        /* when it was logged, epoch milliseconds */
+  const char *target;     /* the logger name, "prosody" */
+  const char *message;    /* the message */
+  const char *attributes; /* key=value pairs (logfmt), may be "" */
+} prosody_log_record;
+
+/* Receives the library's log records (see prosody_set_log_callback). Runs
+ * on library threads, possibly several at once; must not block for long. */
+typedef void (*prosody_log_fn)(void *user_data, const prosody_log_record *record);
+
+/* ------------------------------------------------------------------------
+ * Data types
+ * ------------------------------------------------------------------------ */
+
+/* One ready item delivered by prosody_client_poll.
+ *
+ * The byte ranges (topic, key, payload, source_system) point into ONE
+ * library-owned allocation per event. They are borrowed: valid until the
+ * event is completed (prosody_event_complete, prosody_events_complete) or
+ * released (prosody_event_release), or its client is released, whichever
+ * comes first. They are not NUL-terminated; use the lengths. */
+typedef struct prosody_event {
+  uint64_t event;               /* the event handle */
+  int32_t kind;                 /* PROSODY_EVENT_* */
+  int32_t partition;            /* Kafka partition */
+  int64_t offset;               /* Kafka offset (messages; 0 for timers) */
+  int64_t timestamp_ms;         /* record timestamp, epoch ms (messages) */
+  int64_t time_ms;              /* when the timer was due, epoch ms (timers) */
+  const char *topic;            /* topic name (UTF-8) */
+  size_t topic_len;
+  const char *key;              /* the record key (UTF-8) */
+  size_t key_len;
+  const uint8_t *payload;       /* the record value (JSON; messages) */
+  size_t payload_len;
+  const char *source_system;    /* source-system header, "" when absent */
+  size_t source_system_len;
+} prosody_event;
+
+/* The subscription's host side, given to prosody_client_subscribe. */
+typedef struct prosody_handler_config {
+  /* Called once per wake-up of the ready queue; may be NULL when the host
+   * watches the event fd (prosody_client_event_fd) instead. */
+  prosody_notify_fn notify;
+  /* Passed to notify. The host keeps it valid until the unsubscribe
+   * completes (or the client is released). */
+  void *user_data;
+} prosody_handler_config;
+
+/* One entry of a batch completion (prosody_events_complete). */
+typedef struct prosody_completion {
+  uint64_t event;       /* the event handle */
+  int32_t outcome;      /* PROSODY_OUTCOME_* */
+  const char *message;  /* failure description (NUL-terminated UTF-8); may be NULL */
+} prosody_completion;
+
+/* ------------------------------------------------------------------------
+ * Library
+ * ------------------------------------------------------------------------ */
+
+/* Stores the loaded library's version (a static string, never freed) in
+ * *version. Errors: INVALID_ARGUMENT (version NULL), AFTER_FORK. */
+int prosody_version(const char **version);
+
+/* Frees memory the library handed out (error messages, strings). NULL is
+ * ignored. Works after fork. Never pass event data or memory from another
+ * allocator. */
+void prosody_free(void *ptr);
+
+/* A static, human-readable name for a status code ("PROSODY_ERR_CONFIG");
+ * "PROSODY_ERR_UNKNOWN" for codes it does not know. Works after fork. */
+const char *prosody_status_name(int status);
+
+/* Sends every log record of every client (existing and future) to fn, with
+ * user_data. fn NULL restores the default: text lines on stderr. Which
+ * records are produced is still decided by each client's PROSODY_LOG
+ * filter (default "info"). user_data must stay valid until another call
+ * replaces it. Errors: AFTER_FORK. */
+int prosody_set_log_callback(prosody_log_fn fn, void *user_data, char **error_message);
+
+/* ------------------------------------------------------------------------
+ * Client
+ * ------------------------------------------------------------------------ */
+
+/* Creates a client from one JSON object of snake_case options (e.g.
+ * {"bootstrap_servers":"localhost:9094","group_id":"g",
+ *  "subscribed_topics":"t","mock":true}); options not given come from the
+ * PROSODY_* environment variables, then defaults. Does no network I/O
+ * (the producer connects in the background). On success stores the new
+ * handle in *client. Errors: INVALID_ARGUMENT (NULL arguments), CONFIG
+ * (the message names each bad option). */
+int prosody_client_new(const char *config_json, uint64_t *client, char **error_message);
+
+/* Releases the client: the handle becomes invalid at once; the library
+ * then, in the background, fails every uncompleted event of it (their
+ * handles and data become invalid), unsubscribes, flushes and closes the
+ * producer, closes the event fd, and finally calls done (may be NULL).
+ * Stop watching the event fd before calling this. Errors: INVALID_HANDLE
+ * (including a second release), AFTER_FORK. */
+int prosody_client_release(uint64_t client, prosody_completion_fn done, void *user_data,
+                           char **error_message);
+
+/* Sends payload (payload_len bytes of JSON) under key to topic. The
+ * arguments are copied before it returns. done (required) is called once
+ * the broker acknowledged the record (PROSODY_OK) or sending failed
+ * (TRANSIENT, PERMANENT, TERMINAL, CANCELLED for send_timeout, CLOSED,
+ * CONFIG when the client cannot send). Errors returned at once:
+ * INVALID_ARGUMENT, INVALID_HANDLE, AFTER_FORK; done is then not called. */
+int prosody_client_send(uint64_t client, const char *topic, const char *key, const uint8_t *payload,
+                        size_t payload_len, prosody_completion_fn done, void *user_data,
+                        char **error_message);
+
+/* Starts consuming. Ready events are queued for the host: the event fd
+ * becomes readable and handler->notify (if set) is called, and the host
+ * takes them with prosody_client_poll and finishes each with
+ * prosody_event_complete. The handler config is copied. done (required) is
+ * called when the consumer started (OK) or could not (STATE: already
+ * subscribed, closed; CONFIG: no consumer configured; TRANSIENT: Kafka).
+ * Errors returned at once: INVALID_ARGUMENT, INVALID_HANDLE, AFTER_FORK. */
+int prosody_client_subscribe(uint64_t client, const prosody_handler_config *handler,
+                             prosody_completion_fn done, void *user_data, char **error_message);
+
+/* Stops consuming as a partition revocation does: events in flight get a
+ * CANCELLED notice near the end of shutdown_timeout and must still be
+ * completed by the host; final offsets are committed; then done (required)
+ * is called (OK, or STATE when not subscribed). The client may subscribe
+ * again afterwards. Errors returned at once: INVALID_ARGUMENT,
+ * INVALID_HANDLE, AFTER_FORK. */
+int prosody_client_unsubscribe(uint64_t client, prosody_completion_fn done, void *user_data,
+                               char **error_message);
+
+/* Stores in *fd the client's Linux eventfd (non-blocking, close-on-exec).
+ * It is readable while the ready queue is non-empty and is reset by
+ * prosody_client_poll when the queue becomes empty; the host only waits on
+ * it (never reads, writes or closes it). It is the same fd for the client's
+ * whole life, across subscriptions, and is closed when the release
+ * completes. Errors: INVALID_ARGUMENT, INVALID_HANDLE, AFTER_FORK. */
+int prosody_client_event_fd(uint64_t client, int *fd, char **error_message);
+
+/* Moves up to capacity ready items (messages, timers, cancellation notices)
+ * into out[0..*count) without blocking; *count is 0 when none are ready.
+ * Items of one key arrive in order. Call again while *count == capacity.
+ * Errors: INVALID_ARGUMENT (out or count NULL with capacity > 0),
+ * INVALID_HANDLE, AFTER_FORK. */
+int prosody_client_poll(uint64_t client, prosody_event *out, size_t capacity, size_t *count,
+                        char **error_message);
+
+/* Stores PROSODY_CONSUMER_* in *state. Errors: CONFIG when the consumer
+ * configuration is invalid (the message says why), INVALID_ARGUMENT,
+ * INVALID_HANDLE, AFTER_FORK. */
+int prosody_client_consumer_state(uint64_t client, int *state, char **error_message);
+
+/* Stores in *source_system the value of the source-system header this
+ * client puts on sent records (source_system, or else group_id), as a
+ * malloc'd NUL-terminated string: free it with prosody_free. Errors:
+ * INVALID_ARGUMENT, INVALID_HANDLE, AFTER_FORK. */
+int prosody_client_source_system(uint64_t client, char **source_system, char **error_message);
+
+/* Stores the number of partitions the consumer owns (0 unless subscribed).
+ * Errors: INVALID_ARGUMENT, INVALID_HANDLE, AFTER_FORK. */
+int prosody_client_assigned_partition_count(uint64_t client, uint32_t *count, char **error_message);
+
+/* Stores 1 in *stalled when a partition made no progress for
+ * stall_threshold, else 0 (always 0 unless subscribed). Errors:
+ * INVALID_ARGUMENT, INVALID_HANDLE, AFTER_FORK. */
+int prosody_client_is_stalled(uint64_t client, int *stalled, char **error_message);
+
+/* ------------------------------------------------------------------------
+ * Events
+ *
+ * An event handle comes from prosody_client_poll (MESSAGE or TIMER items)
+ * and stays valid until the event is completed or released, or its client
+ * is released. The library's handler for that event waits until then.
+ * ------------------------------------------------------------------------ */
+
+/* Finishes an event with an outcome (PROSODY_OUTCOME_*) and, for failures,
+ * a message (may be NULL; copied). OK lets its offset be committed;
+ * TRANSIENT and PERMANENT are handled by the client's mode. The handle and
+ * the event's data become invalid. Errors: INVALID_ARGUMENT (bad outcome;
+ * the event stays pending), INVALID_HANDLE (unknown, or already
+ * completed), AFTER_FORK. */
+int prosody_event_complete(uint64_t event, int outcome, const char *message, char **error_message);
+
+/* Completes n events in one call, as prosody_event_complete does for each.
+ * Every valid item is completed even when others fail; the status and
+ * message are those of the first failing item (the message gives its
+ * index). Errors: INVALID_ARGUMENT (items NULL with n > 0, bad outcome),
+ * INVALID_HANDLE, AFTER_FORK. */
+int prosody_events_complete(const prosody_completion *items, size_t n, char **error_message);
+
+/* Stores 1 in *cancelled when the event's handler has been asked to stop
+ * (timeout, revocation, shutdown), else 0. The host can also wait for the
+ * CANCELLED notice delivered by prosody_client_poll. Errors:
+ * INVALID_ARGUMENT, INVALID_HANDLE, AFTER_FORK. */
+int prosody_event_should_cancel(uint64_t event, int *cancelled, char **error_message);
+
+/* Gives an event up without handling it: it is completed as TRANSIENT
+ * ("released without completion"), so the client's mode retries it. The
+ * handle and data become invalid. Errors: INVALID_HANDLE, AFTER_FORK. */
+int prosody_event_release(uint64_t event, char **error_message);
+
+/* Timer operations on an event (schedule, clear_and_schedule, unschedule,
+ * clear_scheduled, scheduled) will be added here. They take the event
+ * handle (valid until the event is completed), a time in epoch
+ * milliseconds where relevant, and a completion callback; `scheduled`
+ * completes with an array of int64_t epoch milliseconds. */
+
+/* ------------------------------------------------------------------------
+ * Admin client
+ * ------------------------------------------------------------------------ */
+
+/* Creates an admin client from a JSON configuration with the client's
+ * option names (bootstrap_servers and mock are used). Returns at once: the
+ * connection is made in the background, and a connection failure is
+ * reported by the first operations' completions. Errors: INVALID_ARGUMENT,
+ * CONFIG (names the option), AFTER_FORK. */
+int prosody_admin_new(const char *config_json, uint64_t *admin, char **error_message);
+
+/* Creates a topic described by a JSON object with the keys name (required),
+ * partition_count, replication_factor, cleanup_policy and retention (e.g.
+ * "7d"); absent keys fall back to PROSODY_TOPIC_* variables, then the
+ * broker. An existing topic is not an error. done (required) is called once
+ * the topic is usable or creating it failed. Errors returned at once:
+ * INVALID_ARGUMENT, INVALID_HANDLE, CONFIG (names the option), AFTER_FORK. */
+int prosody_admin_create_topic(uint64_t admin, const char *topic_json, prosody_completion_fn done,
+                               void *user_data, char **error_message);
+
+/* Deletes the named topic; done (required) is called when that is done or
+ * failed. Errors returned at once: INVALID_ARGUMENT, INVALID_HANDLE,
+ * AFTER_FORK. */
+int prosody_admin_delete_topic(uint64_t admin, const char *name, prosody_completion_fn done,
+                               void *user_data, char **error_message);
+
+/* Releases the admin client: the handle becomes invalid at once; running
+ * operations are aborted (their completions report the failure) and the
+ * connections closed in the background. Errors: INVALID_HANDLE,
+ * AFTER_FORK. */
+int prosody_admin_release(uint64_t admin, char **error_message);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PROSODY_H */

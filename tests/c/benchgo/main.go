@@ -1,0 +1,187 @@
+// Command benchgo is `make bench-c`: it fills a real-Kafka topic, then
+// reads it with the same client configuration twice per round, once with a
+// no-op Go handler (the Go engine alone) and once through the C ABI with a
+// no-op C handler (build/c/prosody_bench_c: poll a batch, complete the
+// batch), each with a fresh consumer group, and prints both rates and
+// their ratio. It is a benchmark, not a test: nothing fails on slowness.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"log"
+	"log/slog"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/prosody-events/prosody-go/core/client"
+	"github.com/prosody-events/prosody-go/core/config"
+	"github.com/prosody-events/prosody-go/core/event"
+	"github.com/prosody-events/prosody-go/core/mockbroker"
+)
+
+func main() {
+	brokers := flag.String("brokers", "localhost:9094", "bootstrap servers")
+	messages := flag.Int("messages", 200_000, "messages to produce and consume")
+	partitions := flag.Int("partitions", 8, "partitions")
+	keys := flag.Int("keys", 10_000, "distinct keys")
+	rounds := flag.Int("rounds", 2, "rounds; each runs both readers")
+	extra := flag.String("config", "", `extra options merged into the client JSON, e.g. "max_concurrency":256`)
+	cBench := flag.String("cbench", "build/c/prosody_bench_c", "the C benchmark binary")
+	flag.Parse()
+	sarama.Logger = log.New(io.Discard, "", 0)
+
+	topic := "prosody-bench-c-" + suffix()
+	start := time.Now()
+	must(fill(strings.Split(*brokers, ","), topic, int32(*partitions), *messages, *keys))
+	fmt.Printf("produced %d messages (%d partitions, %d keys) to %s in %v\n", *messages, *partitions, *keys, topic,
+		time.Since(start).Round(time.Millisecond))
+
+	cfg := func() string {
+		js := fmt.Sprintf(`{"bootstrap_servers":%q,"group_id":"bench-%s","subscribed_topics":%q,"probe_port":null,`+
+			`"cassandra_nodes":"localhost:9042","telemetry_enabled":false`, *brokers, suffix(), topic)
+		if *extra != "" {
+			js += "," + *extra
+		}
+		return js + "}"
+	}
+	rates := map[string][]float64{}
+	for r := 0; r < *rounds; r++ {
+		order := []string{"go", "c-abi"}
+		if r%2 == 1 {
+			order = []string{"c-abi", "go"}
+		}
+		for _, reader := range order {
+			var rate float64
+			if reader == "go" {
+				rate = goEngine(cfg(), *messages)
+			} else {
+				rate = cABI(*cBench, cfg(), *messages)
+			}
+			rates[reader] = append(rates[reader], rate)
+			fmt.Printf("round %d %-6s %9.0f events/s\n", r+1, reader, rate)
+		}
+	}
+	g, c := median(rates["go"]), median(rates["c-abi"])
+	fmt.Printf("median  go engine %.0f events/s, C ABI %.0f events/s, ratio C/Go %.2f\n", g, c, c/g)
+}
+
+// goEngine reads the topic with a no-op Go handler through client.Client,
+// the object the C ABI wraps, with the same configuration.
+func goEngine(js string, n int) float64 {
+	cfg, err := config.FromJSON([]byte(js))
+	must(err)
+	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	c, err := client.New(cfg, client.WithLogger(quiet))
+	must(err)
+	var count atomic.Int64
+	finished := make(chan time.Time, 1)
+	start := time.Now()
+	must(c.Subscribe(event.HandlerFuncs{Message: func(*event.Context, *event.Message) error {
+		if count.Add(1) == int64(n) {
+			finished <- time.Now()
+		}
+		return nil
+	}}))
+	end := <-finished
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	must(c.Close(ctx))
+	return float64(n) / end.Sub(start).Seconds()
+}
+
+// cABI runs the C benchmark and parses its "c-abi N SECONDS RATE" line.
+func cABI(bin, js string, n int) float64 {
+	cmd := exec.Command(bin, js, fmt.Sprint(n))
+	cmd.Env = append(os.Environ(), "PROSODY_LOG=warn")
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	must(err)
+	var got int
+	var secs, rate float64
+	_, err = fmt.Sscanf(string(out), "c-abi %d %f %f", &got, &secs, &rate)
+	must(err)
+	fmt.Printf("         %s", out)
+	return rate
+}
+
+// fill writes the messages with an idempotent LZ4 producer and the CRC-32
+// key partitioner, as cmd/prosody-bench does.
+func fill(addrs []string, topic string, partitions int32, n, keys int) error {
+	cfg := sarama.NewConfig()
+	cfg.Version = mockbroker.KafkaVersion
+	admin, err := sarama.NewClusterAdmin(addrs, cfg)
+	if err != nil {
+		return err
+	}
+	err = admin.CreateTopic(topic, &sarama.TopicDetail{NumPartitions: partitions, ReplicationFactor: 1}, false)
+	admin.Close()
+	if err != nil {
+		return err
+	}
+	time.Sleep(time.Second) // let leaders settle
+	cfg.Producer.Idempotent = true
+	cfg.Producer.RequiredAcks = sarama.WaitForAll
+	cfg.Net.MaxOpenRequests = 1
+	cfg.Producer.Compression = sarama.CompressionLZ4
+	cfg.Producer.Flush.Bytes = 512 * 1024
+	cfg.Producer.Flush.Frequency = 5 * time.Millisecond
+	cfg.Producer.Partitioner = sarama.NewCustomPartitioner(sarama.WithAbsFirst(), sarama.WithCustomHashFunction(crc32.NewIEEE))
+	p, err := sarama.NewAsyncProducer(addrs, cfg)
+	if err != nil {
+		return err
+	}
+	var failed atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		for range p.Errors() {
+			failed.Add(1)
+		}
+		close(done)
+	}()
+	pad := strings.Repeat("x", 90)
+	for i := 0; i < n; i++ {
+		k := fmt.Sprintf("key-%05d", i%keys)
+		v := fmt.Sprintf(`{"id":"evt-%09d","type":"bench.event","key":"%s","seq":%d,"pad":"%s"}`, i, k, i/keys, pad)
+		p.Input() <- &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(k), Value: sarama.StringEncoder(v)}
+	}
+	p.AsyncClose()
+	<-done
+	if f := failed.Load(); f > 0 {
+		return fmt.Errorf("%d messages failed to produce", f)
+	}
+	return nil
+}
+
+func suffix() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func median(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if len(s) == 0 {
+		return 0
+	}
+	return s[len(s)/2]
+}
+
+func must(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "benchgo:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,580 @@
+/*
+ * test_capi.c - tests of every function of include/prosody.h, including
+ * misuse, run under AddressSanitizer by tests/c/run.sh.
+ *
+ *   test_capi            mock-mode tests and the fork test
+ *   test_capi --kafka H [--cassandra C]
+ *                        also a round trip against the real Kafka at H
+ *                        (C only satisfies the configuration check)
+ */
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+#define MOCK "\"bootstrap_servers\":\"localhost:9094\",\"mock\":true"
+
+static int test_seq;
+
+/* A unique topic/group name for this test run. */
+static void unique(char *buf, size_t n, const char *what) {
+  snprintf(buf, n, "capi-%s-%d-%d", what, (int)getpid(), ++test_seq);
+}
+
+/* ---- logging ---- */
+
+static atomic_int log_records;
+static atomic_int log_bad;
+
+static void on_log(void *user_data, const prosody_log_record *r) {
+  if (user_data != &log_records || r->message == NULL || r->target == NULL || r->attributes == NULL ||
+      r->level < PROSODY_LOG_DEBUG || r->level > PROSODY_LOG_ERROR || r->time_ms <= 0) {
+    atomic_fetch_add(&log_bad, 1);
+  }
+  atomic_fetch_add(&log_records, 1);
+}
+
+/* ---- notify ---- */
+
+static atomic_int notifies;
+
+static void on_notify(void *user_data) {
+  if (user_data == &notifies) atomic_fetch_add(&notifies, 1);
+}
+
+/* ---- helpers ---- */
+
+static uint64_t new_client(const char *json) {
+  uint64_t c = 0;
+  char *err = NULL;
+  int st = prosody_client_new(json, &c, &err);
+  CHECK(st == PROSODY_OK, "prosody_client_new(%s): %s: %s", json, prosody_status_name(st), err ? err : "");
+  prosody_free(err);
+  return c;
+}
+
+static void create_topic(uint64_t admin, const char *name, int partitions) {
+  char js[256];
+  snprintf(js, sizeof js, "{\"name\":\"%s\",\"partition_count\":%d}", name, partitions);
+  waiter w;
+  AWAIT(&w, prosody_admin_create_topic(admin, js, on_done, &w, &err_), 30, PROSODY_OK);
+}
+
+static void send_n(uint64_t sender, const char *topic, int n, const char *key_prefix) {
+  waiter w;
+  waiter_init(&w, n);
+  for (int i = 0; i < n; i++) {
+    char key[64], payload[128];
+    snprintf(key, sizeof key, "%s-%d", key_prefix, i);
+    int len = snprintf(payload, sizeof payload, "{\"id\":\"%s\",\"type\":\"test\",\"i\":%d}", key, i);
+    EXPECT(prosody_client_send(sender, topic, key, (const uint8_t *)payload, (size_t)len, on_done, &w, errp_),
+           PROSODY_OK, NULL);
+  }
+  int st = waiter_wait(&w, 30);
+  CHECK(st == PROSODY_OK, "sending: %s %s", st < 0 ? "timeout" : prosody_status_name(st), w.message);
+  waiter_destroy(&w);
+}
+
+static void release_client(uint64_t c) {
+  waiter w;
+  AWAIT(&w, prosody_client_release(c, on_done, &w, &err_), 60, PROSODY_OK);
+}
+
+static void subscribe(uint64_t c, prosody_handler_config *h) {
+  waiter w;
+  AWAIT(&w, prosody_client_subscribe(c, h, on_done, &w, &err_), 30, PROSODY_OK);
+}
+
+static void unsubscribe(uint64_t c) {
+  waiter w;
+  AWAIT(&w, prosody_client_unsubscribe(c, on_done, &w, &err_), 60, PROSODY_OK);
+}
+
+/* ---- tests ---- */
+
+static void test_library(void) {
+  const char *v = NULL;
+  CHECK(prosody_version(&v) == PROSODY_OK && v && strcmp(v, PROSODY_VERSION) == 0,
+        "version %s, header %s", v ? v : "(null)", PROSODY_VERSION);
+  CHECK(prosody_version(NULL) == PROSODY_ERR_INVALID_ARGUMENT, "version(NULL)");
+  CHECK(strcmp(prosody_status_name(PROSODY_ERR_CONFIG), "PROSODY_ERR_CONFIG") == 0, "status name");
+  CHECK(strcmp(prosody_status_name(12345), "PROSODY_ERR_UNKNOWN") == 0, "unknown status name");
+  prosody_free(NULL);
+  EXPECT(prosody_set_log_callback(on_log, &log_records, errp_), PROSODY_OK, NULL);
+}
+
+static void test_client_config_errors(void) {
+  uint64_t c = 0;
+  EXPECT(prosody_client_new(NULL, &c, errp_), PROSODY_ERR_INVALID_ARGUMENT, "config_json");
+  EXPECT(prosody_client_new("{" MOCK "}", NULL, errp_), PROSODY_ERR_INVALID_ARGUMENT, "client");
+  EXPECT(prosody_client_new("{not json", &c, errp_), PROSODY_ERR_CONFIG, "JSON");
+  EXPECT(prosody_client_new("{" MOCK ",\"max_concurrency\":0}", &c, errp_), PROSODY_ERR_CONFIG, "max_concurrency");
+  EXPECT(prosody_client_new("{" MOCK ",\"mode\":\"sideways\"}", &c, errp_), PROSODY_ERR_CONFIG, "mode");
+  EXPECT(prosody_client_new("{" MOCK ",\"no_such_option\":1}", &c, errp_), PROSODY_ERR_CONFIG, "no_such_option");
+  /* error_message may be NULL */
+  CHECK(prosody_client_new("{" MOCK ",\"max_concurrency\":0}", &c, NULL) == PROSODY_ERR_CONFIG, "NULL errmsg");
+  CHECK(c == 0, "no handle on failure");
+}
+
+static void test_client_queries(void) {
+  uint64_t producer = new_client("{" MOCK ",\"source_system\":\"capi-src\"}");
+  uint64_t consumer = new_client("{" MOCK ",\"group_id\":\"capi-grp\",\"subscribed_topics\":\"t\"}");
+  char *s = NULL;
+  EXPECT(prosody_client_source_system(producer, &s, errp_), PROSODY_OK, NULL);
+  CHECK(s && strcmp(s, "capi-src") == 0, "source system %s", s ? s : "(null)");
+  prosody_free(s);
+  s = NULL;
+  EXPECT(prosody_client_source_system(consumer, &s, errp_), PROSODY_OK, NULL);
+  CHECK(s && strcmp(s, "capi-grp") == 0, "source system falls back to group id: %s", s ? s : "(null)");
+  prosody_free(s);
+  EXPECT(prosody_client_source_system(consumer, NULL, errp_), PROSODY_ERR_INVALID_ARGUMENT, "source_system");
+
+  int state = -1;
+  EXPECT(prosody_client_consumer_state(producer, &state, errp_), PROSODY_OK, NULL);
+  CHECK(state == PROSODY_CONSUMER_UNCONFIGURED, "producer-only state %d", state);
+  EXPECT(prosody_client_consumer_state(consumer, &state, errp_), PROSODY_OK, NULL);
+  CHECK(state == PROSODY_CONSUMER_CONFIGURED, "consumer state %d", state);
+  EXPECT(prosody_client_consumer_state(consumer, NULL, errp_), PROSODY_ERR_INVALID_ARGUMENT, "state");
+
+  uint32_t parts = 99;
+  EXPECT(prosody_client_assigned_partition_count(consumer, &parts, errp_), PROSODY_OK, NULL);
+  CHECK(parts == 0, "partitions before subscribe %u", parts);
+  EXPECT(prosody_client_assigned_partition_count(consumer, NULL, errp_), PROSODY_ERR_INVALID_ARGUMENT, "count");
+  int stalled = 99;
+  EXPECT(prosody_client_is_stalled(consumer, &stalled, errp_), PROSODY_OK, NULL);
+  CHECK(stalled == 0, "stalled %d", stalled);
+  EXPECT(prosody_client_is_stalled(consumer, NULL, errp_), PROSODY_ERR_INVALID_ARGUMENT, "stalled");
+
+  int fd = -1;
+  EXPECT(prosody_client_event_fd(consumer, &fd, errp_), PROSODY_OK, NULL);
+  CHECK(fd >= 0, "fd %d", fd);
+  EXPECT(prosody_client_event_fd(consumer, NULL, errp_), PROSODY_ERR_INVALID_ARGUMENT, "fd");
+
+  prosody_event ev[4];
+  size_t n = 99;
+  EXPECT(prosody_client_poll(consumer, ev, 4, &n, errp_), PROSODY_OK, NULL);
+  CHECK(n == 0, "nothing ready, got %zu", n);
+  EXPECT(prosody_client_poll(consumer, ev, 4, NULL, errp_), PROSODY_ERR_INVALID_ARGUMENT, "count");
+  EXPECT(prosody_client_poll(consumer, NULL, 4, &n, errp_), PROSODY_ERR_INVALID_ARGUMENT, "out");
+  EXPECT(prosody_client_poll(consumer, NULL, 0, &n, errp_), PROSODY_OK, NULL);
+
+  /* Subscribing needs a consumer configuration; sending a source system. */
+  prosody_handler_config h = {0};
+  waiter w;
+  waiter_init(&w, 1);
+  EXPECT(prosody_client_subscribe(producer, &h, on_done, &w, errp_), PROSODY_ERR_CONFIG, "group_id");
+  EXPECT(prosody_client_subscribe(consumer, NULL, on_done, &w, errp_), PROSODY_ERR_INVALID_ARGUMENT, "handler");
+  EXPECT(prosody_client_subscribe(consumer, &h, NULL, &w, errp_), PROSODY_ERR_INVALID_ARGUMENT, "done");
+  EXPECT(prosody_client_unsubscribe(consumer, on_done, &w, errp_), PROSODY_ERR_STATE, "not subscribed");
+  EXPECT(prosody_client_unsubscribe(consumer, NULL, &w, errp_), PROSODY_ERR_INVALID_ARGUMENT, "done");
+  waiter_destroy(&w);
+
+  uint64_t mute = new_client("{" MOCK "}");
+  EXPECT(prosody_client_send(mute, "t", "k", (const uint8_t *)"{}", 2, on_done, NULL, errp_), PROSODY_ERR_CONFIG,
+         "source_system");
+  EXPECT(prosody_client_send(producer, NULL, "k", (const uint8_t *)"{}", 2, on_done, NULL, errp_),
+         PROSODY_ERR_INVALID_ARGUMENT, "topic");
+  EXPECT(prosody_client_send(producer, "t", NULL, (const uint8_t *)"{}", 2, on_done, NULL, errp_),
+         PROSODY_ERR_INVALID_ARGUMENT, "key");
+  EXPECT(prosody_client_send(producer, "t", "k", NULL, 2, on_done, NULL, errp_), PROSODY_ERR_INVALID_ARGUMENT,
+         "payload");
+  EXPECT(prosody_client_send(producer, "t", "k", (const uint8_t *)"{}", 2, NULL, NULL, errp_),
+         PROSODY_ERR_INVALID_ARGUMENT, "done");
+
+  release_client(mute);
+  release_client(producer);
+  release_client(consumer);
+}
+
+static void test_handles(void) {
+  uint64_t c = new_client("{" MOCK ",\"source_system\":\"capi-h\"}");
+  uint64_t admin = 0;
+  EXPECT(prosody_admin_new("{" MOCK "}", &admin, errp_), PROSODY_OK, NULL);
+  int state;
+  size_t n;
+  prosody_event ev[1];
+  /* unknown and zero handles */
+  EXPECT(prosody_client_consumer_state(0, &state, errp_), PROSODY_ERR_INVALID_HANDLE, "handle 0");
+  EXPECT(prosody_client_consumer_state(c + (1 << 8) * 1000, &state, errp_), PROSODY_ERR_INVALID_HANDLE, "unknown");
+  EXPECT(prosody_event_complete(0x7fffff03, PROSODY_OUTCOME_OK, NULL, errp_), PROSODY_ERR_INVALID_HANDLE, "unknown");
+  /* wrong kinds */
+  EXPECT(prosody_client_poll(admin, ev, 1, &n, errp_), PROSODY_ERR_INVALID_HANDLE, "kind admin");
+  EXPECT(prosody_event_complete(c, PROSODY_OUTCOME_OK, NULL, errp_), PROSODY_ERR_INVALID_HANDLE, "kind client");
+  EXPECT(prosody_event_should_cancel(c, &state, errp_), PROSODY_ERR_INVALID_HANDLE, "kind client");
+  EXPECT(prosody_event_release(admin, errp_), PROSODY_ERR_INVALID_HANDLE, "kind admin");
+  EXPECT(prosody_admin_release(c, errp_), PROSODY_ERR_INVALID_HANDLE, "kind client");
+  EXPECT(prosody_client_release(admin, NULL, NULL, errp_), PROSODY_ERR_INVALID_HANDLE, "kind admin");
+  waiter w;
+  waiter_init(&w, 1);
+  EXPECT(prosody_admin_delete_topic(c, "x", on_done, &w, errp_), PROSODY_ERR_INVALID_HANDLE, "kind client");
+  EXPECT(prosody_client_send(admin, "t", "k", (const uint8_t *)"{}", 2, on_done, &w, errp_),
+         PROSODY_ERR_INVALID_HANDLE, "kind admin");
+  waiter_destroy(&w);
+  /* released handles, double release; release without a completion */
+  EXPECT(prosody_client_release(c, NULL, NULL, errp_), PROSODY_OK, NULL);
+  EXPECT(prosody_client_release(c, NULL, NULL, errp_), PROSODY_ERR_INVALID_HANDLE, "released");
+  EXPECT(prosody_client_consumer_state(c, &state, errp_), PROSODY_ERR_INVALID_HANDLE, "released");
+  EXPECT(prosody_client_send(c, "t", "k", (const uint8_t *)"{}", 2, on_done, NULL, errp_), PROSODY_ERR_INVALID_HANDLE,
+         "released");
+  EXPECT(prosody_admin_release(admin, errp_), PROSODY_OK, NULL);
+  EXPECT(prosody_admin_release(admin, errp_), PROSODY_ERR_INVALID_HANDLE, "released");
+  /* handle ids are not reused */
+  uint64_t c2 = new_client("{" MOCK "}");
+  CHECK(c2 != c && c2 != admin, "reused id");
+  release_client(c2);
+}
+
+static void test_admin(void) {
+  uint64_t admin = 0;
+  EXPECT(prosody_admin_new(NULL, &admin, errp_), PROSODY_ERR_INVALID_ARGUMENT, "config_json");
+  EXPECT(prosody_admin_new("{" MOCK "}", NULL, errp_), PROSODY_ERR_INVALID_ARGUMENT, "admin");
+  EXPECT(prosody_admin_new("{\"mock\":true,\"bootstrap_servers\":\"\"}", &admin, errp_), PROSODY_ERR_CONFIG,
+         "bootstrap_servers");
+  EXPECT(prosody_admin_new("{" MOCK "}", &admin, errp_), PROSODY_OK, NULL);
+  char topic[64];
+  unique(topic, sizeof topic, "admin");
+  waiter w;
+  waiter_init(&w, 1);
+  EXPECT(prosody_admin_create_topic(admin, "{\"name\":\"x\",\"partition_count\":0}", on_done, &w, errp_),
+         PROSODY_ERR_CONFIG, "partition_count");
+  EXPECT(prosody_admin_create_topic(admin, "{\"partition_count\":1}", on_done, &w, errp_), PROSODY_ERR_CONFIG, "name");
+  EXPECT(prosody_admin_create_topic(admin, NULL, on_done, &w, errp_), PROSODY_ERR_INVALID_ARGUMENT, "topic_json");
+  EXPECT(prosody_admin_create_topic(admin, "{\"name\":\"x\"}", NULL, &w, errp_), PROSODY_ERR_INVALID_ARGUMENT, "done");
+  EXPECT(prosody_admin_delete_topic(admin, NULL, on_done, &w, errp_), PROSODY_ERR_INVALID_ARGUMENT, "name");
+  EXPECT(prosody_admin_delete_topic(admin, "", on_done, &w, errp_), PROSODY_ERR_INVALID_ARGUMENT, "name");
+  waiter_destroy(&w);
+  create_topic(admin, topic, 3);
+  create_topic(admin, topic, 3); /* existing: not an error */
+  AWAIT(&w, prosody_admin_delete_topic(admin, topic, on_done, &w, &err_), 30, PROSODY_OK);
+  EXPECT(prosody_admin_release(admin, errp_), PROSODY_OK, NULL);
+}
+
+/* The event path: notify/eventfd wake-ups, poll, outcomes, misuse. */
+static void test_events(void) {
+  char topic[64], group[64], cfg[512];
+  unique(topic, sizeof topic, "events");
+  unique(group, sizeof group, "events-g");
+  uint64_t admin;
+  EXPECT(prosody_admin_new("{" MOCK "}", &admin, errp_), PROSODY_OK, NULL);
+  create_topic(admin, topic, 2);
+  snprintf(cfg, sizeof cfg,
+           "{" MOCK ",\"group_id\":\"%s\",\"subscribed_topics\":\"%s\",\"commit_interval\":\"50ms\","
+           "\"retry_base\":\"10ms\",\"max_retry_delay\":\"50ms\"}",
+           group, topic);
+  uint64_t consumer = new_client(cfg);
+  uint64_t sender = new_client("{" MOCK ",\"source_system\":\"capi-sender\"}");
+  prosody_handler_config h = {.notify = on_notify, .user_data = &notifies};
+  atomic_store(&notifies, 0);
+  subscribe(consumer, &h);
+  waiter w;
+  waiter_init(&w, 1);
+  EXPECT(prosody_client_subscribe(consumer, &h, on_done, &w, errp_), PROSODY_ERR_STATE, "already subscribed");
+  waiter_destroy(&w);
+  int state = -1;
+  EXPECT(prosody_client_consumer_state(consumer, &state, errp_), PROSODY_OK, NULL);
+  CHECK(state == PROSODY_CONSUMER_RUNNING, "state %d", state);
+
+  enum { N = 20 }; /* below max_concurrency (32): all reach the host at once */
+  send_n(sender, topic, N, "k");
+  prosody_event ev[N * 2];
+  size_t got = collect(consumer, ev, N * 2, N, 20);
+  CHECK(got == N, "received %zu of %d", got, N);
+  int n_notify = atomic_load(&notifies);
+  CHECK(n_notify >= 1 && n_notify <= (int)got, "notifies %d for %zu events", n_notify, got);
+  for (size_t i = 0; i < got; i++) {
+    prosody_event *e = &ev[i];
+    CHECK(e->kind == PROSODY_EVENT_MESSAGE, "kind %d", e->kind);
+    CHECK(e->topic_len == strlen(topic) && memcmp(e->topic, topic, e->topic_len) == 0, "topic");
+    CHECK(e->key_len >= 3 && memcmp(e->key, "k-", 2) == 0, "key %.*s", (int)e->key_len, e->key);
+    CHECK(e->payload_len > 10 && e->payload[0] == '{', "payload");
+    CHECK(e->source_system_len == 11 && memcmp(e->source_system, "capi-sender", 11) == 0, "source %.*s",
+          (int)e->source_system_len, e->source_system);
+    CHECK(e->partition >= 0 && e->partition < 2 && e->offset >= 0 && e->timestamp_ms > 0, "coordinates");
+    CHECK((e->event & 0xff) == 3, "event handle kind tag");
+  }
+  uint32_t parts = 0;
+  EXPECT(prosody_client_assigned_partition_count(consumer, &parts, errp_), PROSODY_OK, NULL);
+  CHECK(parts == 2, "assigned partitions %u", parts);
+  int cancelled = -1;
+  EXPECT(prosody_event_should_cancel(ev[0].event, &cancelled, errp_), PROSODY_OK, NULL);
+  CHECK(cancelled == 0, "cancelled %d", cancelled);
+  EXPECT(prosody_event_should_cancel(ev[0].event, NULL, errp_), PROSODY_ERR_INVALID_ARGUMENT, "cancelled");
+
+  /* Single completions: a bad outcome leaves the event pending. */
+  EXPECT(prosody_event_complete(ev[0].event, 42, NULL, errp_), PROSODY_ERR_INVALID_ARGUMENT, "outcome");
+  EXPECT(prosody_event_complete(ev[0].event, PROSODY_OUTCOME_OK, NULL, errp_), PROSODY_OK, NULL);
+  EXPECT(prosody_event_complete(ev[0].event, PROSODY_OUTCOME_OK, NULL, errp_), PROSODY_ERR_INVALID_HANDLE, "unknown");
+  EXPECT(prosody_event_should_cancel(ev[0].event, &cancelled, errp_), PROSODY_ERR_INVALID_HANDLE, "unknown");
+  /* A permanent failure is not retried. */
+  EXPECT(prosody_event_complete(ev[1].event, PROSODY_OUTCOME_PERMANENT, "bad data", errp_), PROSODY_OK, NULL);
+  /* A transient failure, and a released event, are retried (pipeline mode):
+   * the same record comes back under a new handle. */
+  int32_t tp = ev[2].partition, rp = ev[3].partition;
+  int64_t to = ev[2].offset, ro = ev[3].offset;
+  uint64_t th = ev[2].event, rh = ev[3].event;
+  EXPECT(prosody_event_complete(ev[2].event, PROSODY_OUTCOME_TRANSIENT, "try again", errp_), PROSODY_OK, NULL);
+  EXPECT(prosody_event_release(ev[3].event, errp_), PROSODY_OK, NULL);
+  EXPECT(prosody_event_release(ev[3].event, errp_), PROSODY_ERR_INVALID_HANDLE, "unknown");
+
+  /* Batch completion: one bad item does not stop the others. */
+  prosody_completion done[N];
+  size_t nd = 0;
+  for (size_t i = 4; i < got; i++) done[nd++] = (prosody_completion){ev[i].event, PROSODY_OUTCOME_OK, NULL};
+  done[1].event = ev[0].event; /* already completed; ev[5] stays pending */
+  EXPECT(prosody_events_complete(done, nd, errp_), PROSODY_ERR_INVALID_HANDLE, "item 1");
+  EXPECT(prosody_event_complete(ev[5].event, PROSODY_OUTCOME_OK, NULL, errp_), PROSODY_OK, NULL);
+  EXPECT(prosody_events_complete(NULL, 3, errp_), PROSODY_ERR_INVALID_ARGUMENT, "items");
+  EXPECT(prosody_events_complete(NULL, 0, errp_), PROSODY_OK, NULL);
+  done[0] = (prosody_completion){ev[6].event, 7, NULL};
+  EXPECT(prosody_events_complete(done, 1, errp_), PROSODY_ERR_INVALID_ARGUMENT, "outcome");
+
+  /* The two retried records return. */
+  prosody_event again[4];
+  size_t ng = collect(consumer, again, 4, 2, 20);
+  CHECK(ng == 2, "redelivered %zu, want 2", ng);
+  for (size_t i = 0; i < ng; i++) {
+    int is_t = again[i].partition == tp && again[i].offset == to;
+    int is_r = again[i].partition == rp && again[i].offset == ro;
+    CHECK(is_t || is_r, "unexpected redelivery %d@%lld", again[i].partition, (long long)again[i].offset);
+    CHECK(again[i].event != th && again[i].event != rh, "a retry gets a new handle");
+    EXPECT(prosody_event_complete(again[i].event, PROSODY_OUTCOME_OK, NULL, errp_), PROSODY_OK, NULL);
+  }
+
+  unsubscribe(consumer);
+  EXPECT(prosody_client_consumer_state(consumer, &state, errp_), PROSODY_OK, NULL);
+  CHECK(state == PROSODY_CONSUMER_CONFIGURED, "state after unsubscribe %d", state);
+  /* After unsubscribe: nothing to poll, nothing to unsubscribe. */
+  size_t n = 9;
+  EXPECT(prosody_client_poll(consumer, ev, 4, &n, errp_), PROSODY_OK, NULL);
+  CHECK(n == 0, "poll after unsubscribe: %zu", n);
+  waiter_init(&w, 1);
+  EXPECT(prosody_client_unsubscribe(consumer, on_done, &w, errp_), PROSODY_ERR_STATE, "not subscribed");
+  waiter_destroy(&w);
+  EXPECT(prosody_event_complete(ev[7].event, PROSODY_OUTCOME_OK, NULL, errp_), PROSODY_ERR_INVALID_HANDLE, "unknown");
+
+  /* Subscribing again resumes after the committed offsets: nothing left. */
+  subscribe(consumer, &h);
+  send_n(sender, topic, 3, "again");
+  got = collect(consumer, ev, N, 3, 20);
+  CHECK(got == 3, "after resubscribe received %zu, want 3", got);
+  for (size_t i = 0; i < got; i++) {
+    CHECK(ev[i].key_len > 6 && memcmp(ev[i].key, "again-", 6) == 0, "old record redelivered: %.*s",
+          (int)ev[i].key_len, ev[i].key);
+    EXPECT(prosody_event_complete(ev[i].event, PROSODY_OUTCOME_OK, NULL, errp_), PROSODY_OK, NULL);
+  }
+
+  /* Releasing a client with an event the host still holds: the event dies. */
+  send_n(sender, topic, 1, "held");
+  got = collect(consumer, ev, N, 1, 20);
+  CHECK(got == 1, "held event: %zu", got);
+  release_client(consumer);
+  if (got == 1) {
+    EXPECT(prosody_event_complete(ev[0].event, PROSODY_OUTCOME_OK, NULL, errp_), PROSODY_ERR_INVALID_HANDLE,
+           "unknown");
+  }
+  release_client(sender);
+  EXPECT(prosody_admin_release(admin, errp_), PROSODY_OK, NULL);
+}
+
+/* A handler timeout reaches the host as a CANCELLED notice; the host's
+ * outcome still decides. */
+static void test_cancellation(void) {
+  char topic[64], group[64], cfg[512];
+  unique(topic, sizeof topic, "cancel");
+  unique(group, sizeof group, "cancel-g");
+  snprintf(cfg, sizeof cfg,
+           "{" MOCK ",\"group_id\":\"%s\",\"subscribed_topics\":\"%s\",\"timeout\":\"300ms\"}", group, topic);
+  uint64_t consumer = new_client(cfg);
+  uint64_t sender = new_client("{" MOCK ",\"source_system\":\"capi-sender\"}");
+  prosody_handler_config h = {0};
+  subscribe(consumer, &h);
+  send_n(sender, topic, 1, "slow");
+  prosody_event ev[4];
+  size_t got = collect(consumer, ev, 4, 1, 20);
+  CHECK(got == 1 && ev[0].kind == PROSODY_EVENT_MESSAGE, "got %zu", got);
+  if (got == 1) {
+    prosody_event notice[4];
+    size_t n = collect(consumer, notice, 4, 1, 10);
+    CHECK(n == 1 && notice[0].kind == PROSODY_EVENT_CANCELLED && notice[0].event == ev[0].event,
+          "cancellation notice: n=%zu", n);
+    CHECK(n == 1 && notice[0].topic == NULL && notice[0].payload_len == 0, "notice carries no data");
+    int cancelled = 0;
+    EXPECT(prosody_event_should_cancel(ev[0].event, &cancelled, errp_), PROSODY_OK, NULL);
+    CHECK(cancelled == 1, "should_cancel %d", cancelled);
+    /* the event data stays valid until completion */
+    CHECK(ev[0].key_len == 6 && memcmp(ev[0].key, "slow-0", 6) == 0, "key after cancellation");
+    EXPECT(prosody_event_complete(ev[0].event, PROSODY_OUTCOME_OK, NULL, errp_), PROSODY_OK, NULL);
+  }
+  unsubscribe(consumer);
+  release_client(consumer);
+  release_client(sender);
+}
+
+/* Unsubscribing while the host holds an event: the event is cancelled and
+ * the unsubscribe waits for the host's completion. */
+static void test_unsubscribe_in_flight(void) {
+  char topic[64], group[64], cfg[512];
+  unique(topic, sizeof topic, "drain");
+  unique(group, sizeof group, "drain-g");
+  snprintf(cfg, sizeof cfg,
+           "{" MOCK ",\"group_id\":\"%s\",\"subscribed_topics\":\"%s\",\"shutdown_timeout\":\"1s\"}", group, topic);
+  uint64_t consumer = new_client(cfg);
+  uint64_t sender = new_client("{" MOCK ",\"source_system\":\"capi-sender\"}");
+  prosody_handler_config h = {0};
+  subscribe(consumer, &h);
+  send_n(sender, topic, 1, "inflight");
+  prosody_event ev[4];
+  size_t got = collect(consumer, ev, 4, 1, 20);
+  CHECK(got == 1, "got %zu", got);
+  waiter w;
+  waiter_init(&w, 1);
+  EXPECT(prosody_client_unsubscribe(consumer, on_done, &w, errp_), PROSODY_OK, NULL);
+  if (got == 1) {
+    prosody_event notice[4];
+    size_t n = collect(consumer, notice, 4, 1, 10);
+    CHECK(n == 1 && notice[0].kind == PROSODY_EVENT_CANCELLED, "notice on unsubscribe: %zu", n);
+    CHECK(waiter_wait(&w, 0.3) == -1, "unsubscribe finished before the event was completed");
+    EXPECT(prosody_event_complete(ev[0].event, PROSODY_OUTCOME_TRANSIENT, "interrupted", errp_), PROSODY_OK, NULL);
+  }
+  int st = waiter_wait(&w, 30);
+  CHECK(st == PROSODY_OK, "unsubscribe: %d %s", st, w.message);
+  waiter_destroy(&w);
+  release_client(consumer);
+  release_client(sender);
+}
+
+/* fork(): the child gets PROSODY_ERR_AFTER_FORK at once; the parent goes on. */
+static void test_fork(void) {
+  uint64_t c = new_client("{" MOCK ",\"source_system\":\"capi-fork\"}");
+  pid_t pid = fork();
+  if (pid == 0) {
+    int bad = 0;
+    const char *v;
+    uint64_t h;
+    char *err = NULL;
+    bad |= prosody_version(&v) != PROSODY_ERR_AFTER_FORK;
+    bad |= prosody_client_new("{" MOCK "}", &h, &err) != PROSODY_ERR_AFTER_FORK;
+    bad |= err == NULL || strstr(err, "used after fork") == NULL;
+    prosody_free(err);
+    bad |= prosody_client_send(c, "t", "k", (const uint8_t *)"{}", 2, on_done, NULL, NULL) != PROSODY_ERR_AFTER_FORK;
+    bad |= prosody_event_complete(1, 0, NULL, NULL) != PROSODY_ERR_AFTER_FORK;
+    bad |= strcmp(prosody_status_name(PROSODY_ERR_AFTER_FORK), "PROSODY_ERR_AFTER_FORK") != 0;
+    _exit(bad ? 3 : 0);
+  }
+  CHECK(pid > 0, "fork failed");
+  int status = -1;
+  double deadline = now_s() + 10;
+  while (now_s() < deadline) {
+    if (waitpid(pid, &status, WNOHANG) == pid) break;
+    usleep(10000);
+  }
+  if (!WIFEXITED(status)) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    CHECK(0, "the forked child hung");
+  } else {
+    CHECK(WEXITSTATUS(status) == 0, "child exit %d", WEXITSTATUS(status));
+  }
+  /* The parent is unaffected. */
+  const char *v = NULL;
+  CHECK(prosody_version(&v) == PROSODY_OK, "parent version after fork");
+  char *s = NULL;
+  EXPECT(prosody_client_source_system(c, &s, errp_), PROSODY_OK, NULL);
+  prosody_free(s);
+  release_client(c);
+}
+
+/* A round trip against the real broker. */
+static void test_real_kafka(const char *brokers, const char *cassandra) {
+  char topic[64], group[64], cfg[512];
+  unique(topic, sizeof topic, "real");
+  unique(group, sizeof group, "real-g");
+  snprintf(cfg, sizeof cfg, "{\"bootstrap_servers\":\"%s\"}", brokers);
+  uint64_t admin;
+  EXPECT(prosody_admin_new(cfg, &admin, errp_), PROSODY_OK, NULL);
+  create_topic(admin, topic, 2);
+  snprintf(cfg, sizeof cfg,
+           "{\"bootstrap_servers\":\"%s\",\"group_id\":\"%s\",\"subscribed_topics\":\"%s\",\"probe_port\":null,"
+           "\"commit_interval\":\"100ms\",\"cassandra_nodes\":\"%s\"}",
+           brokers, group, topic, cassandra);
+  uint64_t consumer = new_client(cfg);
+  snprintf(cfg, sizeof cfg, "{\"bootstrap_servers\":\"%s\",\"source_system\":\"capi-real-sender\"}", brokers);
+  uint64_t sender = new_client(cfg);
+  prosody_handler_config h = {.notify = on_notify, .user_data = &notifies};
+  subscribe(consumer, &h);
+  enum { N = 50 };
+  send_n(sender, topic, N, "real");
+  size_t got = 0;
+  double deadline = now_s() + 60;
+  while (got < N && now_s() < deadline) {
+    prosody_event batch[N];
+    size_t n = collect(consumer, batch, N, 1, 1);
+    prosody_completion done[N];
+    size_t nd = 0;
+    for (size_t i = 0; i < n; i++) {
+      if (batch[i].kind != PROSODY_EVENT_MESSAGE) continue;
+      got++;
+      done[nd++] = (prosody_completion){batch[i].event, PROSODY_OUTCOME_OK, NULL};
+    }
+    EXPECT(prosody_events_complete(done, nd, errp_), PROSODY_OK, NULL);
+  }
+  CHECK(got == N, "real kafka: received %zu of %d", got, N);
+  uint32_t parts = 0;
+  EXPECT(prosody_client_assigned_partition_count(consumer, &parts, errp_), PROSODY_OK, NULL);
+  CHECK(parts == 2, "partitions %u", parts);
+  unsubscribe(consumer);
+  release_client(consumer);
+  release_client(sender);
+  waiter w;
+  AWAIT(&w, prosody_admin_delete_topic(admin, topic, on_done, &w, &err_), 30, PROSODY_OK);
+  EXPECT(prosody_admin_release(admin, errp_), PROSODY_OK, NULL);
+  /* A bad broker address reaches the completion, not the caller. */
+  EXPECT(prosody_admin_new("{\"bootstrap_servers\":\"127.0.0.1:1\"}", &admin, errp_), PROSODY_OK, NULL);
+  waiter_init(&w, 1);
+  EXPECT(prosody_admin_create_topic(admin, "{\"name\":\"never\"}", on_done, &w, errp_), PROSODY_OK, NULL);
+  int st = waiter_wait(&w, 60);
+  CHECK(st != PROSODY_OK && st != -1, "create on a dead broker: %d", st);
+  waiter_destroy(&w);
+  EXPECT(prosody_admin_release(admin, errp_), PROSODY_OK, NULL);
+}
+
+int main(int argc, char **argv) {
+  const char *kafka = NULL, *cassandra = "localhost:9042";
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--kafka") == 0 && i + 1 < argc) kafka = argv[++i];
+    if (strcmp(argv[i], "--cassandra") == 0 && i + 1 < argc) cassandra = argv[++i];
+  }
+  struct {
+    const char *name;
+    void (*fn)(void);
+  } tests[] = {
+      {"library", test_library},
+      {"client_config_errors", test_client_config_errors},
+      {"client_queries", test_client_queries},
+      {"handles", test_handles},
+      {"admin", test_admin},
+      {"events", test_events},
+      {"cancellation", test_cancellation},
+      {"unsubscribe_in_flight", test_unsubscribe_in_flight},
+      {"fork", test_fork},
+  };
+  for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
+    int before = failures;
+    double t0 = now_s();
+    tests[i].fn();
+    printf("%s %s (%.2fs)\n", failures == before ? "ok  " : "FAIL", tests[i].name, now_s() - t0);
+  }
+  if (kafka != NULL) {
+    int before = failures;
+    double t0 = now_s();
+    test_real_kafka(kafka, cassandra);
+    printf("%s real_kafka (%.2fs)\n", failures == before ? "ok  " : "FAIL", now_s() - t0);
+  }
+  CHECK(atomic_load(&log_records) > 0, "no log records reached the callback");
+  CHECK(atomic_load(&log_bad) == 0, "%d malformed log records", atomic_load(&log_bad));
+  EXPECT(prosody_set_log_callback(NULL, NULL, errp_), PROSODY_OK, NULL);
+  printf("%s: %d failure(s), %d log records forwarded\n", failures ? "FAIL" : "PASS", failures,
+         atomic_load(&log_records));
+  return failures ? 1 : 0;
+}
