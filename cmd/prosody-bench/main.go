@@ -18,10 +18,12 @@ import (
 	"log"
 	"log/slog"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"sort"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -33,6 +35,8 @@ import (
 	"github.com/prosody-events/prosody-go/core/mockbroker"
 )
 
+var verbose = flag.Bool("v", false, "print details of each engine run")
+
 func main() {
 	brokers := flag.String("brokers", "localhost:9094", "bootstrap servers")
 	messages := flag.Int("messages", 1_000_000, "messages to produce and consume")
@@ -42,6 +46,8 @@ func main() {
 	rounds := flag.Int("rounds", 2, "rounds; each runs both readers")
 	topic := flag.String("topic", "", "reuse this topic (already filled) instead of creating one")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the prosody runs to this file")
+	memProfile := flag.String("memprofile", "", "write an allocation profile (cumulative since start, so it includes the raw sarama run before it) after the first prosody run to this file")
+	profileRate := flag.Int("profilerate", 0, "CPU profile sampling rate in Hz (default 100)")
 	flag.Parse()
 	sarama.Logger = log.New(io.Discard, "", 0)
 	addrs := strings.Split(*brokers, ",")
@@ -65,17 +71,33 @@ func main() {
 		for _, reader := range order {
 			var el time.Duration
 			var err error
+			cpu0 := cpuTime()
+			var ms0, ms1 runtime.MemStats
+			runtime.ReadMemStats(&ms0)
 			if reader == "sarama" {
 				el, err = rawSarama(addrs, name, *messages)
 			} else {
-				stop := startProfile(*cpuProfile, r)
+				stop := startProfile(*cpuProfile, *profileRate, r)
 				el, err = engine(addrs, name, *messages)
 				stop()
+				if *memProfile != "" && r == 0 {
+					f, ferr := os.Create(*memProfile)
+					must(ferr)
+					must(pprof.Lookup("allocs").WriteTo(f, 0))
+					f.Close()
+				}
+			}
+			cpu := cpuTime() - cpu0
+			runtime.ReadMemStats(&ms1)
+			if *verbose {
+				fmt.Printf("  %s: %.1f allocs/msg, %.0f bytes/msg, %d GCs\n", reader, float64(ms1.Mallocs-ms0.Mallocs)/float64(*messages),
+					float64(ms1.TotalAlloc-ms0.TotalAlloc)/float64(*messages), ms1.NumGC-ms0.NumGC)
 			}
 			must(err)
 			rate := float64(*messages) / el.Seconds()
 			results[reader] = append(results[reader], rate)
-			fmt.Printf("round %d %-8s %8.0f msg/s (%v)\n", r+1, reader, rate, el.Round(time.Millisecond))
+			fmt.Printf("round %d %-8s %8.0f msg/s (%v, cpu %v = %.2f µs/msg)\n", r+1, reader, rate, el.Round(time.Millisecond),
+				cpu.Round(time.Millisecond), float64(cpu.Nanoseconds())/float64(*messages)/1e3)
 		}
 	}
 	s, p := median(results["sarama"]), median(results["prosody"])
@@ -83,9 +105,14 @@ func main() {
 }
 
 // startProfile profiles the first prosody round when path is set.
-func startProfile(path string, round int) func() {
+func startProfile(path string, rate, round int) func() {
 	if path == "" || round > 0 {
 		return func() {}
+	}
+	if rate > 0 {
+		// StartCPUProfile then warns that the rate is already set, and
+		// keeps this one.
+		runtime.SetCPUProfileRate(rate)
 	}
 	f, err := os.Create(path)
 	must(err)
@@ -94,6 +121,15 @@ func startProfile(path string, round int) func() {
 		pprof.StopCPUProfile()
 		f.Close()
 	}
+}
+
+// cpuTime is the CPU time (user and system) the process has used so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func suffix() string {
@@ -193,12 +229,16 @@ func rawSarama(addrs []string, topic string, n int) (time.Duration, error) {
 			return 0, err
 		}
 	}
+	if *verbose {
+		fmt.Printf("  sarama: first message after %v\n", time.Unix(0, h.first.Load()).Sub(start).Round(time.Millisecond))
+	}
 	return h.elapsed(start), nil
 }
 
 type countingHandler struct {
 	target   int64
 	count    atomic.Int64
+	first    atomic.Int64 // unix nanos of the first message
 	finished atomic.Int64 // unix nanos when the target was reached
 	done     context.CancelFunc
 }
@@ -208,7 +248,11 @@ func (h *countingHandler) Cleanup(sarama.ConsumerGroupSession) error { return ni
 func (h *countingHandler) ConsumeClaim(s sarama.ConsumerGroupSession, c sarama.ConsumerGroupClaim) error {
 	for m := range c.Messages() {
 		s.MarkMessage(m, "")
-		if h.count.Add(1) == h.target {
+		n := h.count.Add(1)
+		if n == 1 {
+			h.first.Store(time.Now().UnixNano())
+		}
+		if n == h.target {
 			h.finished.Store(time.Now().UnixNano())
 			h.done()
 		}
@@ -226,8 +270,13 @@ func engine(addrs []string, topic string, n int) (time.Duration, error) {
 	def := config.Default()
 	var count atomic.Int64
 	finished := make(chan time.Time, 1)
+	var first atomic.Int64
 	h := event.HandlerFuncs{Message: func(*event.Context, *event.Message) error {
-		if count.Add(1) == int64(n) {
+		c := count.Add(1)
+		if c == 1 {
+			first.Store(time.Now().UnixNano())
+		}
+		if c == int64(n) {
 			finished <- time.Now()
 		}
 		return nil
@@ -253,5 +302,8 @@ func engine(addrs []string, topic string, n int) (time.Duration, error) {
 	end := <-finished
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	if *verbose {
+		fmt.Printf("  engine: first message after %v, pauses %d\n", time.Unix(0, first.Load()).Sub(start).Round(time.Millisecond), c.Stats().Pauses())
+	}
 	return end.Sub(start), c.Stop(ctx)
 }

@@ -204,6 +204,74 @@ func (c *Consumer) holdLimit() int {
 	return max(4*c.opts.MaxUncommitted, 512)
 }
 
+// backlog is the FIFO of records a partition holds, reusing its buffer from
+// one burst to the next.
+type backlog struct {
+	buf []*sarama.ConsumerMessage
+	off int // buf[:off] is taken
+}
+
+func (b *backlog) len() int                           { return len(b.buf) - b.off }
+func (b *backlog) records() []*sarama.ConsumerMessage { return b.buf[b.off:] }
+
+func (b *backlog) push(rs []*sarama.ConsumerMessage) {
+	if b.off > 0 && b.off >= len(b.buf)/2 {
+		// At most half of the buffer is still held: move it to the front
+		// rather than grow.
+		n := copy(b.buf, b.buf[b.off:])
+		clear(b.buf[n:])
+		b.buf, b.off = b.buf[:n], 0
+	}
+	b.buf = append(b.buf, rs...)
+}
+
+// drop forgets the first n held records.
+func (b *backlog) drop(n int) {
+	clear(b.buf[b.off : b.off+n])
+	b.off += n
+	if b.off == len(b.buf) {
+		b.buf, b.off = b.buf[:0], 0
+		if cap(b.buf) > 1<<16 {
+			b.buf = nil // an exceptional burst: do not pin its buffer
+		}
+	}
+}
+
+// holdRate measures how fast a partition admits records, to size its
+// backlog.
+type holdRate struct {
+	admitted int       // since the last tick
+	last     time.Time // of the last tick
+	perSec   float64   // smoothed
+}
+
+// marks returns the held backlog at which the partition pauses (high) and
+// resumes (low).
+//
+// Pausing takes effect at the next fetch, and a resumed partition gets
+// records again only a fetch round trip later (longer when sarama, having
+// found every partition paused, naps before it fetches again). A resume at
+// a fixed handful of held records leaves the handlers idle for that wait
+// whenever fetches are larger than the hold limit, once per fetch. So the
+// low-water mark is what the partition admits in a poll interval (it has
+// that much work left while the next fetch is under way), and the
+// high-water mark twice that, never below holdLimit and holdLimit/2. Held
+// memory thus stays bounded by about two poll intervals of processing plus
+// one fetch response; a slow partition keeps the fixed marks.
+func (r *holdRate) marks(now time.Time, holdLimit int, interval time.Duration) (high, low int) {
+	if !r.last.IsZero() {
+		if el := now.Sub(r.last).Seconds(); el > 0 {
+			r.perSec = 0.5*r.perSec + 0.5*float64(r.admitted)/el
+		}
+	}
+	r.admitted, r.last = 0, now
+	runway := int(r.perSec * interval.Seconds())
+	return max(holdLimit, 2*runway), max(holdLimit/2, runway)
+}
+
+// maxBurst is the most records the claim loop admits at once.
+const maxBurst = 256
+
 // Stats returns the consumer's counters.
 func (c *Consumer) Stats() *Stats { return &c.stats }
 
@@ -234,9 +302,9 @@ func (h *groupHandler) Cleanup(sarama.ConsumerGroupSession) error { return nil }
 // Holding is not pausing: records already fetched are in memory anyway, and
 // pausing at the first full tracker would stop fetching each time a burst
 // arrives and leave the partition idle for a fetch round trip once it
-// drains. The partition is paused only when the held backlog reaches
-// holdLimit, which bounds memory to that plus one fetch response, and
-// resumed when half of it has drained.
+// drains. The partition is paused only when the held backlog reaches its
+// high-water mark, which bounds memory to that plus one fetch response, and
+// resumed when it is down to the low-water mark (see holdMarks).
 func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
 	c := h.c
 	p := newPartition(c, claim.Topic(), claim.Partition())
@@ -247,10 +315,24 @@ func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 	tick := time.NewTicker(c.opts.PollInterval)
 	defer tick.Stop()
 	holdLimit := c.holdLimit()
-	var held []*sarama.ConsumerMessage
+	var held backlog
+	var burst []*sarama.ConsumerMessage
 	paused := false
+	var rate holdRate
+	high, low := holdLimit, holdLimit/2
 	tp := map[string][]int32{p.topic: {p.id}}
 	records := claim.Messages()
+
+	// hold keeps records the partition cannot admit yet, pausing it when
+	// too many are held.
+	hold := func(rs []*sarama.ConsumerMessage) {
+		held.push(rs)
+		if !paused && held.len() >= high {
+			c.group.Pause(tp)
+			c.stats.pauses.Add(1)
+			paused = true
+		}
+	}
 
 loop:
 	for {
@@ -259,29 +341,48 @@ loop:
 			if !ok {
 				break loop
 			}
-			if len(held) > 0 || !p.admit(r) {
-				held = append(held, r)
-				if !paused && len(held) >= holdLimit {
-					c.group.Pause(tp)
-					c.stats.pauses.Add(1)
-					paused = true
+			// Take what sarama has already buffered too, and admit it as
+			// one burst.
+			burst = append(burst[:0], r)
+			closed := false
+		drain:
+			for len(burst) < maxBurst {
+				select {
+				case r, ok := <-records:
+					if !ok {
+						closed = true
+						break drain
+					}
+					burst = append(burst, r)
+				default:
+					break drain
 				}
 			}
+			if held.len() > 0 {
+				hold(burst)
+			} else if n := p.admit(burst); n < len(burst) {
+				rate.admitted += n
+				hold(burst[n:])
+			} else {
+				rate.admitted += n
+			}
+			clear(burst)
+			if closed {
+				break loop
+			}
 		case <-p.room:
-			n := 0
-			for n < len(held) && p.admit(held[n]) {
-				held[n] = nil
-				n++
+			if held.len() == 0 {
+				continue
 			}
-			held = held[n:]
-			if len(held) == 0 {
-				held = nil // release the backing array after a burst
-			}
-			if paused && len(held) <= holdLimit/2 {
+			n := p.admit(held.records())
+			rate.admitted += n
+			held.drop(n)
+			if paused && held.len() <= low {
 				c.group.Resume(tp)
 				paused = false
 			}
-		case <-tick.C:
+		case now := <-tick.C:
+			high, low = rate.marks(now, holdLimit, c.opts.PollInterval)
 			if o, ok := p.commitOffset(); ok {
 				sess.MarkOffset(p.topic, p.id, o, "")
 			}
@@ -293,7 +394,7 @@ loop:
 	if c.stopping.Load() {
 		cause = ErrStopped
 	}
-	p.log.Info("partition released; draining", slog.Int("unfinished", p.outstanding()), slog.Int("held", len(held)))
+	p.log.Info("partition released; draining", slog.Int("unfinished", p.outstanding()), slog.Int("held", held.len()))
 	p.drain(c.opts.ShutdownTimeout, cause)
 	if o, ok := p.commitOffset(); ok {
 		sess.MarkOffset(p.topic, p.id, o, "")

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/IBM/sarama"
 
@@ -12,32 +13,36 @@ import (
 	"github.com/prosody-events/prosody-go/core/payload"
 )
 
-// decode turns a record into a Message. A record that cannot be handled
-// gets a non-zero reason and an error saying why; the caller logs it and
-// commits it as skipped, so it is never lost silently.
-func decode(r *sarama.ConsumerMessage, now time.Time) (*event.Message, filter.Reason, error) {
+// decode fills msg from a record. A record that cannot be handled gets a
+// non-zero reason and an error saying why; the caller logs it and commits
+// it as skipped, so it is never lost silently.
+//
+// The key string shares the record's bytes rather than copying them, as
+// Payload does: sarama decodes each fetch into fresh buffers and never
+// writes to a record once delivered.
+func decode(r *sarama.ConsumerMessage, now time.Time, msg *event.Message) (filter.Reason, error) {
 	if r.Key == nil {
-		return nil, filter.ReasonNoKey, errors.New("record has no key")
+		return filter.ReasonNoKey, errors.New("record has no key")
 	}
 	if !utf8.Valid(r.Key) {
-		return nil, filter.ReasonKeyNotUTF8, errors.New("record key is not valid UTF-8")
+		return filter.ReasonKeyNotUTF8, errors.New("record key is not valid UTF-8")
 	}
 	fields, err := payload.Meta(r.Value)
 	if err != nil {
 		if errors.Is(err, payload.ErrNull) {
-			return nil, filter.ReasonNullPayload, err
+			return filter.ReasonNullPayload, err
 		}
-		return nil, filter.ReasonInvalidJSON, err
+		return filter.ReasonInvalidJSON, err
 	}
 	ts := r.Timestamp
 	if ts.IsZero() || ts.Unix() <= 0 {
 		ts = now
 	}
-	msg := &event.Message{
+	*msg = event.Message{
 		Topic:     r.Topic,
 		Partition: r.Partition,
 		Offset:    r.Offset,
-		Key:       string(r.Key),
+		Key:       unsafe.String(unsafe.SliceData(r.Key), len(r.Key)),
 		Timestamp: ts,
 		Payload:   r.Value,
 		ID:        fields.ID,
@@ -52,5 +57,5 @@ func decode(r *sarama.ConsumerMessage, now time.Time) (*event.Message, filter.Re
 		}
 		msg.SourceSystem, _ = filter.SourceSystem(r.Headers)
 	}
-	return msg, 0, nil
+	return 0, nil
 }

@@ -1,6 +1,10 @@
 package consumer
 
-import "sync"
+import (
+	"runtime"
+	"sync"
+	"time"
+)
 
 // task is one key's run: an event and the partition it belongs to.
 type task struct {
@@ -8,36 +12,261 @@ type task struct {
 	it item
 }
 
-// executor runs key runs on reusable goroutines. A fresh goroutine starts
-// with a small stack that grows (by copying) as it descends through the
-// middleware chain, which on a busy consumer cost more than the handlers:
-// an idle worker that already has its stack takes the task instead, and a
-// new goroutine is started only when none is idle. Workers live until the
-// consumer stops; their number is bounded by how many keys can run at once
+// starvationTick is how often the executor checks, while runs are queued,
+// that they are being picked up (see executor).
+const starvationTick = time.Millisecond
+
+// executor runs key runs on a pool of reusable goroutines fed by one
+// consumer-wide run queue.
+//
+// Handing each run to its own goroutine cost a park and a wake-up per
+// event, more than a no-op handler itself. Instead a worker that finishes a
+// run takes the next queued one without sleeping, and an idle worker is
+// woken only when runs are queued and no other worker is already on its way
+// to them (a woken worker wakes the next idle one if runs remain, so a
+// burst wakes each needed worker once).
+//
+// Up to eager workers (a few per CPU) are started as soon as runs wait with
+// none idle. Beyond that, a watchdog ticking every starvationTick while
+// runs wait starts a worker for each worker stuck in one run for a whole
+// tick or two, as long as runs queued before then still wait: such a worker
+// is blocked in a handler (or waiting for a concurrency slot, or backing
+// off between retries), and ready keys must not wait for it. Runs that wait
+// only because the CPUs are busy start nothing. Workers live until the
+// consumer stops; they are started only while runs wait, so their number
+// stays below the number of runs that can be in flight at once
 // (partitions × max_uncommitted).
 type executor struct {
-	tasks chan task // unbuffered: a send succeeds only into an idle worker
-	wg    sync.WaitGroup
+	mu       sync.Mutex
+	queue    ring
+	idle     []*worker // parked workers, most recent last
+	workers  int
+	waking   int // workers woken or started that have not yet looked at the queue
+	eager    int
+	closed   bool
+	pushed   uint64    // runs ever queued
+	popped   uint64    // runs ever taken from the queue
+	watching bool      // the watchdog is ticking (it sleeps while the queue is empty)
+	tick     uint64    // watchdog ticks so far
+	all      []*worker // every worker started, for the watchdog
+
+	wakeWatch chan struct{}
+	stopWatch chan struct{}
+	watchDone chan struct{}
 }
 
-func newExecutor() *executor { return &executor{tasks: make(chan task)} }
+type worker struct {
+	wake chan struct{}
+	// since is e.tick when the worker took its current run, 0 while it
+	// has none. Guarded by e.mu.
+	since uint64
+}
 
-func (e *executor) submit(t task) {
-	select {
-	case e.tasks <- t:
-	default:
-		e.wg.Add(1)
-		go e.work(t)
+func newExecutor() *executor {
+	e := &executor{
+		eager:     2 * runtime.GOMAXPROCS(0),
+		wakeWatch: make(chan struct{}, 1),
+		stopWatch: make(chan struct{}),
+		watchDone: make(chan struct{}),
+	}
+	go e.watch()
+	return e
+}
+
+// submitLocked queues runs and makes sure a worker will take them. The
+// caller holds e.mu.
+func (e *executor) submitLocked(ts []task) {
+	if len(ts) == 0 {
+		return
+	}
+	for _, t := range ts {
+		e.queue.push(t)
+	}
+	e.pushed += uint64(len(ts))
+	if e.waking == 0 {
+		e.wakeOneLocked()
+	}
+	if !e.watching {
+		e.watching = true
+		select {
+		case e.wakeWatch <- struct{}{}:
+		default:
+		}
 	}
 }
 
-func (e *executor) work(t task) {
-	defer e.wg.Done()
-	for ok := true; ok; t, ok = <-e.tasks {
+// wakeOneLocked wakes an idle worker, or starts one if fewer than eager
+// exist. Otherwise the busy workers take the queued runs when they finish.
+func (e *executor) wakeOneLocked() bool {
+	if n := len(e.idle); n > 0 {
+		w := e.idle[n-1]
+		e.idle[n-1] = nil
+		e.idle = e.idle[:n-1]
+		e.waking++
+		w.wake <- struct{}{}
+		return true
+	}
+	if e.workers < e.eager {
+		e.startLocked()
+		return true
+	}
+	return false
+}
+
+func (e *executor) startLocked() {
+	e.workers++
+	e.waking++
+	w := &worker{wake: make(chan struct{}, 1)}
+	e.all = append(e.all, w)
+	go e.work(w)
+}
+
+func (e *executor) work(w *worker) {
+	e.mu.Lock()
+	e.waking--
+	for !e.closed {
+		t, ok := e.queue.pop()
+		if !ok {
+			w.since = 0
+			e.idle = append(e.idle, w)
+			e.mu.Unlock()
+			<-w.wake
+			e.mu.Lock()
+			e.waking--
+			continue
+		}
+		e.popped++
+		w.since = e.tick + 1 // never 0
+		if e.queue.len() > 0 && e.waking == 0 {
+			// More runs wait: get the next worker going before this one
+			// disappears into a handler that may take its time.
+			e.wakeOneLocked()
+		}
+		e.mu.Unlock()
 		t.p.run(t.it)
+		e.mu.Lock()
+	}
+	e.workers--
+	w.since = 0
+	e.mu.Unlock()
+}
+
+// purge removes p's queued runs, which must not start: p is draining. It
+// returns how many there were. The caller holds p.mu.
+func (e *executor) purge(p *partition) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.queue.remove(func(t *task) bool { return t.p == p })
+}
+
+// watch starts workers while queued runs are not being picked up.
+func (e *executor) watch() {
+	defer close(e.watchDone)
+	ticker := time.NewTicker(starvationTick)
+	defer ticker.Stop()
+	var mark uint64 // e.pushed at the previous tick
+	for {
+		select {
+		case <-e.stopWatch:
+			return
+		case <-ticker.C:
+		}
+		e.mu.Lock()
+		if e.queue.len() == 0 {
+			e.watching = false
+			e.mu.Unlock()
+			ticker.Stop()
+			select {
+			case <-e.stopWatch:
+				return
+			case <-e.wakeWatch:
+			}
+			e.mu.Lock()
+			mark = e.pushed
+			e.mu.Unlock()
+			ticker.Reset(starvationTick)
+			continue
+		}
+		e.tick++
+		// Runs queued before the previous tick still wait: replace the
+		// workers stuck in one run since before it.
+		if e.popped < mark && e.waking == 0 && !e.closed {
+			stuck := 0
+			for _, w := range e.all {
+				if w.since != 0 && w.since+1 < e.tick {
+					stuck++
+				}
+			}
+			n := min(int(mark-e.popped), stuck, 8)
+			for i := 0; i < n; i++ {
+				if !e.wakeOneLocked() {
+					e.startLocked()
+				}
+			}
+		}
+		mark = e.pushed
+		e.mu.Unlock()
 	}
 }
 
-// close ends idle workers; busy ones end when their run returns. It must be
-// called only after every partition has drained, when nothing submits.
-func (e *executor) close() { close(e.tasks) }
+// close ends the workers once they are idle and stops the watchdog. It must
+// be called only after every partition has drained, when nothing submits.
+// A worker still inside a handler ends when its run returns.
+func (e *executor) close() {
+	e.mu.Lock()
+	e.closed = true
+	for _, w := range e.idle {
+		e.waking++
+		w.wake <- struct{}{}
+	}
+	e.idle = nil
+	e.mu.Unlock()
+	close(e.stopWatch)
+	<-e.watchDone
+}
+
+// ring is a FIFO of tasks that reuses its buffer.
+type ring struct {
+	buf        []task
+	head, size int
+}
+
+func (r *ring) len() int { return r.size }
+
+func (r *ring) push(t task) {
+	if r.size == len(r.buf) {
+		n := max(2*len(r.buf), 64)
+		buf := make([]task, n)
+		k := copy(buf, r.buf[r.head:])
+		copy(buf[k:], r.buf[:r.head])
+		r.buf, r.head = buf, 0
+	}
+	r.buf[(r.head+r.size)%len(r.buf)] = t
+	r.size++
+}
+
+func (r *ring) pop() (task, bool) {
+	if r.size == 0 {
+		return task{}, false
+	}
+	t := r.buf[r.head]
+	r.buf[r.head] = task{}
+	r.head = (r.head + 1) % len(r.buf)
+	r.size--
+	return t, true
+}
+
+// remove drops the tasks matching drop, keeping the others in order.
+func (r *ring) remove(drop func(*task) bool) int {
+	kept := 0
+	n := r.size
+	for i := 0; i < n; i++ {
+		t, _ := r.pop()
+		if drop(&t) {
+			continue
+		}
+		r.push(t)
+		kept++
+	}
+	return n - kept
+}

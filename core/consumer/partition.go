@@ -21,14 +21,18 @@ import (
 type item struct {
 	ev     event.Event
 	offset int64
+	hash   uint64 // of the event's key, in the partition's key queue
 }
 
 // partition is the state of one assigned partition: which offsets are
 // unfinished, the per-key queue, and the goroutines running its events.
 //
-// Records enter through admit on the claim's goroutine; events run on one
-// goroutine per busy key, which moves on to the key's next event itself, so
-// an idle key costs nothing and a busy key no extra goroutine.
+// Records enter through admit on the claim's goroutine, a burst at a time;
+// a key's run executes on a worker of the consumer's executor, which moves
+// on to the key's next event itself, so an idle key costs nothing.
+//
+// One mutex guards the offsets, the per-key queue and the run count, so an
+// event's completion takes a single lock.
 type partition struct {
 	c     *Consumer
 	topic string
@@ -40,16 +44,23 @@ type partition struct {
 	// the consumer stops, so handlers see ShouldCancel.
 	scope *event.Context
 
-	queue *keyqueue.Queue[item]
-	room  chan struct{} // signalled when the tracker stops being full
+	room chan struct{} // signalled when the tracker stops being full
 
 	mu          sync.Mutex
 	tracker     *offsets.Tracker
-	running     int           // goroutines running events
+	keys        keyqueue.Keys[item]
+	running     int           // runs queued in the executor or running
+	wantRoom    bool          // the claim loop holds records: signal room
 	draining    bool          // set once; nothing new starts after it
 	idle        chan struct{} // closed when draining and running == 0
 	marked      int64         // last offset handed to sarama to commit
 	stallLogged bool
+
+	// Scratch buffers of the claim goroutine, reused across bursts.
+	takeBuf  []*sarama.ConsumerMessage
+	itemBuf  []item
+	skipBuf  []int64
+	startBuf []task
 }
 
 func newPartition(c *Consumer, topic string, id int32) *partition {
@@ -59,7 +70,7 @@ func newPartition(c *Consumer, topic string, id int32) *partition {
 		id:      id,
 		log:     c.log.With(slog.String("topic", topic), slog.Int("partition", int(id))),
 		scope:   event.NewScope(),
-		queue:   keyqueue.New[item](),
+		keys:    keyqueue.MakeKeys[item](),
 		room:    make(chan struct{}, 1),
 		tracker: offsets.New(c.opts.MaxUncommitted),
 		idle:    make(chan struct{}),
@@ -67,71 +78,102 @@ func newPartition(c *Consumer, topic string, id int32) *partition {
 	}
 }
 
-// admit takes one record into the partition. It returns false, keeping
-// nothing, when max_uncommitted offsets are already unfinished: the caller
-// holds the record and offers it again after a signal on room.
-func (p *partition) admit(r *sarama.ConsumerMessage) bool {
+// admit takes records into the partition, in offset order, and returns how
+// many it took. It stops early, keeping nothing of the rest, when
+// max_uncommitted offsets are unfinished: the caller holds the remaining
+// records and offers them again after a signal on room.
+//
+// A burst is admitted with one lock for the offsets and one submission to
+// the executor, rather than one of each per record.
+func (p *partition) admit(rs []*sarama.ConsumerMessage) int {
 	now := time.Now()
+	taken := p.takeBuf[:0]
+	n := 0
 	p.mu.Lock()
-	if r.Offset <= p.tracker.Highest() {
-		p.mu.Unlock()
-		// A rewind after a seek or a redelivered fetch: the offset was taken
-		// before and is tracked there.
-		p.log.Debug("message filtered", slog.String("reason", filter.ReasonStale.String()), slog.Int64("offset", r.Offset))
-		return true
-	}
-	if p.tracker.Full() {
-		p.mu.Unlock()
-		return false
-	}
-	if err := p.tracker.Take(r.Offset, now); err != nil {
-		p.mu.Unlock()
-		p.log.Error("offset tracking failed; record left for the next owner", slog.Int64("offset", r.Offset), slog.Any("error", err))
-		return true
+	for _, r := range rs {
+		if r.Offset <= p.tracker.Highest() {
+			// A rewind after a seek or a redelivered fetch: the offset was
+			// taken before and is tracked there.
+			n++
+			p.log.Debug("message filtered", slog.String("reason", filter.ReasonStale.String()), slog.Int64("offset", r.Offset))
+			continue
+		}
+		if p.tracker.Full() {
+			p.wantRoom = true
+			break
+		}
+		n++
+		if err := p.tracker.Take(r.Offset, now); err != nil {
+			p.log.Error("offset tracking failed; record left for the next owner", slog.Int64("offset", r.Offset), slog.Any("error", err))
+			continue
+		}
+		taken = append(taken, r)
 	}
 	p.mu.Unlock()
 
-	msg, reason, err := decode(r, now)
-	if err != nil {
-		p.c.stats.undecodable.Add(1)
-		p.log.Error("undecodable record skipped", slog.Int64("offset", r.Offset),
-			slog.String("reason", reason.String()), slog.Any("error", err))
-		p.finish(r.Offset)
-		return true
+	// Decode outside the lock; one Message allocation serves the burst.
+	msgs := make([]event.Message, len(taken))
+	items, skipped := p.itemBuf[:0], p.skipBuf[:0]
+	for i, r := range taken {
+		taken[i] = nil
+		msg := &msgs[i]
+		if reason, err := decode(r, now, msg); err != nil {
+			p.c.stats.undecodable.Add(1)
+			p.log.Error("undecodable record skipped", slog.Int64("offset", r.Offset),
+				slog.String("reason", reason.String()), slog.Any("error", err))
+			skipped = append(skipped, r.Offset)
+			continue
+		}
+		if filter.IsLoop(msg.SourceSystem, msg.SourceSystem != "", p.c.opts.GroupID) {
+			skipped = append(skipped, p.skip(msg, filter.ReasonSourceSystemLoop))
+			continue
+		}
+		if !p.c.eventTypes.Allowed(msg.Type, msg.HasType) {
+			skipped = append(skipped, p.skip(msg, filter.ReasonEventType))
+			continue
+		}
+		items = append(items, item{ev: msg, offset: r.Offset, hash: p.keys.Hash(msg.Key)})
 	}
-	if filter.IsLoop(msg.SourceSystem, msg.SourceSystem != "", p.c.opts.GroupID) {
-		p.skip(msg, filter.ReasonSourceSystemLoop)
-		return true
+	p.takeBuf = taken[:0]
+
+	start := p.startBuf[:0]
+	p.mu.Lock()
+	for _, o := range skipped {
+		p.finishLocked(o)
 	}
-	if !p.c.eventTypes.Allowed(msg.Type, msg.HasType) {
-		p.skip(msg, filter.ReasonEventType)
-		return true
+	for _, it := range items {
+		if p.keys.Push(it.hash, it) {
+			start = append(start, task{p: p, it: it})
+		}
 	}
-	p.enqueue(item{ev: msg, offset: r.Offset})
-	return true
+	if !p.draining && len(start) > 0 {
+		p.running += len(start)
+		// Submitting under p.mu orders it with drain's purge: a run is
+		// either queued before the purge (and removed by it) or sees
+		// draining.
+		p.c.exec.mu.Lock()
+		p.c.exec.submitLocked(start)
+		p.c.exec.mu.Unlock()
+	}
+	// Skipped offsets may have made the room this burst ran out of; nothing
+	// else would say so when no handler is running.
+	signal := p.roomLocked()
+	p.mu.Unlock()
+	if signal {
+		p.signalRoom()
+	}
+	clear(items)
+	clear(start)
+	p.itemBuf, p.skipBuf, p.startBuf = items[:0], skipped[:0], start[:0]
+	return n
 }
 
-func (p *partition) skip(msg *event.Message, reason filter.Reason) {
+// skip counts and logs a filtered record; the caller finishes its offset.
+func (p *partition) skip(msg *event.Message, reason filter.Reason) int64 {
 	p.c.stats.filtered.Add(1)
 	p.log.Debug("message filtered", slog.String("reason", reason.String()),
 		slog.Int64("offset", msg.Offset), slog.String("key", msg.Key))
-	p.finish(msg.Offset)
-}
-
-// enqueue puts an event behind its key's earlier events, starting it at once
-// when the key is idle.
-func (p *partition) enqueue(it item) {
-	if !p.queue.Push(it.ev.EventKey(), it) {
-		return
-	}
-	p.mu.Lock()
-	if p.draining {
-		p.mu.Unlock()
-		return
-	}
-	p.running++
-	p.mu.Unlock()
-	p.c.exec.submit(task{p: p, it: it})
+	return msg.Offset
 }
 
 // run handles it and then each further event of the same key, until the
@@ -139,23 +181,32 @@ func (p *partition) enqueue(it item) {
 func (p *partition) run(it item) {
 	for {
 		err := p.invoke(it)
-		p.complete(it, err)
-		next, ok := p.queue.Done(it.ev.EventKey())
+		finished := p.complete(it, err)
+		p.mu.Lock()
+		if finished {
+			p.finishLocked(it.offset)
+		}
+		next, ok := p.keys.Done(it.hash)
 		if !ok {
-			break
+			p.running--
+			if p.draining && p.running == 0 {
+				close(p.idle)
+			}
+		}
+		signal := p.roomLocked()
+		p.mu.Unlock()
+		if signal {
+			p.signalRoom()
+		}
+		if !ok {
+			return
 		}
 		it = next
 	}
-	p.mu.Lock()
-	p.running--
-	if p.draining && p.running == 0 {
-		close(p.idle)
-	}
-	p.mu.Unlock()
 }
 
 func (p *partition) invoke(it item) (err error) {
-	ctx := event.NewContext(p.scope, it.ev.EventKey())
+	ctx := event.NewInvocation(p.scope, it.ev.EventKey())
 	defer ctx.Invalidate()
 	defer func() {
 		// A panicking handler must not take the process down with it, nor
@@ -170,47 +221,59 @@ func (p *partition) invoke(it item) (err error) {
 // complete decides what an outcome means for the event's offset: finished
 // (committed) unless the partition is going away or the failure is
 // terminal, in which case it stays unfinished and the next owner of the
-// partition handles the event again.
-func (p *partition) complete(it item, err error) {
+// partition handles the event again. It reports whether to finish it.
+func (p *partition) complete(it item, err error) bool {
 	if err == nil {
-		p.finishItem(it)
-		return
+		return p.counts(it)
 	}
 	attrs := []slog.Attr{slog.Int64("offset", it.offset), slog.String("key", it.ev.EventKey()), slog.String("error", err.Error())}
 	switch {
 	case p.scope.Err() != nil:
 		p.log.LogAttrs(context.Background(), slog.LevelWarn, "event aborted: partition is shutting down; the next owner handles it again", attrs...)
+		return false
 	case fault.IsTerminal(err):
 		// Better (c): say loudly that this offset now blocks the partition.
 		p.log.LogAttrs(context.Background(), slog.LevelError, "event aborted by a terminal failure; its offset stays uncommitted", attrs...)
+		return false
 	default:
 		p.c.stats.failed.Add(1)
 		p.log.LogAttrs(context.Background(), slog.LevelError, "event failed and is skipped", append(attrs, slog.String("class", fault.ClassOf(err).String()))...)
-		p.finishItem(it)
+		return p.counts(it)
 	}
 }
 
-func (p *partition) finishItem(it item) {
-	if it.offset != offsets.None {
-		p.c.stats.handled.Add(1)
-		p.finish(it.offset)
+// counts reports whether a handled event has an offset to finish, and
+// counts it as handled if so.
+func (p *partition) counts(it item) bool {
+	if it.offset == offsets.None {
+		return false
 	}
+	p.c.stats.handled.Add(1)
+	return true
 }
 
-// finish marks an offset done and wakes the claim loop if that made room.
-func (p *partition) finish(offset int64) {
-	p.mu.Lock()
-	wasFull := p.tracker.Full()
-	_, err := p.tracker.Finish(offset)
-	p.mu.Unlock()
-	if err != nil {
+// finishLocked marks an offset done. The caller holds p.mu, and calls
+// roomLocked before releasing it.
+func (p *partition) finishLocked(offset int64) {
+	if _, err := p.tracker.Finish(offset); err != nil {
 		p.log.Error("offset bookkeeping error", slog.Int64("offset", offset), slog.Any("error", err))
 	}
-	if wasFull {
-		select {
-		case p.room <- struct{}{}:
-		default:
-		}
+}
+
+// roomLocked reports whether the claim loop waits for room and now has
+// some: the caller then calls signalRoom after releasing p.mu.
+func (p *partition) roomLocked() bool {
+	if p.wantRoom && !p.tracker.Full() {
+		p.wantRoom = false
+		return true
+	}
+	return false
+}
+
+func (p *partition) signalRoom() {
+	select {
+	case p.room <- struct{}{}:
+	default:
 	}
 }
 
@@ -255,15 +318,17 @@ func (p *partition) outstanding() int {
 // are cancelled with cause; at the end the partition stops waiting and
 // leaves what is still running uncommitted.
 func (p *partition) drain(budget time.Duration, cause error) {
-	dropped := p.queue.Close()
 	p.mu.Lock()
+	dropped := p.keys.Close()
 	p.draining = true
+	purged := p.c.exec.purge(p)
+	p.running -= purged
 	if p.running == 0 {
 		close(p.idle)
 	}
 	p.mu.Unlock()
-	if len(dropped) > 0 {
-		p.log.Info("queued events left for the next owner", slog.Int("count", len(dropped)))
+	if n := len(dropped) + purged; n > 0 {
+		p.log.Info("queued events left for the next owner", slog.Int("count", n))
 	}
 	cancelAt := time.NewTimer(budget * 4 / 5)
 	defer cancelAt.Stop()

@@ -33,24 +33,41 @@ var (
 // fail with ErrInvalidContext instead of touching a partition this process
 // may no longer own.
 //
-// One Context is made per event on the hot path, so it is built to cost
-// little when nobody waits on it: its Done channel, and its subscription to
-// the parent's cancellation, are created only when first needed.
+// One or two Contexts are made per event on the hot path, so they are built
+// to cost little when nobody waits on them: the Done channel, and the
+// subscription to the parent's cancellation, are created only when first
+// needed, in a separate part (waiters) that most contexts never allocate.
 type Context struct {
 	parent context.Context
 	key    string
 	valid  atomic.Bool
 	// cancelled mirrors cause != nil so Err and ShouldCancel need no lock.
 	cancelled atomic.Bool
+	// spare is an attempt context allocated with this one (NewInvocation),
+	// handed out by the first Attempt; nil once used or when there is none.
+	spare atomic.Pointer[Context]
 
-	mu         sync.Mutex
-	cause      error
-	err        error             // context.Canceled or DeadlineExceeded
+	mu    sync.Mutex
+	cause error
+	err   error    // context.Canceled or DeadlineExceeded
+	w     *waiters // made on first Done, AfterFunc or timeout
+}
+
+// waiters is the part of a Context needed only once something waits on it.
+type waiters struct {
 	done       chan struct{}     // made on first Done
 	callbacks  map[uint64]func() // AfterFunc registrations
 	nextID     uint64            //
 	stopParent func() bool       // our subscription to parent, once made
 	timer      *time.Timer       // the attempt timeout, if any
+}
+
+// waitersLocked returns c.w, making it first. The caller holds c.mu.
+func (c *Context) waitersLocked() *waiters {
+	if c.w == nil {
+		c.w = &waiters{}
+	}
+	return c.w
 }
 
 // closedChan is returned by Done once cancelled before anyone asked.
@@ -62,6 +79,32 @@ func NewContext(parent context.Context, key string) *Context {
 	c := &Context{parent: parent, key: key}
 	c.valid.Store(true)
 	return c
+}
+
+// NewInvocation is NewContext for an invocation whose middleware will run
+// it in attempts (Attempt): the context of the first attempt is allocated
+// together with it, so the common single-attempt event costs one
+// allocation, not two.
+func NewInvocation(parent context.Context, key string) *Context {
+	pair := &struct{ c, attempt Context }{}
+	c := &pair.c
+	c.parent, c.key = parent, key
+	c.spare.Store(&pair.attempt)
+	c.valid.Store(true)
+	return c
+}
+
+// Attempt returns a child Context for one attempt, cancelled when c is but
+// not the reverse: cancelling the attempt (CancelTimeout) leaves c usable
+// for a later attempt. Invalidate it when the attempt ends.
+func (c *Context) Attempt() *Context {
+	child := c.spare.Swap(nil)
+	if child == nil {
+		child = &Context{}
+	}
+	child.parent, child.key = c, c.key
+	child.valid.Store(true)
+	return child
 }
 
 // NewScope returns a cancellable Context that is not tied to any event, to
@@ -80,7 +123,9 @@ func NewScope() *Context { return NewContext(context.Background(), "") }
 func (c *Context) WithTimeout(d time.Duration) (*Context, func()) {
 	child := NewContext(c, c.key)
 	if d > 0 {
-		child.timer = time.AfterFunc(d, child.CancelTimeout)
+		child.mu.Lock()
+		child.waitersLocked().timer = time.AfterFunc(d, child.CancelTimeout)
+		child.mu.Unlock()
 	}
 	return child, child.Invalidate
 }
@@ -164,14 +209,15 @@ func (c *Context) Value(key any) any { return c.parent.Value(key) }
 func (c *Context) Done() <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.done == nil {
+	if c.w == nil || c.w.done == nil {
 		if c.cause != nil {
 			return closedChan
 		}
-		c.done = make(chan struct{})
+		w := c.waitersLocked()
+		w.done = make(chan struct{})
 		c.subscribeLocked()
 	}
-	return c.done
+	return c.w.done
 }
 
 // AfterFunc arranges for f to run once c is cancelled, and returns a
@@ -185,19 +231,20 @@ func (c *Context) AfterFunc(f func()) (stop func() bool) {
 		f()
 		return func() bool { return false }
 	}
-	if c.callbacks == nil {
-		c.callbacks = make(map[uint64]func(), 1)
+	w := c.waitersLocked()
+	if w.callbacks == nil {
+		w.callbacks = make(map[uint64]func(), 1)
 	}
-	id := c.nextID
-	c.nextID++
-	c.callbacks[id] = f
+	id := w.nextID
+	w.nextID++
+	w.callbacks[id] = f
 	c.subscribeLocked()
 	c.mu.Unlock()
 	return func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		_, ok := c.callbacks[id]
-		delete(c.callbacks, id)
+		_, ok := w.callbacks[id]
+		delete(w.callbacks, id)
 		return ok
 	}
 }
@@ -205,11 +252,12 @@ func (c *Context) AfterFunc(f func()) (stop func() bool) {
 // subscribeLocked makes the parent's cancellation reach this context. It
 // is needed only once something waits on this context.
 func (c *Context) subscribeLocked() {
-	if c.stopParent != nil {
+	w := c.waitersLocked()
+	if w.stopParent != nil {
 		return
 	}
 	parent := c.parent
-	c.stopParent = context.AfterFunc(parent, func() { c.cancel(causeOf(parent), parent.Err()) })
+	w.stopParent = context.AfterFunc(parent, func() { c.cancel(causeOf(parent), parent.Err()) })
 }
 
 // cancel records the first cause, closes Done and runs the callbacks.
@@ -224,12 +272,17 @@ func (c *Context) cancel(cause, err error) {
 	}
 	c.cause, c.err = cause, err
 	c.cancelled.Store(true)
-	if c.done != nil {
-		close(c.done)
+	w := c.w
+	if w == nil {
+		c.mu.Unlock()
+		return // nothing waits, nothing to stop
 	}
-	callbacks := c.callbacks
-	c.callbacks = nil
-	stop, timer := c.stopParent, c.timer
+	if w.done != nil {
+		close(w.done)
+	}
+	callbacks := w.callbacks
+	w.callbacks = nil
+	stop, timer := w.stopParent, w.timer
 	c.mu.Unlock()
 	if stop != nil {
 		stop()

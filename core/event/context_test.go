@@ -89,3 +89,33 @@ func TestHandlerFuncsDefaults(t *testing.T) {
 		t.Fatal("nil funcs must accept events")
 	}
 }
+
+func TestAttempt(t *testing.T) {
+	for _, inv := range []*Context{NewInvocation(context.Background(), "k"), NewContext(context.Background(), "k")} {
+		for i := 0; i < 3; i++ { // the first may use the spare, later ones allocate
+			a := inv.Attempt()
+			if a.Key() != "k" || !a.Valid() || a.ShouldCancel() {
+				t.Fatalf("attempt %d: fresh attempt not usable", i)
+			}
+			a.CancelTimeout()
+			if !errors.Is(a.Cause(), ErrTimeout) || inv.ShouldCancel() {
+				t.Fatalf("attempt %d: timeout must cancel the attempt only (cause %v, parent cancelled %v)", i, a.Cause(), inv.ShouldCancel())
+			}
+			a.Invalidate()
+			if a.Check() != ErrInvalidContext {
+				t.Fatalf("attempt %d: ended attempt still valid", i)
+			}
+		}
+		a := inv.Attempt()
+		done := a.Done()
+		inv.Cancel(ErrRevoked)
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatal("cancelling the invocation did not reach its attempt")
+		}
+		if !errors.Is(a.Cause(), ErrRevoked) {
+			t.Fatalf("attempt cause %v, want ErrRevoked", a.Cause())
+		}
+	}
+}

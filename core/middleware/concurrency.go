@@ -1,42 +1,121 @@
 package middleware
 
 import (
+	"sync"
+	"sync/atomic"
+
 	"github.com/prosody-events/prosody-go/core/event"
 )
 
 // Limiter bounds how many handler attempts run at once across every
 // partition of a client (max_concurrency). It sits inside Retry, so an
 // event waiting out a backoff holds no slot.
-type Limiter struct{ slots chan struct{} }
+//
+// A free slot is taken with one atomic compare-and-swap; only when none is
+// free does an attempt queue (under a mutex) and sleep until a slot is
+// handed to it. A release hands its slot straight to the oldest sleeper, if
+// any, so sleepers are served in order (an attempt arriving meanwhile may
+// still take a slot freed without sleepers first).
+type Limiter struct {
+	size    int64
+	used    atomic.Int64
+	waiting atomic.Int64 // len(queue), readable without the lock
+
+	mu    sync.Mutex
+	queue []chan struct{} // sleepers, oldest first; a send hands over a slot
+}
 
 // NewLimiter returns a Limiter with n slots (n >= 1).
 func NewLimiter(n int) *Limiter {
 	if n < 1 {
 		n = 1
 	}
-	return &Limiter{slots: make(chan struct{}, n)}
+	return &Limiter{size: int64(n)}
 }
 
 // InUse is the number of slots taken.
-func (l *Limiter) InUse() int { return len(l.slots) }
+func (l *Limiter) InUse() int { return int(l.used.Load()) }
+
+func (l *Limiter) tryAcquire() bool {
+	for {
+		u := l.used.Load()
+		if u >= l.size {
+			return false
+		}
+		if l.used.CompareAndSwap(u, u+1) {
+			return true
+		}
+	}
+}
+
+// acquire takes a slot, waiting for one if needed. If ctx is cancelled
+// first, it returns the cancellation cause without a slot.
+func (l *Limiter) acquire(ctx *event.Context) error {
+	if l.tryAcquire() {
+		return nil
+	}
+	l.mu.Lock()
+	l.waiting.Add(1)
+	// Checked again after announcing the wait: a release that did not see
+	// the waiter has freed its slot before this check (see release).
+	if l.tryAcquire() {
+		l.waiting.Add(-1)
+		l.mu.Unlock()
+		return nil
+	}
+	ch := make(chan struct{}, 1)
+	l.queue = append(l.queue, ch)
+	l.mu.Unlock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+	}
+	l.mu.Lock()
+	for i, c := range l.queue {
+		if c == ch {
+			l.queue = append(l.queue[:i], l.queue[i+1:]...)
+			l.waiting.Add(-1)
+			l.mu.Unlock()
+			return ctx.Cause()
+		}
+	}
+	l.mu.Unlock()
+	// A slot was handed over just as the wait ended: pass it on.
+	<-ch
+	l.release()
+	return ctx.Cause()
+}
+
+// release frees a slot, handing it to the oldest sleeper if there is one.
+func (l *Limiter) release() {
+	l.used.Add(-1)
+	if l.waiting.Load() == 0 {
+		return
+	}
+	l.mu.Lock()
+	for len(l.queue) > 0 && l.tryAcquire() {
+		ch := l.queue[0]
+		l.queue[0] = nil
+		l.queue = l.queue[1:]
+		l.waiting.Add(-1)
+		ch <- struct{}{}
+	}
+	if len(l.queue) == 0 {
+		l.queue = nil
+	}
+	l.mu.Unlock()
+}
 
 // Middleware takes a slot for the inner call. If the context is cancelled
 // while it waits, the cancellation cause is returned without running.
 func (l *Limiter) Middleware() Middleware {
 	return func(next Invoker) Invoker {
 		return func(ctx *event.Context, ev event.Event) error {
-			// Try first without waiting: asking for ctx.Done() would make the
-			// context allocate its channel even when a slot is free.
-			select {
-			case l.slots <- struct{}{}:
-			default:
-				select {
-				case l.slots <- struct{}{}:
-				case <-ctx.Done():
-					return ctx.Cause()
-				}
+			if err := l.acquire(ctx); err != nil {
+				return err
 			}
-			defer func() { <-l.slots }()
+			defer l.release()
 			return next(ctx, ev)
 		}
 	}

@@ -64,3 +64,39 @@ func TestLimiterWaitEndsOnCancellation(t *testing.T) {
 	}
 	close(block)
 }
+
+// TestLimiterUnderContention mixes attempts that finish with attempts
+// cancelled while they wait, and checks the bound holds and every slot
+// comes back.
+func TestLimiterUnderContention(t *testing.T) {
+	const slots = 4
+	l := NewLimiter(slots)
+	var now atomic.Int32
+	inv := Chain(func(*event.Context, event.Event) error {
+		if n := now.Add(1); n > slots {
+			t.Errorf("%d attempts at once, limit %d", n, slots)
+		}
+		time.Sleep(50 * time.Microsecond)
+		now.Add(-1)
+		return nil
+	}, l.Middleware())
+	var wg sync.WaitGroup
+	for g := 0; g < 32; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 200; i++ {
+				ctx, cancel := newCtx()
+				if i%7 == g%7 {
+					go cancel(event.ErrRevoked)
+				}
+				_ = inv(ctx, &event.Message{})
+				cancel(nil)
+			}
+		}()
+	}
+	wg.Wait()
+	if l.InUse() != 0 {
+		t.Fatalf("%d slots still taken", l.InUse())
+	}
+}

@@ -1,7 +1,9 @@
 package middleware
 
 import (
+	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prosody-events/prosody-go/core/event"
@@ -13,27 +15,43 @@ import (
 //
 // A runtime timer per attempt cost more than the rest of the engine's
 // per-event work put together, so one watchdog goroutine instead scans the
-// attempts that are running (a table that is only as large as the peak
-// number of concurrent attempts) every tick of limit/20, clamped to
+// attempts that are running every tick of limit/20, clamped to
 // [5 ms, 1 s]. An attempt is therefore cancelled between limit and
 // limit+tick after it started.
+//
+// Attempts register in a table of slots without a lock: an attempt claims
+// a free slot, picked at random, with a compare-and-swap, and clears it
+// when it ends. The table grows (rarely, under a mutex) when it is crowded,
+// so it is only as large as the peak number of concurrent attempts needs.
+// The watchdog sleeps while no attempt runs.
 type Timeouts struct {
 	limit time.Duration
 	tick  time.Duration
+	base  time.Time // start times are monotonic nanoseconds since base
 
-	mu      sync.Mutex
-	running []attempt // slot i is free when ctx is nil
-	free    []int
-	active  int
+	tables atomic.Pointer[[]*slotTable] // every table made, the newest last
+	grow   sync.Mutex
+
+	asleep  atomic.Bool   // the watchdog waits on wake
 	wake    chan struct{} // the watchdog sleeps on it while nothing runs
 	stop    chan struct{}
 	stopped sync.WaitGroup
 }
 
-type attempt struct {
-	ctx     *event.Context
-	started time.Time
+// slot holds one running attempt. The attempt claims it by swapping ctx
+// from nil, then sets started; it clears started before ctx when it ends.
+// Padded to a cache line so attempts on different CPUs do not contend.
+type slot struct {
+	ctx     atomic.Pointer[event.Context]
+	started atomic.Int64 // 0 while being claimed
+	_       [48]byte
 }
+
+type slotTable struct{ slots []slot }
+
+// probes is how many random slots an attempt tries before it grows the
+// table.
+const probes = 4
 
 // NewTimeouts returns a Timeouts for limit (<= 0: no limit) and starts its
 // watchdog. Stop it when the consumer stops.
@@ -41,9 +59,12 @@ func NewTimeouts(limit time.Duration) *Timeouts {
 	t := &Timeouts{
 		limit: limit,
 		tick:  min(max(limit/20, 5*time.Millisecond), time.Second),
+		base:  time.Now(),
 		wake:  make(chan struct{}, 1),
 		stop:  make(chan struct{}),
 	}
+	tables := []*slotTable{{slots: make([]slot, 64)}}
+	t.tables.Store(&tables)
 	if limit > 0 {
 		t.stopped.Add(1)
 		go t.watch()
@@ -68,12 +89,13 @@ func (t *Timeouts) Middleware() Middleware {
 			return next
 		}
 		return func(ctx *event.Context, ev event.Event) error {
-			attempt, done := ctx.WithTimeout(0)
-			slot := t.begin(attempt)
+			attempt := ctx.Attempt()
+			s := t.begin(attempt)
 			err := next(attempt, ev)
-			t.end(slot)
+			s.started.Store(0)
+			s.ctx.Store(nil)
 			timedOut := attempt.Cause() == event.ErrTimeout
-			done()
+			attempt.Invalidate()
 			if err != nil && timedOut && ctx.Err() == nil {
 				// The handler gave up because of the timeout (or failed for some
 				// other reason while timed out): report the timeout, so the
@@ -85,72 +107,101 @@ func (t *Timeouts) Middleware() Middleware {
 	}
 }
 
-func (t *Timeouts) begin(ctx *event.Context) int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var i int
-	if n := len(t.free); n > 0 {
-		i = t.free[n-1]
-		t.free = t.free[:n-1]
-	} else {
-		i = len(t.running)
-		t.running = append(t.running, attempt{})
-	}
-	t.running[i] = attempt{ctx: ctx, started: time.Now()}
-	t.active++
-	if t.active == 1 {
-		select {
-		case t.wake <- struct{}{}:
-		default:
+func (t *Timeouts) now() int64 { return int64(time.Since(t.base)) + 1 } // never 0
+
+// begin registers an attempt; clearing the returned slot ends it.
+func (t *Timeouts) begin(ctx *event.Context) *slot {
+	for {
+		tables := *t.tables.Load()
+		tab := tables[len(tables)-1]
+		n := uint32(len(tab.slots))
+		i := rand.Uint32()
+		for p := uint32(0); p < probes; p++ {
+			s := &tab.slots[(i+p)%n]
+			if s.ctx.Load() == nil && s.ctx.CompareAndSwap(nil, ctx) {
+				s.started.Store(t.now())
+				// After claiming: either the watchdog sees this slot in its
+				// last scan before sleeping, or this sees it asleep.
+				if t.asleep.Load() && t.asleep.CompareAndSwap(true, false) {
+					select {
+					case t.wake <- struct{}{}:
+					default:
+					}
+				}
+				return s
+			}
 		}
+		t.growFrom(len(tables))
 	}
-	return i
 }
 
-func (t *Timeouts) end(i int) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.running[i] = attempt{}
-	t.free = append(t.free, i)
-	t.active--
+// growFrom adds a table twice the size of the newest unless another
+// attempt already did. Old tables stay, still scanned, for the attempts in
+// them and any that land there later.
+func (t *Timeouts) growFrom(seen int) {
+	t.grow.Lock()
+	defer t.grow.Unlock()
+	tables := *t.tables.Load()
+	if len(tables) != seen {
+		return
+	}
+	next := append(tables[:len(tables):len(tables)], &slotTable{slots: make([]slot, 2*len(tables[len(tables)-1].slots))})
+	t.tables.Store(&next)
+}
+
+// scan cancels expired attempts and reports whether any attempt runs.
+func (t *Timeouts) scan() (busy bool) {
+	now := t.now()
+	limit := int64(t.limit)
+	for _, tab := range *t.tables.Load() {
+		for i := range tab.slots {
+			s := &tab.slots[i]
+			ctx := s.ctx.Load()
+			if ctx == nil {
+				continue
+			}
+			busy = true
+			started := s.started.Load()
+			// started belongs to ctx only if the slot still holds ctx: a
+			// context is never registered twice, so an unchanged pointer
+			// means an unchanged attempt.
+			if started != 0 && now-started >= limit && s.ctx.Load() == ctx {
+				ctx.CancelTimeout()
+			}
+		}
+	}
+	return busy
 }
 
 func (t *Timeouts) watch() {
 	defer t.stopped.Done()
 	ticker := time.NewTicker(t.tick)
 	defer ticker.Stop()
-	var expired []*event.Context
 	for {
 		select {
 		case <-t.stop:
 			return
 		case <-ticker.C:
 		}
-		t.mu.Lock()
-		if t.active == 0 {
-			// Idle: stop ticking until an attempt begins.
-			t.mu.Unlock()
-			ticker.Stop()
-			select {
-			case <-t.stop:
-				return
-			case <-t.wake:
-			}
-			ticker.Reset(t.tick)
+		if t.scan() {
 			continue
 		}
-		now := time.Now()
-		for _, a := range t.running {
-			if a.ctx != nil && now.Sub(a.started) >= t.limit {
-				expired = append(expired, a.ctx)
+		// Idle: stop ticking until an attempt begins. Announce the sleep,
+		// then look once more for an attempt that began without seeing it.
+		t.asleep.Store(true)
+		if t.scan() {
+			if t.asleep.CompareAndSwap(true, false) {
+				continue
 			}
+			// An attempt already claimed the wake-up; consume it below.
 		}
-		t.mu.Unlock()
-		for i, ctx := range expired {
-			ctx.CancelTimeout()
-			expired[i] = nil
+		ticker.Stop()
+		select {
+		case <-t.stop:
+			return
+		case <-t.wake:
 		}
-		expired = expired[:0]
+		ticker.Reset(t.tick)
 	}
 }
 
