@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prosody-events/prosody-go/core/cassandra"
 	"github.com/prosody-events/prosody-go/core/config"
 	"github.com/prosody-events/prosody-go/core/consumer"
 	"github.com/prosody-events/prosody-go/core/event"
@@ -57,8 +58,11 @@ type Client struct {
 	// consumerErr says why no consumer can run, when one cannot.
 	consumerErr error
 
-	mu       sync.Mutex
-	closed   bool
+	mu     sync.Mutex
+	closed bool
+	// session is the client's one Cassandra session, opened by the first
+	// subscribe outside mock mode and shared by everything that needs it.
+	session  *cassandra.Session
 	consumer *consumer.Consumer
 	timeouts *middleware.Timeouts
 	probe    *probe.Server
@@ -158,6 +162,10 @@ func (c *Client) Subscribe(h event.Handler) error {
 	if err != nil {
 		return err
 	}
+	store, err := c.timerStoreLocked()
+	if err != nil {
+		return err
+	}
 	timeouts := middleware.NewTimeouts(c.cfg.HandlerTimeout())
 	cons, err := consumer.Start(consumer.Options{
 		Brokers:         c.cfg.BootstrapServers,
@@ -170,6 +178,8 @@ func (c *Client) Subscribe(h event.Handler) error {
 		CommitInterval:  c.cfg.CommitInterval,
 		ShutdownTimeout: c.cfg.ShutdownTimeout,
 		StallThreshold:  c.cfg.StallThreshold,
+		Timers:          store,
+		SlabSize:        c.cfg.SlabSize,
 		Logger:          c.log,
 	}, c.chain(h, timeouts))
 	if err != nil {
@@ -295,5 +305,11 @@ func (c *Client) Close(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	c.mu.Lock()
+	if c.session != nil {
+		c.session.Close()
+		c.session = nil
+	}
+	c.mu.Unlock()
 	return errors.Join(errs...)
 }

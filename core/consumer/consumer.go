@@ -32,8 +32,11 @@ var ErrStopped = fault.Terminal(errors.New("prosody: consumer stopped"))
 
 // Stats are counters for tests and observability.
 type Stats struct {
-	handled, failed, filtered, undecodable, pauses atomic.Int64
+	handled, failed, filtered, undecodable, pauses, timers atomic.Int64
 }
+
+// Timers is the number of timer events handled (or failed and skipped).
+func (s *Stats) Timers() int64 { return s.timers.Load() }
 
 // Pauses is how many times a partition was paused because it held too
 // many fetched records it could not admit yet (it had max_uncommitted
@@ -311,6 +314,19 @@ func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 	c.register(p)
 	defer c.unregister(p)
 	p.log.Info("partition assigned", slog.Int64("initial_offset", claim.InitialOffset()))
+	if c.opts.Timers != nil {
+		released := make(chan struct{})
+		opened := make(chan struct{})
+		go func() {
+			defer close(opened)
+			p.openTimers(released)
+		}()
+		defer func() {
+			close(released)
+			<-opened
+			p.stopTimers()
+		}()
+	}
 
 	tick := time.NewTicker(c.opts.PollInterval)
 	defer tick.Stop()

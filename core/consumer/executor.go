@@ -43,6 +43,7 @@ type executor struct {
 	workers  int
 	waking   int // workers woken or started that have not yet looked at the queue
 	eager    int
+	blocked  int // workers whose run said it waits outside the process (block)
 	closed   bool
 	pushed   uint64    // runs ever queued
 	popped   uint64    // runs ever taken from the queue
@@ -106,11 +107,30 @@ func (e *executor) wakeOneLocked() bool {
 		w.wake <- struct{}{}
 		return true
 	}
-	if e.workers < e.eager {
+	if e.workers < e.eager+e.blocked {
 		e.startLocked()
 		return true
 	}
 	return false
+}
+
+// block is the executor's side of event.Context.Blocking: the calling
+// worker's run is about to wait for something outside the process (a host
+// language completing the event, a remote call), so it stops counting
+// against the eager workers and, if runs are queued, another worker takes
+// them now rather than after the starvation watchdog notices.
+func (e *executor) block() (resume func()) {
+	e.mu.Lock()
+	e.blocked++
+	if e.queue.len() > 0 && e.waking == 0 {
+		e.wakeOneLocked()
+	}
+	e.mu.Unlock()
+	return func() {
+		e.mu.Lock()
+		e.blocked--
+		e.mu.Unlock()
+	}
 }
 
 func (e *executor) startLocked() {

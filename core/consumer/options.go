@@ -10,6 +10,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/prosody-events/prosody-go/core/mockbroker"
+	"github.com/prosody-events/prosody-go/core/timerstore"
 )
 
 // Options configure a Consumer. The high-level client fills them from the
@@ -29,6 +30,12 @@ type Options struct {
 	ShutdownTimeout time.Duration // drain budget on revocation and stop
 	StallThreshold  time.Duration // oldest unfinished offset older than this = stalled
 
+	// Timers is the store of durable timers; nil means handlers have no
+	// timers (operations fail with event.ErrNoTimers).
+	Timers timerstore.Store
+	// SlabSize groups stored timers by time (slab_size); whole seconds.
+	SlabSize time.Duration
+
 	ClientID string       // defaults to the host name
 	Logger   *slog.Logger // defaults to slog.Default()
 }
@@ -43,6 +50,9 @@ func (o *Options) validate() error {
 	}
 	if !o.Mock && len(o.Brokers) == 0 {
 		errs = append(errs, errors.New("bootstrap_servers: at least one server is required"))
+	}
+	if o.Timers != nil && o.SlabSize < time.Second {
+		errs = append(errs, fmt.Errorf("slab_size: must be at least 1s when timers are used, got %v", o.SlabSize))
 	}
 	if o.MaxUncommitted < 1 {
 		errs = append(errs, fmt.Errorf("max_uncommitted: must be at least 1, got %d", o.MaxUncommitted))

@@ -14,6 +14,8 @@ import (
 	"github.com/prosody-events/prosody-go/core/filter"
 	"github.com/prosody-events/prosody-go/core/keyqueue"
 	"github.com/prosody-events/prosody-go/core/offsets"
+	"github.com/prosody-events/prosody-go/core/timers"
+	"github.com/prosody-events/prosody-go/core/timerstore"
 )
 
 // item is one event in a key's queue. Messages carry their offset; timers
@@ -46,10 +48,18 @@ type partition struct {
 
 	room chan struct{} // signalled when the tracker stops being full
 
+	// env is what handler contexts get: the partition's timers and the
+	// executor's blocking hint.
+	env *event.Env
+	// timers runs the partition's durable timers; nil until its segment is
+	// open, and always nil when the consumer has no timer store.
+	timers *timers.Manager
+
 	mu          sync.Mutex
 	tracker     *offsets.Tracker
 	keys        keyqueue.Keys[item]
 	running     int           // runs queued in the executor or running
+	ready       bool          // timers are initialised: records may be admitted
 	wantRoom    bool          // the claim loop holds records: signal room
 	draining    bool          // set once; nothing new starts after it
 	idle        chan struct{} // closed when draining and running == 0
@@ -70,6 +80,8 @@ func newPartition(c *Consumer, topic string, id int32) *partition {
 		id:      id,
 		log:     c.log.With(slog.String("topic", topic), slog.Int("partition", int(id))),
 		scope:   event.NewScope(),
+		env:     &event.Env{Block: c.exec.block},
+		ready:   c.opts.Timers == nil,
 		keys:    keyqueue.MakeKeys[item](),
 		room:    make(chan struct{}, 1),
 		tracker: offsets.New(c.opts.MaxUncommitted),
@@ -90,6 +102,13 @@ func (p *partition) admit(rs []*sarama.ConsumerMessage) int {
 	taken := p.takeBuf[:0]
 	n := 0
 	p.mu.Lock()
+	if !p.ready {
+		// Nothing is processed before the partition's timers are loaded; the
+		// claim loop holds the records until then.
+		p.wantRoom = true
+		p.mu.Unlock()
+		return 0
+	}
 	for _, r := range rs {
 		if r.Offset <= p.tracker.Highest() {
 			// A rewind after a seek or a redelivered fetch: the offset was
@@ -180,8 +199,19 @@ func (p *partition) skip(msg *event.Message, reason filter.Reason) int64 {
 // key's queue is empty or the partition is draining.
 func (p *partition) run(it item) {
 	for {
-		err := p.invoke(it)
-		finished := p.complete(it, err)
+		var finished bool
+		if id, isTimer := timerID(it); isTimer {
+			// A timer unscheduled while it waited for its key is skipped.
+			if p.timers.Begin(id) {
+				if p.complete(it, p.invoke(it)) {
+					p.timers.Commit(id)
+				} else {
+					p.timers.Abort(id)
+				}
+			}
+		} else {
+			finished = p.complete(it, p.invoke(it))
+		}
 		p.mu.Lock()
 		if finished {
 			p.finishLocked(it.offset)
@@ -205,8 +235,91 @@ func (p *partition) run(it item) {
 	}
 }
 
+// timerID is the identity of a timer event in the partition's timers.
+// Handlers only ever see application timers.
+func timerID(it item) (timers.ID, bool) {
+	t, ok := it.ev.(*event.Timer)
+	if !ok {
+		return timers.ID{}, false
+	}
+	return timers.ID{Key: t.Key, Time: timerstore.TimeOf(t.Time), Type: timerstore.Application}, true
+}
+
+// fireTimer puts a due timer in its key's queue, behind the key's messages.
+// The timer manager calls it; it never blocks.
+func (p *partition) fireTimer(t timerstore.Trigger) {
+	ev := &event.Timer{Topic: p.topic, Partition: p.id, Key: t.Key, Time: t.Time.Std()}
+	it := item{ev: ev, offset: offsets.None, hash: p.keys.Hash(t.Key)}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.draining {
+		return // it stays stored; the next owner fires it
+	}
+	if p.keys.Push(it.hash, it) {
+		p.running++
+		p.c.exec.mu.Lock()
+		p.c.exec.submitLocked([]task{{p: p, it: it}})
+		p.c.exec.mu.Unlock()
+	}
+}
+
+// openTimers opens the partition's timer segment, retrying every second
+// while the store fails, and starts its timer manager. Records are admitted
+// only once it has succeeded. It gives up when stop closes (the partition
+// was released first).
+func (p *partition) openTimers(stop <-chan struct{}) {
+	for attempt := 0; ; attempt++ {
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			select {
+			case <-stop:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		seg, err := p.c.opts.Timers.Segment(ctx, p.c.opts.GroupID, p.topic, p.id, uint32(p.c.opts.SlabSize/time.Second))
+		cancel()
+		if err == nil {
+			m := timers.Start(timers.Options{
+				Segment:     seg,
+				Fire:        p.fireTimer,
+				MaxInFlight: p.c.opts.MaxUncommitted,
+				Logger:      p.log,
+			})
+			p.mu.Lock()
+			p.timers = m
+			p.env.Timers = timers.Application{M: m}
+			p.ready = true
+			signal := p.roomLocked()
+			p.mu.Unlock()
+			if signal {
+				p.signalRoom()
+			}
+			return
+		}
+		p.log.Warn("opening the partition's timers failed; retrying", slog.Int("attempt", attempt+1), slog.Any("error", err))
+		select {
+		case <-stop:
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// stopTimers ends the timer manager once the partition has drained. Timers
+// not yet fired stay stored for the next owner.
+func (p *partition) stopTimers() {
+	p.mu.Lock()
+	m := p.timers
+	p.mu.Unlock()
+	if m != nil {
+		m.Stop()
+	}
+}
+
 func (p *partition) invoke(it item) (err error) {
 	ctx := event.NewInvocation(p.scope, it.ev.EventKey())
+	ctx.SetEnv(p.env)
 	defer ctx.Invalidate()
 	defer func() {
 		// A panicking handler must not take the process down with it, nor
@@ -242,13 +355,14 @@ func (p *partition) complete(it item, err error) bool {
 	}
 }
 
-// counts reports whether a handled event has an offset to finish, and
-// counts it as handled if so.
+// counts records a handled event (one that is done for good: success, or
+// a failure that is logged and skipped) and reports true.
 func (p *partition) counts(it item) bool {
 	if it.offset == offsets.None {
-		return false
+		p.c.stats.timers.Add(1)
+	} else {
+		p.c.stats.handled.Add(1)
 	}
-	p.c.stats.handled.Add(1)
 	return true
 }
 

@@ -46,6 +46,9 @@ type Context struct {
 	// spare is an attempt context allocated with this one (NewInvocation),
 	// handed out by the first Attempt; nil once used or when there is none.
 	spare atomic.Pointer[Context]
+	// env is what the engine offers the handler (timers, the blocking
+	// hint); shared by all contexts of a partition.
+	env *Env
 
 	mu    sync.Mutex
 	cause error
@@ -102,7 +105,7 @@ func (c *Context) Attempt() *Context {
 	if child == nil {
 		child = &Context{}
 	}
-	child.parent, child.key = c, c.key
+	child.parent, child.key, child.env = c, c.key, c.env
 	child.valid.Store(true)
 	return child
 }
@@ -122,6 +125,7 @@ func NewScope() *Context { return NewContext(context.Background(), "") }
 // when the attempt ends.
 func (c *Context) WithTimeout(d time.Duration) (*Context, func()) {
 	child := NewContext(c, c.key)
+	child.env = c.env
 	if d > 0 {
 		child.mu.Lock()
 		child.waitersLocked().timer = time.AfterFunc(d, child.CancelTimeout)
