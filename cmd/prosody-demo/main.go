@@ -119,7 +119,8 @@ func run(ctx context.Context) error {
 	done := make(chan struct{})
 	var finished atomic.Bool
 	var running, peak atomic.Int32
-	err = receiver.Subscribe(event.HandlerFuncs{Message: func(_ *event.Context, m *event.Message) error {
+	followUps := newFollowUps(keys)
+	err = receiver.Subscribe(event.HandlerFuncs{Message: func(ctx *event.Context, m *event.Message) error {
 		n := running.Add(1)
 		defer running.Add(-1)
 		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
@@ -130,9 +131,20 @@ func run(ctx context.Context) error {
 			return nil
 		}
 		time.Sleep(time.Millisecond) // a little work, so keys visibly overlap
+		if body.Seq == len(produced[m.Key].seqs) {
+			// The key's last event: schedule a follow-up a second from now.
+			at := time.Now().Add(time.Second)
+			if err := ctx.Schedule(at); err != nil {
+				return err
+			}
+			followUps.scheduled(m.Key, at)
+		}
 		if track.record(m.Key, m.Partition, m.Offset, body.Seq) && finished.CompareAndSwap(false, true) {
 			close(done)
 		}
+		return nil
+	}, Timer: func(_ *event.Context, t *event.Timer) error {
+		followUps.fired(t.Key)
 		return nil
 	}})
 	if err != nil {
@@ -150,6 +162,10 @@ func run(ctx context.Context) error {
 	case <-done:
 	case <-ctx.Done():
 	}
+	select {
+	case <-followUps.done:
+	case <-ctx.Done():
+	}
 	stopCtx, stopCancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer stopCancel()
 	if err := receiver.Unsubscribe(stopCtx); err != nil {
@@ -162,7 +178,11 @@ func run(ctx context.Context) error {
 	}
 	fmt.Print(track.summary(cluster.Addrs(), time.Since(start)))
 	fmt.Printf("  concurrency  up to %d handlers at once across keys (max_concurrency %d)\n", peak.Load(), receiverCfg.MaxConcurrency)
+	fmt.Print(followUps.summary())
 	if err := track.err(); err != nil {
+		return err
+	}
+	if err := followUps.err(); err != nil {
 		return err
 	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
