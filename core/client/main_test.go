@@ -56,13 +56,5 @@ func newConfig(t *testing.T, tg target, set ...func(*config.Config)) *config.Con
 	return cfg
 }
 
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+// waitFor is testservices.WaitFor, named short for the many uses here.
+var waitFor = testservices.WaitFor

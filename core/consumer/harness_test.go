@@ -204,17 +204,8 @@ func stopConsumer(t *testing.T, c *Consumer) {
 	}
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+// waitFor is testservices.WaitFor, named short for the many uses here.
+var waitFor = testservices.WaitFor
 
 func jsonValue(key string, seq int) string {
 	return fmt.Sprintf(`{"id":"%s-%d","type":"test.event","key":%q,"seq":%d}`, key, seq, key, seq)

@@ -299,6 +299,23 @@ func (m *Manager) retry(what string, id ID, op func(context.Context) error) {
 	}
 }
 
+// runningLocked handles an operation on the timer that is running right
+// now, which needs no store write: if its state is from it becomes to. It
+// reports whether the timer is running, and fails once the Manager stopped.
+func (m *Manager) runningLocked(id ID, from, to status) (bool, error) {
+	if m.stopped {
+		return false, ErrStopped
+	}
+	e := m.entries[id]
+	if e == nil || e.status == scheduled {
+		return false, nil
+	}
+	if e.status == from {
+		e.status = to
+	}
+	return true, nil
+}
+
 // Schedule adds a timer. Scheduling an existing timer again is harmless;
 // scheduling the timer that is running right now makes it fire once more.
 func (m *Manager) Schedule(ctx context.Context, t timerstore.Trigger) error {
@@ -306,18 +323,11 @@ func (m *Manager) Schedule(ctx context.Context, t timerstore.Trigger) error {
 	defer m.loadMu.RUnlock()
 	id := ID{t.Key, t.Time, t.Type}
 	m.mu.Lock()
-	if m.stopped {
-		m.mu.Unlock()
-		return ErrStopped
-	}
-	if e := m.entries[id]; e != nil && e.status != scheduled {
-		if e.status == firing {
-			e.status = firingRescheduled
-		}
-		m.mu.Unlock()
-		return nil
-	}
+	running, err := m.runningLocked(id, firing, firingRescheduled)
 	m.mu.Unlock()
+	if running || err != nil {
+		return err
+	}
 	if err := m.seg.Add(ctx, t); err != nil {
 		return fmt.Errorf("scheduling timer: %w", err)
 	}
@@ -335,19 +345,14 @@ func (m *Manager) Unschedule(ctx context.Context, id ID) error {
 	m.loadMu.RLock()
 	defer m.loadMu.RUnlock()
 	m.mu.Lock()
-	if m.stopped {
-		m.mu.Unlock()
-		return ErrStopped
+	running, err := m.runningLocked(id, firingRescheduled, firing)
+	if !running && err == nil {
+		m.removeLocked(id) // the queued copy is skipped when it comes due
 	}
-	if e := m.entries[id]; e != nil && e.status != scheduled {
-		if e.status == firingRescheduled {
-			e.status = firing
-		}
-		m.mu.Unlock()
-		return nil
-	}
-	m.removeLocked(id) // the queued copy is skipped when it comes due
 	m.mu.Unlock()
+	if running || err != nil {
+		return err
+	}
 	if err := m.seg.Remove(ctx, id.Key, id.Time, id.Type); err != nil {
 		return fmt.Errorf("unscheduling timer: %w", err)
 	}

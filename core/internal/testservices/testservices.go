@@ -77,3 +77,16 @@ func UniqueName(prefix string) string {
 	}
 	return prefix + "_" + hex.EncodeToString(b[:])
 }
+
+// WaitFor polls cond every 20 ms until it holds, failing the test after d.
+// Integration tests use it for outcomes that arrive asynchronously.
+func WaitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
