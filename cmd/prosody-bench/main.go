@@ -35,7 +35,11 @@ import (
 	"github.com/prosody-events/prosody-go/core/mockbroker"
 )
 
-var verbose = flag.Bool("v", false, "print details of each engine run")
+var (
+	verbose        = flag.Bool("v", false, "print details of each engine run")
+	progress       = flag.Duration("progress", 0, "print the engine's message count at this interval (0: never)")
+	maxUncommitted = flag.Int("max-uncommitted", 0, "max_uncommitted for the engine (0: the default configuration's)")
+)
 
 func main() {
 	brokers := flag.String("brokers", "localhost:9094", "bootstrap servers")
@@ -268,6 +272,9 @@ func (h *countingHandler) elapsed(start time.Time) time.Duration {
 // the default configuration, and a handler that does nothing.
 func engine(addrs []string, topic string, n int) (time.Duration, error) {
 	def := config.Default()
+	if *maxUncommitted > 0 {
+		def.MaxUncommitted = *maxUncommitted
+	}
 	var count atomic.Int64
 	finished := make(chan time.Time, 1)
 	var first atomic.Int64
@@ -298,6 +305,25 @@ func engine(addrs []string, topic string, n int) (time.Duration, error) {
 	}, invoke)
 	if err != nil {
 		return 0, err
+	}
+	if *progress > 0 {
+		stopProgress := make(chan struct{})
+		defer close(stopProgress)
+		go func() {
+			t := time.NewTicker(*progress)
+			defer t.Stop()
+			last := int64(0)
+			for {
+				select {
+				case <-stopProgress:
+					return
+				case now := <-t.C:
+					n := count.Load()
+					fmt.Printf("    %6dms %8d (+%d) pauses %d\n", now.Sub(start).Milliseconds(), n, n-last, c.Stats().Pauses())
+					last = n
+				}
+			}
+		}()
 	}
 	end := <-finished
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -338,6 +338,9 @@ func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 	high, low := holdLimit, holdLimit/2
 	tp := map[string][]int32{p.topic: {p.id}}
 	records := claim.Messages()
+	// A newly assigned partition always starts resumed, whatever an earlier
+	// claim of it left behind (the spec's post-rebalance resume).
+	c.group.Resume(tp)
 
 	// hold keeps records the partition cannot admit yet, pausing it when
 	// too many are held.
@@ -349,6 +352,17 @@ func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 			paused = true
 		}
 	}
+	resume := func() {
+		c.group.Resume(tp)
+		paused = false
+	}
+	defer func() {
+		if paused {
+			// sarama remembers a pause across a reassignment: a later claim
+			// of the partition would start paused and never resume.
+			resume()
+		}
+	}()
 
 loop:
 	for {
@@ -394,8 +408,7 @@ loop:
 			rate.admitted += n
 			held.drop(n)
 			if paused && held.len() <= low {
-				c.group.Resume(tp)
-				paused = false
+				resume()
 			}
 		case now := <-tick.C:
 			high, low = rate.marks(now, holdLimit, c.opts.PollInterval)

@@ -17,17 +17,17 @@ import (
 // non-zero reason and an error saying why; the caller logs it and commits
 // it as skipped, so it is never lost silently.
 //
-// The key string shares the record's bytes rather than copying them, as
-// Payload does: sarama decodes each fetch into fresh buffers and never
-// writes to a record once delivered.
-func decode(r *sarama.ConsumerMessage, now time.Time, msg *event.Message) (filter.Reason, error) {
+// The key and id strings share the record's bytes rather than copying them,
+// as Payload does: sarama decodes each fetch into fresh buffers and never
+// writes to a record once delivered. The type comes from dec's cache.
+func decode(dec *payload.Decoder, r *sarama.ConsumerMessage, now time.Time, msg *event.Message) (filter.Reason, error) {
 	if r.Key == nil {
 		return filter.ReasonNoKey, errors.New("record has no key")
 	}
 	if !utf8.Valid(r.Key) {
 		return filter.ReasonKeyNotUTF8, errors.New("record key is not valid UTF-8")
 	}
-	fields, err := payload.Meta(r.Value)
+	fields, err := dec.Meta(r.Value)
 	if err != nil {
 		if errors.Is(err, payload.ErrNull) {
 			return filter.ReasonNullPayload, err

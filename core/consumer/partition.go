@@ -14,6 +14,7 @@ import (
 	"github.com/prosody-events/prosody-go/core/filter"
 	"github.com/prosody-events/prosody-go/core/keyqueue"
 	"github.com/prosody-events/prosody-go/core/offsets"
+	"github.com/prosody-events/prosody-go/core/payload"
 	"github.com/prosody-events/prosody-go/core/timers"
 	"github.com/prosody-events/prosody-go/core/timerstore"
 )
@@ -66,7 +67,8 @@ type partition struct {
 	marked      int64         // last offset handed to sarama to commit
 	stallLogged bool
 
-	// Scratch buffers of the claim goroutine, reused across bursts.
+	// Scratch state of the claim goroutine, reused across bursts.
+	dec      payload.Decoder
 	takeBuf  []*sarama.ConsumerMessage
 	itemBuf  []item
 	skipBuf  []int64
@@ -136,7 +138,7 @@ func (p *partition) admit(rs []*sarama.ConsumerMessage) int {
 	for i, r := range taken {
 		taken[i] = nil
 		msg := &msgs[i]
-		if reason, err := decode(r, now, msg); err != nil {
+		if reason, err := decode(&p.dec, r, now, msg); err != nil {
 			p.c.stats.undecodable.Add(1)
 			p.log.Error("undecodable record skipped", slog.Int64("offset", r.Offset),
 				slog.String("reason", reason.String()), slog.Any("error", err))

@@ -23,6 +23,18 @@ func BenchmarkMeta(b *testing.B) {
 	}
 }
 
+func BenchmarkDecoderMeta(b *testing.B) {
+	p := []byte(benchPayload)
+	var dec Decoder
+	b.SetBytes(int64(len(p)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := dec.Meta(p); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // The alternatives below were measured against the scanner and lost; they
 // stay as benchmarks so the choice can be re-checked. Neither is a drop-in
 // replacement: both struct decoders match keys case-insensitively, so

@@ -65,5 +65,11 @@ func FuzzMeta(f *testing.F) {
 		if got != want {
 			t.Fatalf("Meta(%q) = %+v, reference %+v", p, got, want)
 		}
+		var dec Decoder
+		for range 2 {
+			if dgot, derr := dec.Meta(p); dgot != got || (derr == nil) != (err == nil) {
+				t.Fatalf("Decoder.Meta(%q) = %+v, %v; Meta = %+v, %v", p, dgot, derr, got, err)
+			}
+		}
 	})
 }

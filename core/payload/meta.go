@@ -50,10 +50,49 @@ type Fields struct {
 // On success Meta allocates only the returned strings (plus a scratch
 // buffer when an escaped value decodes to more than 64 bytes).
 func Meta(payload []byte) (Fields, error) {
+	return meta(payload, nil)
+}
+
+// err builds the error for the first fault the scanner recorded. It runs only
+// on failure, so the formatting cost stays off the hot path.
+func (s *scanner) err() error {
+	if s.errAt >= len(s.data) {
+		return fmt.Errorf("%w: unexpected end of input (%s)", ErrInvalid, s.errMsg)
+	}
+	return fmt.Errorf("%w: %s at offset %d (byte %q)", ErrInvalid, s.errMsg, s.errAt, s.data[s.errAt])
+}
+
+// Decoder is Meta for a stream of payloads, allocating nothing on the
+// common path: an ID without escapes shares the payload's bytes instead of
+// being copied, and Type comes from a small cache of the type strings seen
+// last, since a topic carries few distinct types. Validation and results are
+// exactly Meta's.
+//
+// The caller must not modify a payload while the ID taken from it is in use
+// (a consumer record's value is never written once delivered), and should
+// copy the ID if it keeps it longer than the payload, which it would
+// otherwise pin in memory.
+//
+// The zero value is ready to use. A Decoder is not safe for concurrent use.
+type Decoder struct {
+	types [typeCache]string
+	next  int
+}
+
+// typeCache is how many distinct type strings a Decoder remembers.
+const typeCache = 8
+
+// Meta is the package's Meta with the Decoder's sharing and cache.
+func (d *Decoder) Meta(payload []byte) (Fields, error) {
+	return meta(payload, d)
+}
+
+// meta is Meta, sharing and caching strings through dec when it is set.
+func meta(payload []byte, dec *Decoder) (Fields, error) {
 	if payload == nil {
 		return Fields{}, ErrNull
 	}
-	s := scanner{data: payload}
+	s := scanner{data: payload, dec: dec}
 	var f Fields
 	s.skipSpace()
 	var ok bool
@@ -74,11 +113,18 @@ func Meta(payload []byte) (Fields, error) {
 	return f, nil
 }
 
-// err builds the error for the first fault the scanner recorded. It runs only
-// on failure, so the formatting cost stays off the hot path.
-func (s *scanner) err() error {
-	if s.errAt >= len(s.data) {
-		return fmt.Errorf("%w: unexpected end of input (%s)", ErrInvalid, s.errMsg)
+// intern returns raw as a string from the cache, adding it (in place of the
+// oldest entry) when it is not there.
+func (d *Decoder) intern(raw []byte) string {
+	for _, t := range d.types {
+		if t == string(raw) {
+			return t
+		}
 	}
-	return fmt.Errorf("%w: %s at offset %d (byte %q)", ErrInvalid, s.errMsg, s.errAt, s.data[s.errAt])
+	t := string(raw)
+	if len(t) <= 64 {
+		d.types[d.next] = t
+		d.next = (d.next + 1) % typeCache
+	}
+	return t
 }

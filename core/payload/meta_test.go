@@ -2,6 +2,7 @@ package payload
 
 import (
 	"errors"
+	"math/bits"
 	"strings"
 	"testing"
 )
@@ -79,6 +80,14 @@ func TestMeta(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := Meta([]byte(tt.in))
+			// A Decoder, fresh or with its cache filled, must agree.
+			var dec Decoder
+			for range 2 {
+				dgot, derr := dec.Meta([]byte(tt.in))
+				if dgot != got || (derr == nil) != (err == nil) {
+					t.Fatalf("Decoder.Meta(%q) = %+v, %v; Meta = %+v, %v", tt.in, dgot, derr, got, err)
+				}
+			}
 			if tt.invalid {
 				if !errors.Is(err, ErrInvalid) {
 					t.Fatalf("Meta(%q) error = %v, want ErrInvalid", tt.in, err)
@@ -156,4 +165,79 @@ func TestMetaAllocs(t *testing.T) {
 	if allocs := testing.AllocsPerRun(100, func() { _, _ = Meta(noFields) }); allocs != 0 {
 		t.Errorf("Meta without fields allocates %v times per call, want 0", allocs)
 	}
+}
+
+func TestDecoderAllocs(t *testing.T) {
+	p := []byte(benchPayload)
+	var dec Decoder
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, err := dec.Meta(p); err != nil {
+			t.Fatal(err)
+		}
+	})
+	// The id shares the payload and the type comes from the cache.
+	if allocs != 0 {
+		t.Errorf("Decoder.Meta allocates %v times per call, want 0", allocs)
+	}
+}
+
+// TestDecoderCache checks that the type cache returns equal strings as
+// entries are replaced, and that a shared id follows the payload's bytes.
+func TestDecoderCache(t *testing.T) {
+	var dec Decoder
+	for round := range 3 {
+		for i := range 3 * typeCache {
+			typ := "type." + strings.Repeat("x", i)
+			f, err := dec.Meta([]byte(`{"type":"` + typ + `","id":"i"}`))
+			if err != nil || f.Type != typ || !f.HasType || f.ID != "i" {
+				t.Fatalf("round %d, type %q: got %+v, %v", round, typ, f, err)
+			}
+		}
+	}
+	long := strings.Repeat("y", 100)
+	for range 2 {
+		if f, _ := dec.Meta([]byte(`{"type":"` + long + `"}`)); f.Type != long {
+			t.Fatalf("long type: got %q", f.Type)
+		}
+	}
+}
+
+// TestSpecial checks the eight-byte scan against the byte table for every
+// byte value in every lane, alone and behind a lower flagged byte.
+func TestSpecial(t *testing.T) {
+	for lane := range 8 {
+		for c := range 256 {
+			var w [8]byte
+			for i := range w {
+				w[i] = 'a'
+			}
+			w[lane] = byte(c)
+			m := special(leWord(w))
+			want := !plain[c]
+			if got := m != 0; got != want {
+				t.Fatalf("byte %#x in lane %d: flagged %v, want %v", c, lane, got, want)
+			}
+			if want && bits.TrailingZeros64(m)>>3 != lane {
+				t.Fatalf("byte %#x in lane %d: first flagged lane %d", c, lane, bits.TrailingZeros64(m)>>3)
+			}
+			// Any byte above the first flagged one must not move it.
+			for low := range lane {
+				for _, f := range []byte{0, 0x1f, '"', '\\', 0x80, 0xff} {
+					v := w
+					v[low] = f
+					if got := bits.TrailingZeros64(special(leWord(v))) >> 3; got != low {
+						t.Fatalf("bytes %#x@%d, %#x@%d: first flagged lane %d", f, low, c, lane, got)
+					}
+				}
+			}
+		}
+	}
+}
+
+func leWord(w [8]byte) uint64 {
+	var x uint64
+	for i := 7; i >= 0; i-- {
+		x = x<<8 | uint64(w[i])
+	}
+	return x
 }

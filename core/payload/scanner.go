@@ -1,8 +1,11 @@
 package payload
 
 import (
+	"encoding/binary"
+	"math/bits"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // maxDepth matches encoding/json's nesting limit, so a document is valid here
@@ -27,6 +30,9 @@ type scanner struct {
 	data  []byte
 	pos   int
 	depth int
+	// dec, when set, lets the top-level fields share the payload's bytes
+	// (id) or come from its cache (type) instead of being copied.
+	dec *Decoder
 
 	errAt  int
 	errMsg string
@@ -131,7 +137,14 @@ func (s *scanner) member(f *Fields, which field) bool {
 		if !ok {
 			return false
 		}
-		v = decodeString(raw, esc)
+		switch {
+		case s.dec == nil || esc:
+			v = decodeString(raw, esc)
+		case which == fieldID:
+			v = unsafe.String(unsafe.SliceData(raw), len(raw))
+		default:
+			v = s.dec.intern(raw)
+		}
 	} else if !s.value() {
 		return false
 	}
@@ -261,6 +274,19 @@ func (s *scanner) str() (raw []byte, escaped bool, ok bool) {
 	d := s.data
 	start := s.pos + 1
 	for i := start; i < len(d); {
+		// Eight bytes at a time while none of them needs a look (see
+		// special); then byte by byte from the first one that does.
+		for i+8 <= len(d) {
+			m := special(binary.LittleEndian.Uint64(d[i:]))
+			if m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
+				break
+			}
+			i += 8
+		}
+		if i >= len(d) {
+			break
+		}
 		c := d[i]
 		if plain[c] {
 			i++
@@ -302,6 +328,25 @@ func (s *scanner) str() (raw []byte, escaped bool, ok bool) {
 		}
 	}
 	return nil, false, s.fail(len(d), "unterminated string")
+}
+
+const (
+	lsb = 0x0101010101010101
+	msb = 0x8080808080808080
+)
+
+// special returns a mask whose lowest set bit is the high bit of the first
+// (lowest-addressed) byte of the little-endian word x that is not plain:
+// '"', '\\', a control byte (< 0x20) or a non-ASCII byte; 0 when all eight
+// bytes are plain. Higher bits may be set spuriously (borrows run upwards
+// from a flagged byte), so only the lowest one is meaningful.
+func special(x uint64) uint64 {
+	q := x ^ (lsb * '"')
+	b := x ^ (lsb * '\\')
+	// (v - lsb*k) &^ v has a byte's high bit set when the byte is below k
+	// (k <= 0x80): k = 1 finds zero bytes, so '"' and '\\' after the xors.
+	// The last term flags the non-ASCII bytes.
+	return ((x-lsb*0x20)&^x | (q-lsb)&^q | (b-lsb)&^b | x) & msb
 }
 
 // matchKey reports which extracted field a raw object key names.
