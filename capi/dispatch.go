@@ -161,7 +161,12 @@ func (d *dispatcher) handle(ev *pendingEvent) error {
 			d.push(readyItem{ev: ev, cancel: true})
 		}
 	})
+	// The wait is for the host, outside the Go runtime: tell the executor,
+	// so this worker stops counting against its eager pool and other ready
+	// runs start now rather than when the starvation watchdog notices.
+	resume := ev.ctx.Blocking()
 	err := <-ev.done
+	resume()
 	stop()
 	return err
 }

@@ -6,6 +6,7 @@ package main
 import "C"
 
 import (
+	"sync"
 	"sync/atomic"
 	"unsafe"
 
@@ -33,6 +34,11 @@ type pendingEvent struct {
 	buf   unsafe.Pointer
 	state atomic.Int32
 	done  chan error
+
+	// The event's queue of timer operations (timers.go).
+	opMu   sync.Mutex
+	ops    []func()
+	opBusy bool
 
 	partition             int32
 	offset, timestampMs   int64

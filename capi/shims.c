@@ -164,6 +164,35 @@ int prosody_event_release(uint64_t event, char **error_message) {
   return prosodyGo_event_release(event, error_message);
 }
 
+int prosody_event_schedule(uint64_t event, int64_t time_ms, prosody_completion_fn cb, void *user_data,
+                           char **error_message) {
+  PROSODY_ENTER(error_message);
+  return prosodyGo_event_schedule(event, time_ms, cb, user_data, error_message);
+}
+
+int prosody_event_clear_and_schedule(uint64_t event, int64_t time_ms, prosody_completion_fn cb,
+                                     void *user_data, char **error_message) {
+  PROSODY_ENTER(error_message);
+  return prosodyGo_event_clear_and_schedule(event, time_ms, cb, user_data, error_message);
+}
+
+int prosody_event_unschedule(uint64_t event, int64_t time_ms, prosody_completion_fn cb, void *user_data,
+                             char **error_message) {
+  PROSODY_ENTER(error_message);
+  return prosodyGo_event_unschedule(event, time_ms, cb, user_data, error_message);
+}
+
+int prosody_event_clear_scheduled(uint64_t event, prosody_completion_fn cb, void *user_data,
+                                  char **error_message) {
+  PROSODY_ENTER(error_message);
+  return prosodyGo_event_clear_scheduled(event, cb, user_data, error_message);
+}
+
+int prosody_event_scheduled(uint64_t event, prosody_times_fn cb, void *user_data, char **error_message) {
+  PROSODY_ENTER(error_message);
+  return prosodyGo_event_scheduled(event, cb, user_data, error_message);
+}
+
 /* ---- admin ---- */
 
 int prosody_admin_new(const char *config_json, uint64_t *admin, char **error_message) {
@@ -193,6 +222,11 @@ int prosody_admin_release(uint64_t admin, char **error_message) {
 void prosodyInt_call_completion(prosody_completion_fn fn, void *user_data, int status,
                                 const char *message) {
   fn(user_data, status, message);
+}
+
+void prosodyInt_call_times(prosody_times_fn fn, void *user_data, int status, const int64_t *times_ms,
+                           size_t count, const char *message) {
+  fn(user_data, status, times_ms, count, message);
 }
 
 void prosodyInt_call_notify(prosody_notify_fn fn, void *user_data) { fn(user_data); }

@@ -11,6 +11,8 @@
 /* Trampolines: Go cannot call C function pointers, so it calls these. */
 void prosodyInt_call_completion(prosody_completion_fn fn, void *user_data, int status,
                                 const char *message);
+void prosodyInt_call_times(prosody_times_fn fn, void *user_data, int status, const int64_t *times_ms,
+                           size_t count, const char *message);
 void prosodyInt_call_notify(prosody_notify_fn fn, void *user_data);
 void prosodyInt_call_log(prosody_log_fn fn, void *user_data, int32_t level, int64_t time_ms,
                          const char *target, const char *message, const char *attributes);

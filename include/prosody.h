@@ -132,6 +132,15 @@ extern "C" {
  * keep it. The host must not block in it for long. */
 typedef void (*prosody_completion_fn)(void *user_data, int status, const char *message);
 
+/* Completes prosody_event_scheduled: called exactly once, on a library
+ * thread. On success (status PROSODY_OK) times_ms[0..count) are the
+ * scheduled times in epoch milliseconds (whole seconds), earliest first;
+ * times_ms is NULL when count is 0. On failure count is 0, times_ms NULL
+ * and message describes the failure. The array and the message are valid
+ * only during the call: copy them to keep them. */
+typedef void (*prosody_times_fn)(void *user_data, int status, const int64_t *times_ms, size_t count,
+                                 const char *message);
+
 /* Called on a library thread when a subscription's ready queue goes from
  * empty to non-empty: once per wake-up, not once per event. The host should
  * then call prosody_client_poll until it returns fewer items than it asked
@@ -342,11 +351,62 @@ int prosody_event_should_cancel(uint64_t event, int *cancelled, char **error_mes
  * handle and data become invalid. Errors: INVALID_HANDLE, AFTER_FORK. */
 int prosody_event_release(uint64_t event, char **error_message);
 
-/* Timer operations on an event (schedule, clear_and_schedule, unschedule,
- * clear_scheduled, scheduled) will be added here. They take the event
- * handle (valid until the event is completed), a time in epoch
- * milliseconds where relevant, and a completion callback; `scheduled`
- * completes with an array of int64_t epoch milliseconds. */
+/* Timer operations.
+ *
+ * A MESSAGE or TIMER event can schedule durable timers for its own key
+ * (the event's key, on its partition). When a timer is due, the client
+ * delivers a TIMER event for that key through prosody_client_poll (time_ms
+ * is the time it was scheduled for, offset and payload are empty); a timer
+ * event can schedule further timers in turn. Timers are stored in
+ * Cassandra (cassandra_nodes, cassandra_keyspace), or in memory in mock
+ * mode; they survive restarts and rebalances, and run in order with the
+ * key's messages.
+ *
+ * Times are epoch milliseconds with whole-second precision: a time rounds
+ * to the nearest second (half a second rounds up). A time in the past fires
+ * as soon as possible.
+ *
+ * Each operation returns at once and never blocks: it checks its arguments
+ * and the event handle, then runs in the background and calls cb exactly
+ * once, on a library thread, with the outcome. The operations of one event
+ * run, and call their callbacks, in the order they were called, so a host
+ * need not wait for one before calling the next. Complete the event only
+ * after the callbacks of its timer operations ran: an operation still
+ * running when the event is completed fails (PERMANENT, "no longer valid")
+ * and may or may not have taken effect.
+ *
+ * Errors returned at once (cb is then not called): INVALID_ARGUMENT (cb
+ * NULL), INVALID_HANDLE (unknown, completed or released event, or a
+ * handle of another kind), AFTER_FORK.
+ *
+ * Statuses passed to cb: OK; PERMANENT when the event was completed
+ * meanwhile ("the context is no longer valid") or the client has no timers;
+ * TERMINAL when the partition is being revoked or the consumer stops (do
+ * not retry; complete the event); TRANSIENT when the event timed out or the
+ * timer store failed (the operation may succeed if retried). */
+
+/* Schedules a timer for the event's key at time_ms. A key may have many
+ * timers; scheduling an existing time again has no further effect. */
+int prosody_event_schedule(uint64_t event, int64_t time_ms, prosody_completion_fn cb, void *user_data,
+                           char **error_message);
+
+/* Replaces every timer of the event's key with one at time_ms. */
+int prosody_event_clear_and_schedule(uint64_t event, int64_t time_ms, prosody_completion_fn cb,
+                                     void *user_data, char **error_message);
+
+/* Removes the event's key's timer at time_ms (rounded to the second); a
+ * time with no timer is not an error. */
+int prosody_event_unschedule(uint64_t event, int64_t time_ms, prosody_completion_fn cb, void *user_data,
+                             char **error_message);
+
+/* Removes every timer of the event's key. */
+int prosody_event_clear_scheduled(uint64_t event, prosody_completion_fn cb, void *user_data,
+                                  char **error_message);
+
+/* Lists the event's key's pending timers, earliest first, through cb (see
+ * prosody_times_fn). The timer being handled (for a TIMER event) is not
+ * listed unless it was scheduled again. */
+int prosody_event_scheduled(uint64_t event, prosody_times_fn cb, void *user_data, char **error_message);
 
 /* ------------------------------------------------------------------------
  * Admin client

@@ -6,7 +6,10 @@
  * different source_system, sends to it (a client's own sends are filtered
  * out by its own consumer). The handler side waits on the library's
  * eventfd, takes ready events in batches with prosody_client_poll, prints
- * them and completes them in one call each batch.
+ * them and completes them in one call each batch. Each message also
+ * schedules a follow-up timer for its key, about 1.5 s ahead (replacing the
+ * key's earlier one); when it is due, the timer arrives through the same
+ * poll as a PROSODY_EVENT_TIMER and is printed and completed too.
  *
  *   make example        # builds libprosody.so and runs this
  *   cc prosody_example.c $(pkg-config --cflags --libs prosody) -lpthread
@@ -17,12 +20,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <prosody.h>
 
 #define TOPIC "prosody-c-example"
 #define MESSAGES 10
 #define BATCH 64
+#define KEYS 3 /* one follow-up timer fires per key */
 
 /* A completion the main thread waits for. */
 typedef struct waiter {
@@ -58,6 +63,12 @@ static int waiter_wait(waiter *w) {
   int failures = w->failures;
   pthread_mutex_unlock(&w->mu);
   return failures;
+}
+
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* Exits with the library's message when a call fails at once. */
@@ -119,7 +130,7 @@ int main(void) {
   waiter_init(&sent, MESSAGES);
   for (int i = 0; i < MESSAGES; i++) {
     char key[32], payload[128];
-    snprintf(key, sizeof key, "key-%d", i % 3);
+    snprintf(key, sizeof key, "key-%d", i % KEYS);
     int n = snprintf(payload, sizeof payload, "{\"id\":\"evt-%d\",\"type\":\"example.greeting\",\"n\":%d}", i, i);
     check(prosody_client_send(sender, TOPIC, key, (const uint8_t *)payload, (size_t)n, on_done, &sent, &err), err,
           "prosody_client_send");
@@ -127,31 +138,48 @@ int main(void) {
   if (waiter_wait(&sent)) return 1;
   printf("sent %d messages\n", MESSAGES);
 
-  /* The handler loop: wait for the fd, poll a batch, complete the batch. */
+  /* The handler loop: wait for the fd, poll a batch, handle it, complete
+   * it. Handling a message schedules its key's follow-up timer; the batch
+   * is completed once those operations reported back (an event's timer
+   * operations must finish before the event does). */
   prosody_event batch[BATCH];
   prosody_completion done[BATCH];
-  int handled = 0;
-  while (handled < MESSAGES) {
+  int handled = 0, fired = 0;
+  while (handled < MESSAGES || fired < KEYS) {
     struct pollfd p = {.fd = fd, .events = POLLIN};
     int r = poll(&p, 1, 10000);
     if (r == 0) {
-      fprintf(stderr, "timed out after %d of %d messages\n", handled, MESSAGES);
+      fprintf(stderr, "timed out after %d of %d messages, %d of %d timers\n", handled, MESSAGES, fired, KEYS);
       return 1;
     }
     if (r < 0 && errno != EINTR) return 1;
     size_t count;
     do {
       check(prosody_client_poll(receiver, batch, BATCH, &count, &err), err, "prosody_client_poll");
+      waiter scheduled;
+      waiter_init(&scheduled, 0);
       size_t n = 0;
       for (size_t i = 0; i < count; i++) {
         prosody_event *e = &batch[i];
         if (e->kind == PROSODY_EVENT_CANCELLED) continue; /* we answer quickly anyway */
-        printf("handled %.*s/%d@%lld key=%.*s source=%.*s payload=%.*s\n", (int)e->topic_len, e->topic,
-               e->partition, (long long)e->offset, (int)e->key_len, e->key, (int)e->source_system_len,
-               e->source_system, (int)e->payload_len, (const char *)e->payload);
+        if (e->kind == PROSODY_EVENT_TIMER) {
+          printf("timer fired key=%.*s due=%lld late=%lldms\n", (int)e->key_len, e->key, (long long)e->time_ms,
+                 (long long)(now_ms() - e->time_ms));
+          fired++;
+        } else {
+          printf("handled %.*s/%d@%lld key=%.*s source=%.*s payload=%.*s\n", (int)e->topic_len, e->topic,
+                 e->partition, (long long)e->offset, (int)e->key_len, e->key, (int)e->source_system_len,
+                 e->source_system, (int)e->payload_len, (const char *)e->payload);
+          handled++;
+          pthread_mutex_lock(&scheduled.mu);
+          scheduled.pending++;
+          pthread_mutex_unlock(&scheduled.mu);
+          check(prosody_event_clear_and_schedule(e->event, now_ms() + 1500, on_done, &scheduled, &err), err,
+                "prosody_event_clear_and_schedule");
+        }
         done[n++] = (prosody_completion){.event = e->event, .outcome = PROSODY_OUTCOME_OK, .message = NULL};
-        handled++;
       }
+      if (waiter_wait(&scheduled)) return 1;
       check(prosody_events_complete(done, n, &err), err, "prosody_events_complete");
     } while (count == BATCH);
   }
@@ -167,6 +195,6 @@ int main(void) {
   check(prosody_client_release(sender, on_done, &released, &err), err, "prosody_client_release (sender)");
   if (waiter_wait(&released)) return 1;
   check(prosody_admin_release(admin, &err), err, "prosody_admin_release");
-  printf("handled %d messages; unsubscribed and released cleanly\n", handled);
+  printf("handled %d messages and %d timers; unsubscribed and released cleanly\n", handled, fired);
   return 0;
 }

@@ -76,5 +76,7 @@ if grep -q "Sanitizer" "$out/example.err"; then
 fi
 grep -q "unsubscribed and released cleanly" "$out/example.out"
 grep -c "^handled .* key=" "$out/example.out" | sed 's/^/ok: example handled /; s/$/ events/'
+grep -c "^timer fired key=" "$out/example.out" | sed 's/^/ok: example fired /; s/$/ timers/'
+grep -q "^timer fired key=" "$out/example.out"
 echo
 echo "test-c: all passed"

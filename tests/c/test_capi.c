@@ -4,8 +4,8 @@
  *
  *   test_capi            mock-mode tests and the fork test
  *   test_capi --kafka H [--cassandra C]
- *                        also a round trip against the real Kafka at H
- *                        (C only satisfies the configuration check)
+ *                        also a round trip against the real Kafka at H,
+ *                        and a timer through Kafka and Cassandra at C
  */
 #include <signal.h>
 #include <sys/wait.h>
@@ -89,6 +89,82 @@ static void subscribe(uint64_t c, prosody_handler_config *h) {
 static void unsubscribe(uint64_t c) {
   waiter w;
   AWAIT(&w, prosody_client_unsubscribe(c, on_done, &w, &err_), 60, PROSODY_OK);
+}
+
+/* ---- timers ---- */
+
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The result of prosody_event_scheduled. */
+typedef struct times_result {
+  waiter w;
+  int64_t times[16];
+  size_t count;
+  int bad; /* the array or message broke the contract */
+} times_result;
+
+static void on_times(void *user_data, int status, const int64_t *times_ms, size_t count, const char *message) {
+  times_result *r = user_data;
+  pthread_mutex_lock(&r->w.mu);
+  r->bad |= (status == PROSODY_OK) != (message == NULL);
+  r->bad |= count > 0 && (times_ms == NULL || status != PROSODY_OK);
+  r->bad |= count == 0 && times_ms != NULL;
+  r->count = count < 16 ? count : 16;
+  for (size_t i = 0; i < r->count; i++) r->times[i] = times_ms[i];
+  r->w.status = status;
+  snprintf(r->w.message, sizeof r->w.message, "%s", message ? message : "");
+  r->w.pending--;
+  pthread_cond_broadcast(&r->w.cv);
+  pthread_mutex_unlock(&r->w.mu);
+}
+
+/* Checks that the event's key has exactly the want[0..n) timers. */
+#define EXPECT_TIMES(ev, ...)                                                                      \
+  do {                                                                                             \
+    int64_t want_[] = {0, __VA_ARGS__};                                                            \
+    expect_times(__LINE__, (ev), want_ + 1, sizeof want_ / sizeof want_[0] - 1);                   \
+  } while (0)
+#define EXPECT_NO_TIMES(ev) expect_times(__LINE__, (ev), NULL, 0)
+
+static void expect_times(int line, uint64_t ev, const int64_t *want, size_t n) {
+  times_result r = {0};
+  waiter_init(&r.w, 1);
+  char *err = NULL;
+  int st = prosody_event_scheduled(ev, on_times, &r, &err);
+  if (st != PROSODY_OK) {
+    fprintf(stderr, "line %d: prosody_event_scheduled = %s (%s)\n", line, prosody_status_name(st), err ? err : "");
+    prosody_free(err);
+    failures++;
+  } else if ((st = waiter_wait(&r.w, 30)) != PROSODY_OK) {
+    fprintf(stderr, "line %d: prosody_event_scheduled completed with %s (%s)\n", line,
+            st < 0 ? "TIMEOUT" : prosody_status_name(st), r.w.message);
+    failures++;
+  } else {
+    int same = r.count == n && !r.bad;
+    for (size_t i = 0; same && i < n; i++) same = r.times[i] == want[i];
+    if (!same) {
+      fprintf(stderr, "line %d: scheduled times differ (bad=%d): got", line, r.bad);
+      for (size_t i = 0; i < r.count; i++) fprintf(stderr, " %lld", (long long)r.times[i]);
+      fprintf(stderr, ", want");
+      for (size_t i = 0; i < n; i++) fprintf(stderr, " %lld", (long long)want[i]);
+      fputc('\n', stderr);
+      failures++;
+    }
+  }
+  waiter_destroy(&r.w);
+}
+
+/* Waits for the next item of kind on consumer (others are a failure). */
+static int next_event(uint64_t consumer, int32_t kind, prosody_event *out, double timeout_s) {
+  size_t got = collect(consumer, out, 1, 1, timeout_s);
+  CHECK(got == 1, "no event of kind %d within %.0fs", kind, timeout_s);
+  if (got != 1) return 0;
+  CHECK(out->kind == kind, "event kind %d, want %d", out->kind, kind);
+  return out->kind == kind;
 }
 
 /* ---- tests ---- */
@@ -444,6 +520,145 @@ static void test_unsubscribe_in_flight(void) {
   release_client(sender);
 }
 
+/* Timer operations from a message handler, then the TIMER events they
+ * cause, which schedule a follow-up in turn (mock mode: in-memory timers). */
+static void test_timers(void) {
+  char topic[64], group[64], cfg[512];
+  unique(topic, sizeof topic, "timers");
+  unique(group, sizeof group, "timers-g");
+  snprintf(cfg, sizeof cfg, "{" MOCK ",\"group_id\":\"%s\",\"subscribed_topics\":\"%s\"}", group, topic);
+  uint64_t consumer = new_client(cfg);
+  uint64_t sender = new_client("{" MOCK ",\"source_system\":\"capi-sender\"}");
+  prosody_handler_config h = {0};
+  subscribe(consumer, &h);
+  send_n(sender, topic, 1, "tk");
+  prosody_event m;
+  if (!next_event(consumer, PROSODY_EVENT_MESSAGE, &m, 20)) goto out;
+  uint64_t e = m.event;
+  waiter w;
+
+  /* Misuse: no callback, wrong handles. */
+  EXPECT(prosody_event_schedule(e, 0, NULL, NULL, errp_), PROSODY_ERR_INVALID_ARGUMENT, "cb");
+  EXPECT(prosody_event_clear_and_schedule(e, 0, NULL, NULL, errp_), PROSODY_ERR_INVALID_ARGUMENT, "cb");
+  EXPECT(prosody_event_unschedule(e, 0, NULL, NULL, errp_), PROSODY_ERR_INVALID_ARGUMENT, "cb");
+  EXPECT(prosody_event_clear_scheduled(e, NULL, NULL, errp_), PROSODY_ERR_INVALID_ARGUMENT, "cb");
+  EXPECT(prosody_event_scheduled(e, NULL, NULL, errp_), PROSODY_ERR_INVALID_ARGUMENT, "cb");
+  EXPECT(prosody_event_schedule(consumer, 0, on_done, NULL, errp_), PROSODY_ERR_INVALID_HANDLE, "kind client");
+  EXPECT(prosody_event_scheduled(0, on_times, NULL, errp_), PROSODY_ERR_INVALID_HANDLE, "handle 0");
+
+  /* The first timer: two to three seconds ahead, on a whole second. */
+  int64_t t1 = (now_ms() / 1000 + 3) * 1000, far = t1 + 3600 * 1000;
+  EXPECT_NO_TIMES(e);
+  AWAIT(&w, prosody_event_schedule(e, t1, on_done, &w, &err_), 30, PROSODY_OK);
+  EXPECT_TIMES(e, t1);
+  /* Whole seconds, half up: far+600 is far+1s, far+400 is far. */
+  AWAIT(&w, prosody_event_schedule(e, far + 600, on_done, &w, &err_), 30, PROSODY_OK);
+  AWAIT(&w, prosody_event_schedule(e, far + 400, on_done, &w, &err_), 30, PROSODY_OK);
+  EXPECT_TIMES(e, t1, far, far + 1000);
+  AWAIT(&w, prosody_event_unschedule(e, far + 1000, on_done, &w, &err_), 30, PROSODY_OK);
+  AWAIT(&w, prosody_event_unschedule(e, far + 7000, on_done, &w, &err_), 30, PROSODY_OK); /* none there */
+  EXPECT_TIMES(e, t1, far);
+  AWAIT(&w, prosody_event_clear_and_schedule(e, far, on_done, &w, &err_), 30, PROSODY_OK);
+  EXPECT_TIMES(e, far);
+  AWAIT(&w, prosody_event_clear_scheduled(e, on_done, &w, &err_), 30, PROSODY_OK);
+  EXPECT_NO_TIMES(e);
+  /* Operations of one event run in call order: no waiting in between. */
+  waiter_init(&w, 3);
+  EXPECT(prosody_event_schedule(e, far, on_done, &w, errp_), PROSODY_OK, NULL);
+  EXPECT(prosody_event_clear_scheduled(e, on_done, &w, errp_), PROSODY_OK, NULL);
+  EXPECT(prosody_event_schedule(e, t1, on_done, &w, errp_), PROSODY_OK, NULL);
+  CHECK(waiter_wait(&w, 30) == PROSODY_OK, "queued operations: %s", w.message);
+  waiter_destroy(&w);
+  EXPECT_TIMES(e, t1);
+
+  EXPECT(prosody_event_complete(e, PROSODY_OUTCOME_OK, NULL, errp_), PROSODY_OK, NULL);
+  /* A completed event takes no timer operations. */
+  waiter_init(&w, 1);
+  EXPECT(prosody_event_schedule(e, t1, on_done, &w, errp_), PROSODY_ERR_INVALID_HANDLE, "unknown");
+  EXPECT(prosody_event_clear_and_schedule(e, t1, on_done, &w, errp_), PROSODY_ERR_INVALID_HANDLE, "unknown");
+  EXPECT(prosody_event_unschedule(e, t1, on_done, &w, errp_), PROSODY_ERR_INVALID_HANDLE, "unknown");
+  EXPECT(prosody_event_clear_scheduled(e, on_done, &w, errp_), PROSODY_ERR_INVALID_HANDLE, "unknown");
+  EXPECT(prosody_event_scheduled(e, on_times, NULL, errp_), PROSODY_ERR_INVALID_HANDLE, "unknown");
+  waiter_destroy(&w);
+
+  /* The timer fires as a TIMER event of the same key. */
+  prosody_event t;
+  if (!next_event(consumer, PROSODY_EVENT_TIMER, &t, 20)) goto out;
+  CHECK(now_ms() >= t1 - 500, "timer fired %lld ms early", (long long)(t1 - now_ms()));
+  CHECK(t.time_ms == t1, "time_ms %lld, want %lld", (long long)t.time_ms, (long long)t1);
+  CHECK(t.key_len == 4 && memcmp(t.key, "tk-0", 4) == 0, "timer key %.*s", (int)t.key_len, t.key);
+  CHECK(t.topic_len == strlen(topic) && memcmp(t.topic, topic, t.topic_len) == 0, "timer topic");
+  CHECK(t.partition == m.partition && t.offset == 0 && t.payload_len == 0, "timer coordinates");
+  CHECK((t.event & 0xff) == 3, "timer handle kind tag");
+  /* A timer handler schedules a follow-up; the firing timer is not listed. */
+  EXPECT_NO_TIMES(t.event);
+  int64_t t2 = t1 + 1000;
+  AWAIT(&w, prosody_event_schedule(t.event, t2, on_done, &w, &err_), 30, PROSODY_OK);
+  EXPECT_TIMES(t.event, t2);
+  EXPECT(prosody_event_complete(t.event, PROSODY_OUTCOME_OK, NULL, errp_), PROSODY_OK, NULL);
+  if (!next_event(consumer, PROSODY_EVENT_TIMER, &t, 20)) goto out;
+  CHECK(t.time_ms == t2, "follow-up time_ms %lld, want %lld", (long long)t.time_ms, (long long)t2);
+  EXPECT_NO_TIMES(t.event);
+  /* Operations still queued when the event is completed fail as PERMANENT
+   * (or ran before it): never a crash, never a lost callback. */
+  times_result r[3] = {0};
+  for (int i = 0; i < 3; i++) {
+    waiter_init(&r[i].w, 1);
+    EXPECT(prosody_event_scheduled(t.event, on_times, &r[i], errp_), PROSODY_OK, NULL);
+  }
+  EXPECT(prosody_event_complete(t.event, PROSODY_OUTCOME_OK, NULL, errp_), PROSODY_OK, NULL);
+  for (int i = 0; i < 3; i++) {
+    int st = waiter_wait(&r[i].w, 30);
+    CHECK(st == PROSODY_OK || (st == PROSODY_ERR_PERMANENT && strstr(r[i].w.message, "no longer valid")),
+          "operation racing completion: %s %s", prosody_status_name(st), r[i].w.message);
+    CHECK(!r[i].bad, "times callback contract");
+    waiter_destroy(&r[i].w);
+  }
+out:
+  unsubscribe(consumer);
+  release_client(consumer);
+  release_client(sender);
+}
+
+/* Timer operations of a cancelled event fail with the cancellation's class:
+ * TRANSIENT after a timeout, TERMINAL when the consumer stops. */
+static void test_timers_cancelled(void) {
+  for (int stop = 0; stop <= 1; stop++) {
+    char topic[64], group[64], cfg[512];
+    unique(topic, sizeof topic, "tcancel");
+    unique(group, sizeof group, "tcancel-g");
+    snprintf(cfg, sizeof cfg, "{" MOCK ",\"group_id\":\"%s\",\"subscribed_topics\":\"%s\",\"timeout\":\"%s\","
+             "\"shutdown_timeout\":\"1s\"}",
+             group, topic, stop ? "1m" : "300ms");
+    uint64_t consumer = new_client(cfg);
+    uint64_t sender = new_client("{" MOCK ",\"source_system\":\"capi-sender\"}");
+    prosody_handler_config h = {0};
+    subscribe(consumer, &h);
+    send_n(sender, topic, 1, "tc");
+    prosody_event m, notice;
+    waiter w, u;
+    waiter_init(&u, 1);
+    if (next_event(consumer, PROSODY_EVENT_MESSAGE, &m, 20)) {
+      /* Unsubscribing cancels the held event as a revocation does. */
+      if (stop) EXPECT(prosody_client_unsubscribe(consumer, on_done, &u, errp_), PROSODY_OK, NULL);
+      if (next_event(consumer, PROSODY_EVENT_CANCELLED, &notice, 20)) {
+        int64_t at = now_ms() + 3600 * 1000;
+        AWAIT(&w, prosody_event_schedule(m.event, at, on_done, &w, &err_), 30,
+              stop ? PROSODY_ERR_TERMINAL : PROSODY_ERR_TRANSIENT);
+      }
+      EXPECT(prosody_event_complete(m.event, PROSODY_OUTCOME_TRANSIENT, "interrupted", errp_), PROSODY_OK, NULL);
+    }
+    if (stop) {
+      CHECK(waiter_wait(&u, 30) == PROSODY_OK, "unsubscribe: %s", u.message);
+    } else {
+      unsubscribe(consumer);
+    }
+    waiter_destroy(&u);
+    release_client(consumer);
+    release_client(sender);
+  }
+}
+
 /* fork(): the child gets PROSODY_ERR_AFTER_FORK at once; the parent goes on. */
 static void test_fork(void) {
   uint64_t c = new_client("{" MOCK ",\"source_system\":\"capi-fork\"}");
@@ -539,6 +754,49 @@ static void test_real_kafka(const char *brokers, const char *cassandra) {
   EXPECT(prosody_admin_release(admin, errp_), PROSODY_OK, NULL);
 }
 
+/* A timer against real Kafka and Cassandra: scheduled 1 s ahead from a
+ * message handler, received as a TIMER event. */
+static void test_real_timers(const char *brokers, const char *cassandra) {
+  char topic[64], group[64], keyspace[64], cfg[768];
+  unique(topic, sizeof topic, "rtimer");
+  unique(group, sizeof group, "rtimer-g");
+  snprintf(keyspace, sizeof keyspace, "capi_timers_%d_%lld", (int)getpid(), (long long)(now_ms() / 1000));
+  snprintf(cfg, sizeof cfg, "{\"bootstrap_servers\":\"%s\"}", brokers);
+  uint64_t admin;
+  EXPECT(prosody_admin_new(cfg, &admin, errp_), PROSODY_OK, NULL);
+  create_topic(admin, topic, 1);
+  snprintf(cfg, sizeof cfg,
+           "{\"bootstrap_servers\":\"%s\",\"group_id\":\"%s\",\"subscribed_topics\":\"%s\",\"probe_port\":null,"
+           "\"commit_interval\":\"100ms\",\"cassandra_nodes\":\"%s\",\"cassandra_keyspace\":\"%s\"}",
+           brokers, group, topic, cassandra, keyspace);
+  uint64_t consumer = new_client(cfg);
+  snprintf(cfg, sizeof cfg, "{\"bootstrap_servers\":\"%s\",\"source_system\":\"capi-real-sender\"}", brokers);
+  uint64_t sender = new_client(cfg);
+  prosody_handler_config h = {0};
+  subscribe(consumer, &h);
+  send_n(sender, topic, 1, "rt");
+  prosody_event m, t;
+  waiter w;
+  if (next_event(consumer, PROSODY_EVENT_MESSAGE, &m, 90)) {
+    int64_t at = ((now_ms() + 500) / 1000 + 1) * 1000; /* a whole second about 1 s ahead */
+    AWAIT(&w, prosody_event_schedule(m.event, at, on_done, &w, &err_), 30, PROSODY_OK);
+    EXPECT_TIMES(m.event, at);
+    EXPECT(prosody_event_complete(m.event, PROSODY_OUTCOME_OK, NULL, errp_), PROSODY_OK, NULL);
+    if (next_event(consumer, PROSODY_EVENT_TIMER, &t, 30)) {
+      CHECK(t.time_ms == at, "time_ms %lld, want %lld", (long long)t.time_ms, (long long)at);
+      CHECK(t.key_len == 4 && memcmp(t.key, "rt-0", 4) == 0, "timer key %.*s", (int)t.key_len, t.key);
+      CHECK(now_ms() >= at - 500, "fired %lld ms early", (long long)(at - now_ms()));
+      EXPECT_NO_TIMES(t.event);
+      EXPECT(prosody_event_complete(t.event, PROSODY_OUTCOME_OK, NULL, errp_), PROSODY_OK, NULL);
+    }
+  }
+  unsubscribe(consumer);
+  release_client(consumer);
+  release_client(sender);
+  AWAIT(&w, prosody_admin_delete_topic(admin, topic, on_done, &w, &err_), 30, PROSODY_OK);
+  EXPECT(prosody_admin_release(admin, errp_), PROSODY_OK, NULL);
+}
+
 int main(int argc, char **argv) {
   const char *kafka = NULL, *cassandra = "localhost:9042";
   for (int i = 1; i < argc; i++) {
@@ -557,6 +815,8 @@ int main(int argc, char **argv) {
       {"events", test_events},
       {"cancellation", test_cancellation},
       {"unsubscribe_in_flight", test_unsubscribe_in_flight},
+      {"timers", test_timers},
+      {"timers_cancelled", test_timers_cancelled},
       {"fork", test_fork},
   };
   for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
@@ -570,6 +830,10 @@ int main(int argc, char **argv) {
     double t0 = now_s();
     test_real_kafka(kafka, cassandra);
     printf("%s real_kafka (%.2fs)\n", failures == before ? "ok  " : "FAIL", now_s() - t0);
+    before = failures;
+    t0 = now_s();
+    test_real_timers(kafka, cassandra);
+    printf("%s real_timers (%.2fs)\n", failures == before ? "ok  " : "FAIL", now_s() - t0);
   }
   CHECK(atomic_load(&log_records) > 0, "no log records reached the callback");
   CHECK(atomic_load(&log_bad) == 0, "%d malformed log records", atomic_load(&log_bad));
