@@ -221,12 +221,9 @@ func prosodyGo_client_unsubscribe(id C.uint64_t, cb C.prosody_completion_fn, ud 
 func prosodyGo_client_event_fd(id C.uint64_t, out *C.int, errOut **C.char) (status C.int) {
 	const fn = "prosody_client_event_fd"
 	defer guard(fn, &status, errOut)
-	if out == nil {
-		return fail(errOut, nullArg(fn, "fd"))
-	}
-	e, err := clients.get(uint64(id))
-	if err != nil {
-		return fail(errOut, fmt.Errorf("%s: %w", fn, err))
+	e, st := queryClient(fn, id, out == nil, "fd", errOut)
+	if st != C.PROSODY_OK {
+		return st
 	}
 	*out = C.int(e.disp.efd)
 	return C.PROSODY_OK
@@ -254,16 +251,26 @@ func prosodyGo_client_poll(id C.uint64_t, out *C.prosody_event, capacity C.size_
 	return C.PROSODY_OK
 }
 
+// queryClient is the preamble the client queries share: the out-parameter
+// must be there and the handle must name a live client.
+func queryClient(fn string, id C.uint64_t, outMissing bool, outName string, errOut **C.char) (*clientEntry, C.int) {
+	if outMissing {
+		return nil, fail(errOut, nullArg(fn, outName))
+	}
+	e, err := clients.get(uint64(id))
+	if err != nil {
+		return nil, fail(errOut, fmt.Errorf("%s: %w", fn, err))
+	}
+	return e, C.PROSODY_OK
+}
+
 //export prosodyGo_client_consumer_state
 func prosodyGo_client_consumer_state(id C.uint64_t, out *C.int, errOut **C.char) (status C.int) {
 	const fn = "prosody_client_consumer_state"
 	defer guard(fn, &status, errOut)
-	if out == nil {
-		return fail(errOut, nullArg(fn, "state"))
-	}
-	e, err := clients.get(uint64(id))
-	if err != nil {
-		return fail(errOut, fmt.Errorf("%s: %w", fn, err))
+	e, st := queryClient(fn, id, out == nil, "state", errOut)
+	if st != C.PROSODY_OK {
+		return st
 	}
 	state, err := e.c.ConsumerState()
 	if err != nil {
@@ -284,12 +291,9 @@ func prosodyGo_client_consumer_state(id C.uint64_t, out *C.int, errOut **C.char)
 func prosodyGo_client_source_system(id C.uint64_t, out **C.char, errOut **C.char) (status C.int) {
 	const fn = "prosody_client_source_system"
 	defer guard(fn, &status, errOut)
-	if out == nil {
-		return fail(errOut, nullArg(fn, "source_system"))
-	}
-	e, err := clients.get(uint64(id))
-	if err != nil {
-		return fail(errOut, fmt.Errorf("%s: %w", fn, err))
+	e, st := queryClient(fn, id, out == nil, "source_system", errOut)
+	if st != C.PROSODY_OK {
+		return st
 	}
 	*out = C.CString(e.c.SourceSystem())
 	return C.PROSODY_OK
@@ -299,12 +303,9 @@ func prosodyGo_client_source_system(id C.uint64_t, out **C.char, errOut **C.char
 func prosodyGo_client_assigned_partition_count(id C.uint64_t, out *C.uint32_t, errOut **C.char) (status C.int) {
 	const fn = "prosody_client_assigned_partition_count"
 	defer guard(fn, &status, errOut)
-	if out == nil {
-		return fail(errOut, nullArg(fn, "count"))
-	}
-	e, err := clients.get(uint64(id))
-	if err != nil {
-		return fail(errOut, fmt.Errorf("%s: %w", fn, err))
+	e, st := queryClient(fn, id, out == nil, "count", errOut)
+	if st != C.PROSODY_OK {
+		return st
 	}
 	*out = C.uint32_t(e.c.AssignedPartitionCount())
 	return C.PROSODY_OK
@@ -314,12 +315,9 @@ func prosodyGo_client_assigned_partition_count(id C.uint64_t, out *C.uint32_t, e
 func prosodyGo_client_is_stalled(id C.uint64_t, out *C.int, errOut **C.char) (status C.int) {
 	const fn = "prosody_client_is_stalled"
 	defer guard(fn, &status, errOut)
-	if out == nil {
-		return fail(errOut, nullArg(fn, "stalled"))
-	}
-	e, err := clients.get(uint64(id))
-	if err != nil {
-		return fail(errOut, fmt.Errorf("%s: %w", fn, err))
+	e, st := queryClient(fn, id, out == nil, "stalled", errOut)
+	if st != C.PROSODY_OK {
+		return st
 	}
 	*out = 0
 	if e.c.IsStalled() {

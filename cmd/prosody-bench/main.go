@@ -9,18 +9,14 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"flag"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"log"
 	"log/slog"
 	"os"
 	"runtime"
 	"runtime/pprof"
-	"sort"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -32,7 +28,7 @@ import (
 	"github.com/prosody-events/prosody-go/core/consumer"
 	"github.com/prosody-events/prosody-go/core/event"
 	"github.com/prosody-events/prosody-go/core/middleware"
-	"github.com/prosody-events/prosody-go/core/mockbroker"
+	"github.com/prosody-events/prosody-go/internal/benchkit"
 )
 
 var (
@@ -60,7 +56,7 @@ func main() {
 	if name == "" {
 		name = "prosody-bench-" + suffix()
 		start := time.Now()
-		must(fill(addrs, name, int32(*partitions), *messages, *keys, *size))
+		must(benchkit.Fill(addrs, name, int32(*partitions), *messages, *keys, *size))
 		el := time.Since(start)
 		fmt.Printf("produced %d messages (%d bytes each, %d keys) to %s in %v (%.0f msg/s)\n",
 			*messages, *size, *keys, name, el.Round(time.Millisecond), float64(*messages)/el.Seconds())
@@ -134,83 +130,6 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-func suffix() string {
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
-func must(err error) {
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "prosody-bench:", err)
-		os.Exit(1)
-	}
-}
-
-func median(xs []float64) float64 {
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	if len(s) == 0 {
-		return 0
-	}
-	return s[len(s)/2]
-}
-
-func saramaConfig() *sarama.Config {
-	cfg := sarama.NewConfig()
-	cfg.Version = mockbroker.KafkaVersion
-	return cfg
-}
-
-// fill creates the topic and writes the messages with an idempotent LZ4
-// producer using the CRC-32 key partitioner, as Prosody's producer does.
-func fill(addrs []string, topic string, partitions int32, n, keys, size int) error {
-	cfg := saramaConfig()
-	admin, err := sarama.NewClusterAdmin(addrs, cfg)
-	if err != nil {
-		return err
-	}
-	if err := admin.CreateTopic(topic, &sarama.TopicDetail{NumPartitions: partitions, ReplicationFactor: 1}, false); err != nil {
-		admin.Close()
-		return err
-	}
-	admin.Close()
-	time.Sleep(time.Second) // let leaders settle before the first batch
-
-	cfg.Producer.Idempotent = true
-	cfg.Producer.RequiredAcks = sarama.WaitForAll
-	cfg.Net.MaxOpenRequests = 1
-	cfg.Producer.Compression = sarama.CompressionLZ4
-	cfg.Producer.Return.Successes = false
-	cfg.Producer.Flush.Bytes = 512 * 1024
-	cfg.Producer.Flush.Frequency = 5 * time.Millisecond
-	cfg.Producer.Partitioner = sarama.NewCustomPartitioner(sarama.WithAbsFirst(), sarama.WithCustomHashFunction(crc32.NewIEEE))
-	p, err := sarama.NewAsyncProducer(addrs, cfg)
-	if err != nil {
-		return err
-	}
-	var failed atomic.Int64
-	done := make(chan struct{})
-	go func() {
-		for range p.Errors() {
-			failed.Add(1)
-		}
-		close(done)
-	}()
-	pad := strings.Repeat("x", max(0, size-110))
-	for i := 0; i < n; i++ {
-		k := fmt.Sprintf("key-%05d", i%keys)
-		v := fmt.Sprintf(`{"id":"evt-%09d","type":"bench.event","key":"%s","seq":%d,"pad":"%s"}`, i, k, i/keys, pad)
-		p.Input() <- &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(k), Value: sarama.StringEncoder(v)}
-	}
-	p.AsyncClose()
-	<-done
-	if f := failed.Load(); f > 0 {
-		return fmt.Errorf("%d messages failed to produce", f)
-	}
-	return nil
 }
 
 // rawSarama is the floor: a consumer group that marks every message and
@@ -333,3 +252,12 @@ func engine(addrs []string, topic string, n int) (time.Duration, error) {
 	}
 	return end.Sub(start), c.Stop(ctx)
 }
+
+// The shared pieces of the benchmark programs.
+var (
+	suffix       = benchkit.Suffix
+	median       = benchkit.Median
+	saramaConfig = benchkit.SaramaConfig
+)
+
+func must(err error) { benchkit.Must("prosody-bench", err) }

@@ -8,13 +8,10 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -23,6 +20,7 @@ import (
 	"github.com/prosody-events/prosody-go/core/cassandra"
 	"github.com/prosody-events/prosody-go/core/timers"
 	"github.com/prosody-events/prosody-go/core/timerstore"
+	"github.com/prosody-events/prosody-go/internal/benchkit"
 )
 
 func main() {
@@ -160,15 +158,11 @@ func main() {
 		late[len(late)-1].Round(time.Millisecond), early)
 }
 
-func suffix() string {
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
+// The shared pieces of the benchmark programs.
+var (
+	suffix       = benchkit.Suffix
+	median       = benchkit.Median
+	saramaConfig = benchkit.SaramaConfig
+)
 
-func must(err error) {
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "prosody-timer-bench:", err)
-		os.Exit(1)
-	}
-}
+func must(err error) { benchkit.Must("prosody-timer-bench", err) }

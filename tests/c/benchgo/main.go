@@ -8,17 +8,13 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"flag"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"log"
 	"log/slog"
 	"os"
 	"os/exec"
-	"sort"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -28,7 +24,7 @@ import (
 	"github.com/prosody-events/prosody-go/core/client"
 	"github.com/prosody-events/prosody-go/core/config"
 	"github.com/prosody-events/prosody-go/core/event"
-	"github.com/prosody-events/prosody-go/core/mockbroker"
+	"github.com/prosody-events/prosody-go/internal/benchkit"
 )
 
 func main() {
@@ -44,7 +40,7 @@ func main() {
 
 	topic := "prosody-bench-c-" + suffix()
 	start := time.Now()
-	must(fill(strings.Split(*brokers, ","), topic, int32(*partitions), *messages, *keys))
+	must(benchkit.Fill(strings.Split(*brokers, ","), topic, int32(*partitions), *messages, *keys, 200))
 	fmt.Printf("produced %d messages (%d partitions, %d keys) to %s in %v\n", *messages, *partitions, *keys, topic,
 		time.Since(start).Round(time.Millisecond))
 
@@ -116,72 +112,11 @@ func cABI(bin, js string, n int) float64 {
 	return rate
 }
 
-// fill writes the messages with an idempotent LZ4 producer and the CRC-32
-// key partitioner, as cmd/prosody-bench does.
-func fill(addrs []string, topic string, partitions int32, n, keys int) error {
-	cfg := sarama.NewConfig()
-	cfg.Version = mockbroker.KafkaVersion
-	admin, err := sarama.NewClusterAdmin(addrs, cfg)
-	if err != nil {
-		return err
-	}
-	err = admin.CreateTopic(topic, &sarama.TopicDetail{NumPartitions: partitions, ReplicationFactor: 1}, false)
-	admin.Close()
-	if err != nil {
-		return err
-	}
-	time.Sleep(time.Second) // let leaders settle
-	cfg.Producer.Idempotent = true
-	cfg.Producer.RequiredAcks = sarama.WaitForAll
-	cfg.Net.MaxOpenRequests = 1
-	cfg.Producer.Compression = sarama.CompressionLZ4
-	cfg.Producer.Flush.Bytes = 512 * 1024
-	cfg.Producer.Flush.Frequency = 5 * time.Millisecond
-	cfg.Producer.Partitioner = sarama.NewCustomPartitioner(sarama.WithAbsFirst(), sarama.WithCustomHashFunction(crc32.NewIEEE))
-	p, err := sarama.NewAsyncProducer(addrs, cfg)
-	if err != nil {
-		return err
-	}
-	var failed atomic.Int64
-	done := make(chan struct{})
-	go func() {
-		for range p.Errors() {
-			failed.Add(1)
-		}
-		close(done)
-	}()
-	pad := strings.Repeat("x", 90)
-	for i := 0; i < n; i++ {
-		k := fmt.Sprintf("key-%05d", i%keys)
-		v := fmt.Sprintf(`{"id":"evt-%09d","type":"bench.event","key":"%s","seq":%d,"pad":"%s"}`, i, k, i/keys, pad)
-		p.Input() <- &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(k), Value: sarama.StringEncoder(v)}
-	}
-	p.AsyncClose()
-	<-done
-	if f := failed.Load(); f > 0 {
-		return fmt.Errorf("%d messages failed to produce", f)
-	}
-	return nil
-}
+// The shared pieces of the benchmark programs.
+var (
+	suffix       = benchkit.Suffix
+	median       = benchkit.Median
+	saramaConfig = benchkit.SaramaConfig
+)
 
-func suffix() string {
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
-func median(xs []float64) float64 {
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	if len(s) == 0 {
-		return 0
-	}
-	return s[len(s)/2]
-}
-
-func must(err error) {
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "benchgo:", err)
-		os.Exit(1)
-	}
-}
+func must(err error) { benchkit.Must("benchgo", err) }
