@@ -28,7 +28,7 @@ test: services-up test-go test-c ## start the services if needed, then run every
 test-go: ## Go tests with the race detector (needs the services: make services-up)
 	$(GOTEST) ./...
 
-demo: ## run the mock-mode demo: produce, consume, check per-key order
+demo: ## run the mock-mode demo: two clients, per-key order, follow-up timers
 	$(GO) run ./cmd/prosody-demo
 
 lint: ## gofmt and go vet
