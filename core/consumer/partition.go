@@ -146,11 +146,11 @@ func (p *partition) admit(rs []*sarama.ConsumerMessage) int {
 			continue
 		}
 		if filter.IsLoop(msg.SourceSystem, msg.SourceSystem != "", p.c.opts.GroupID) {
-			skipped = append(skipped, p.skip(msg, filter.ReasonSourceSystemLoop))
+			skipped = append(skipped, p.filterOut(msg, filter.ReasonSourceSystemLoop))
 			continue
 		}
 		if !p.c.eventTypes.Allowed(msg.Type, msg.HasType) {
-			skipped = append(skipped, p.skip(msg, filter.ReasonEventType))
+			skipped = append(skipped, p.filterOut(msg, filter.ReasonEventType))
 			continue
 		}
 		items = append(items, item{ev: msg, offset: r.Offset, hash: p.keys.Hash(msg.Key)})
@@ -189,8 +189,8 @@ func (p *partition) admit(rs []*sarama.ConsumerMessage) int {
 	return n
 }
 
-// skip counts and logs a filtered record; the caller finishes its offset.
-func (p *partition) skip(msg *event.Message, reason filter.Reason) int64 {
+// filterOut counts and logs a filtered record; the caller finishes its offset.
+func (p *partition) filterOut(msg *event.Message, reason filter.Reason) int64 {
 	p.c.stats.filtered.Add(1)
 	p.log.Debug("message filtered", slog.String("reason", reason.String()),
 		slog.Int64("offset", msg.Offset), slog.String("key", msg.Key))
