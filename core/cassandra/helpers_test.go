@@ -23,6 +23,20 @@ func freshKeyspace(t *testing.T) Options {
 	return o
 }
 
+// connectFresh connects to a new keyspace that is dropped after the test.
+// The session closes first (cleanups run last registered first).
+func connectFresh(t *testing.T) (Options, context.Context, *Session) {
+	t.Helper()
+	o := freshKeyspace(t)
+	ctx := testContext(t)
+	s, err := Connect(ctx, o)
+	if err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+	t.Cleanup(s.Close)
+	return o, ctx, s
+}
+
 func dropKeyspace(t *testing.T, o Options) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

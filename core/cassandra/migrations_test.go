@@ -14,13 +14,7 @@ import (
 )
 
 func TestConnectCreatesKeyspaceAndRecordsMigrations(t *testing.T) {
-	o := freshKeyspace(t)
-	ctx := testContext(t)
-	s, err := Connect(ctx, o)
-	if err != nil {
-		t.Fatalf("Connect: %v", err)
-	}
-	defer s.Close()
+	o, ctx, s := connectFresh(t)
 
 	var class string
 	var replication map[string]string
@@ -71,13 +65,7 @@ func TestConnectCreatesKeyspaceAndRecordsMigrations(t *testing.T) {
 }
 
 func TestTimerTablesUseZstdAndUCS(t *testing.T) {
-	o := freshKeyspace(t)
-	ctx := testContext(t)
-	s, err := Connect(ctx, o)
-	if err != nil {
-		t.Fatalf("Connect: %v", err)
-	}
-	defer s.Close()
+	o, ctx, s := connectFresh(t)
 	tests := []struct {
 		table   string
 		scaling string
@@ -143,18 +131,12 @@ func TestConcurrentConnectsApplyEachMigrationOnce(t *testing.T) {
 }
 
 func TestChangedMigrationIsRefusedByName(t *testing.T) {
-	o := freshKeyspace(t)
-	ctx := testContext(t)
-	s, err := Connect(ctx, o)
-	if err != nil {
-		t.Fatalf("Connect: %v", err)
-	}
-	defer s.Close()
+	o, ctx, s := connectFresh(t)
 	const file = "0001_timer_tables.cql"
 	if err := s.Query(ctx, `UPDATE `+o.Keyspace+`.schema_migrations SET checksum = 'deadbeef' WHERE filename = ?`, file).Exec(); err != nil {
 		t.Fatalf("tamper: %v", err)
 	}
-	_, err = Connect(ctx, o)
+	_, err := Connect(ctx, o)
 	if err == nil {
 		t.Fatal("Connect accepted a migration whose recorded checksum differs")
 	}
@@ -168,13 +150,7 @@ func TestChangedMigrationIsRefusedByName(t *testing.T) {
 
 // New files are applied in filename order, after the ones already recorded.
 func TestMigrationsApplyInFilenameOrder(t *testing.T) {
-	o := freshKeyspace(t)
-	ctx := testContext(t)
-	s, err := Connect(ctx, o)
-	if err != nil {
-		t.Fatalf("Connect: %v", err)
-	}
-	defer s.Close()
+	o, ctx, s := connectFresh(t)
 	// 0002 depends on 0001: out of order it would fail.
 	fsys := fstest.MapFS{
 		"m/0002_b.cql": {Data: []byte("-- second\nINSERT INTO {{KEYSPACE}}.order_test (k, v) VALUES (1, 'b');\n")},
@@ -197,13 +173,7 @@ func TestMigrationsApplyInFilenameOrder(t *testing.T) {
 }
 
 func TestLockIsExclusiveAndReleased(t *testing.T) {
-	o := freshKeyspace(t)
-	ctx := testContext(t)
-	s, err := Connect(ctx, o)
-	if err != nil {
-		t.Fatalf("Connect: %v", err)
-	}
-	defer s.Close()
+	o, ctx, s := connectFresh(t)
 	release, err := s.acquireLock(ctx, "test")
 	if err != nil {
 		t.Fatalf("acquire: %v", err)

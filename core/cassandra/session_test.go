@@ -83,13 +83,7 @@ func TestLZ4RoundTrip(t *testing.T) {
 
 // Large values travel compressed both ways through a real node.
 func TestCompressedFramesReachCassandra(t *testing.T) {
-	o := freshKeyspace(t)
-	ctx := testContext(t)
-	s, err := Connect(ctx, o)
-	if err != nil {
-		t.Fatalf("Connect: %v", err)
-	}
-	defer s.Close()
+	o, ctx, s := connectFresh(t)
 	if err := s.Query(ctx, `CREATE TABLE `+o.Keyspace+`.blobs (k int PRIMARY KEY, v text)`).Exec(); err != nil {
 		t.Fatalf("create: %v", err)
 	}
@@ -140,14 +134,8 @@ func TestClassify(t *testing.T) {
 
 // A statement that does not fit the schema is terminal.
 func TestSchemaMismatchIsTerminal(t *testing.T) {
-	o := freshKeyspace(t)
-	ctx := testContext(t)
-	s, err := Connect(ctx, o)
-	if err != nil {
-		t.Fatalf("Connect: %v", err)
-	}
-	defer s.Close()
-	err = Classify(s.Query(ctx, `SELECT no_such_column FROM `+o.Keyspace+`.timer_segments`).Exec())
+	o, ctx, s := connectFresh(t)
+	err := Classify(s.Query(ctx, `SELECT no_such_column FROM `+o.Keyspace+`.timer_segments`).Exec())
 	if !fault.IsTerminal(err) {
 		t.Fatalf("invalid query: %v classified %v, want terminal", err, fault.ClassOf(err))
 	}

@@ -47,14 +47,10 @@ func closeClient(t *testing.T, c *Client) {
 func TestConsumerStateMachine(t *testing.T) {
 	tg := target{"mock", true}
 	topic := createTopic(t, tg, 2)
-	c, err := New(newConfig(t, tg, func(c *config.Config) {
+	c := newClient(t, newConfig(t, tg, func(c *config.Config) {
 		c.GroupID = testservices.UniqueName("g")
 		c.SubscribedTopics = []string{topic}
-	}), WithLogger(quietLogger()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeClient(t, c)
+	}))
 	ctx := context.Background()
 	noop := event.HandlerFuncs{}
 
@@ -91,11 +87,7 @@ func TestConsumerStateMachine(t *testing.T) {
 
 func TestProducerOnlyClient(t *testing.T) {
 	tg := target{"mock", true}
-	c, err := New(newConfig(t, tg, func(c *config.Config) { c.SourceSystem = "orders-api" }), WithLogger(quietLogger()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeClient(t, c)
+	c := newClient(t, newConfig(t, tg, func(c *config.Config) { c.SourceSystem = "orders-api" }))
 	if s, err := c.ConsumerState(); err != nil || s != Unconfigured {
 		t.Fatalf("state %q %v, want unconfigured", s, err)
 	}
@@ -112,11 +104,7 @@ func TestProducerOnlyClient(t *testing.T) {
 }
 
 func TestNoSourceSystemCannotSend(t *testing.T) {
-	c, err := New(newConfig(t, target{"mock", true}), WithLogger(quietLogger()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeClient(t, c)
+	c := newClient(t, newConfig(t, target{"mock", true}))
 	if err := c.Send(context.Background(), "t", "k", []byte(`{}`)); err == nil || !strings.Contains(err.Error(), "source_system") {
 		t.Fatalf("err = %v, want one naming source_system", err)
 	}
@@ -129,25 +117,17 @@ func TestSendAndHandle(t *testing.T) {
 	for _, tg := range targets(t) {
 		t.Run(tg.name, func(t *testing.T) {
 			topic := createTopic(t, tg, 4)
-			sender, err := New(newConfig(t, tg, func(c *config.Config) { c.SourceSystem = "sender" }), WithLogger(quietLogger()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer closeClient(t, sender)
-			receiver, err := New(newConfig(t, tg, func(c *config.Config) {
+			sender := newClient(t, newConfig(t, tg, func(c *config.Config) { c.SourceSystem = "sender" }))
+			receiver := newClient(t, newConfig(t, tg, func(c *config.Config) {
 				c.GroupID = testservices.UniqueName("receiver")
 				c.SubscribedTopics = []string{topic}
-			}), WithLogger(quietLogger()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer closeClient(t, receiver)
+			}))
 
 			const perKey, keys = 20, 10
 			var mu sync.Mutex
 			next := map[string]int{}
 			handled := 0
-			err = receiver.Subscribe(event.HandlerFuncs{Message: func(ctx *event.Context, m *event.Message) error {
+			err := receiver.Subscribe(event.HandlerFuncs{Message: func(ctx *event.Context, m *event.Message) error {
 				var body struct{ N int }
 				if err := json.Unmarshal(m.Payload, &body); err != nil {
 					return fault.Permanent(err)
@@ -213,20 +193,16 @@ func TestFailureHandlingPerMode(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			topic := createTopic(t, tg, 1)
-			c, err := New(newConfig(t, tg, func(c *config.Config) {
+			c := newClient(t, newConfig(t, tg, func(c *config.Config) {
 				c.GroupID = testservices.UniqueName("modes")
 				c.SubscribedTopics = []string{topic}
 				c.Mode = tt.mode
 				c.MaxRetries = 2
 				c.FailureTopic = "dead-letters"
-			}), WithLogger(quietLogger()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer closeClient(t, c)
+			}))
 			var mu sync.Mutex
 			attempts, after := 0, false
-			err = c.Subscribe(event.HandlerFuncs{Message: func(_ *event.Context, m *event.Message) error {
+			err := c.Subscribe(event.HandlerFuncs{Message: func(_ *event.Context, m *event.Message) error {
 				mu.Lock()
 				defer mu.Unlock()
 				if string(m.Payload) == `{"second":true}` {
@@ -239,11 +215,7 @@ func TestFailureHandlingPerMode(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			producer, err := New(newConfig(t, tg, func(c *config.Config) { c.SourceSystem = "test" }), WithLogger(quietLogger()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer closeClient(t, producer)
+			producer := newClient(t, newConfig(t, tg, func(c *config.Config) { c.SourceSystem = "test" }))
 			for _, p := range []string{`{"first":true}`, `{"second":true}`} {
 				if err := producer.Send(context.Background(), topic, "same-key", []byte(p)); err != nil {
 					t.Fatal(err)
@@ -268,19 +240,15 @@ func TestFailureHandlingPerMode(t *testing.T) {
 func TestTimeoutCancelsHandler(t *testing.T) {
 	tg := target{"mock", true}
 	topic := createTopic(t, tg, 1)
-	c, err := New(newConfig(t, tg, func(c *config.Config) {
+	c := newClient(t, newConfig(t, tg, func(c *config.Config) {
 		c.GroupID = testservices.UniqueName("timeout")
 		c.SubscribedTopics = []string{topic}
 		c.Timeout = config.Some(100 * time.Millisecond)
-	}), WithLogger(quietLogger()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeClient(t, c)
+	}))
 	var mu sync.Mutex
 	attempts, causes := 0, []error{}
 	done := make(chan struct{})
-	err = c.Subscribe(event.HandlerFuncs{Message: func(ctx *event.Context, _ *event.Message) error {
+	err := c.Subscribe(event.HandlerFuncs{Message: func(ctx *event.Context, _ *event.Message) error {
 		mu.Lock()
 		attempts++
 		first := attempts == 1
@@ -303,11 +271,7 @@ func TestTimeoutCancelsHandler(t *testing.T) {
 	}
 	// The client's own sends carry its group id as source system and would
 	// be loop-filtered, so another client sends.
-	sender, err := New(newConfig(t, tg, func(c *config.Config) { c.SourceSystem = "other" }), WithLogger(quietLogger()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeClient(t, sender)
+	sender := newClient(t, newConfig(t, tg, func(c *config.Config) { c.SourceSystem = "other" }))
 	if err := sender.Send(context.Background(), topic, "k", []byte(`{}`)); err != nil {
 		t.Fatal(err)
 	}
@@ -330,15 +294,11 @@ func TestProbeServer(t *testing.T) {
 	tg := target{"kafka", false}
 	testservices.RequireKafka(t)
 	topic := createTopic(t, tg, 3)
-	c, err := New(newConfig(t, tg, func(c *config.Config) {
+	c := newClient(t, newConfig(t, tg, func(c *config.Config) {
 		c.GroupID = testservices.UniqueName("probe")
 		c.SubscribedTopics = []string{topic}
 		c.ProbePort = config.Some(0)
-	}), WithLogger(quietLogger()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeClient(t, c)
+	}))
 	if err := c.Subscribe(event.HandlerFuncs{}); err != nil {
 		t.Fatal(err)
 	}
@@ -369,15 +329,11 @@ func TestProbeServer(t *testing.T) {
 		t.Fatalf("probe server still answering after unsubscribe (%d)", code)
 	}
 
-	mock, err := New(newConfig(t, target{"mock", true}, func(c *config.Config) {
+	mock := newClient(t, newConfig(t, target{"mock", true}, func(c *config.Config) {
 		c.GroupID = testservices.UniqueName("probe-mock")
 		c.SubscribedTopics = []string{topic}
 		c.ProbePort = config.Some(0)
-	}), WithLogger(quietLogger()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeClient(t, mock)
+	}))
 	if err := mock.Subscribe(event.HandlerFuncs{}); err != nil {
 		t.Fatal(err)
 	}
@@ -391,14 +347,10 @@ func TestProbeServer(t *testing.T) {
 func TestMissingTopicFailsSubscribe(t *testing.T) {
 	testservices.RequireKafka(t)
 	missing := testservices.UniqueName("missing")
-	c, err := New(newConfig(t, target{"kafka", false}, func(c *config.Config) {
+	c := newClient(t, newConfig(t, target{"kafka", false}, func(c *config.Config) {
 		c.GroupID = testservices.UniqueName("g")
 		c.SubscribedTopics = []string{missing}
-	}), WithLogger(quietLogger()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeClient(t, c)
+	}))
 	if err := c.Subscribe(event.HandlerFuncs{}); err == nil || !strings.Contains(err.Error(), missing) {
 		t.Fatalf("err = %v, want one naming %s", err, missing)
 	}
@@ -419,14 +371,10 @@ func TestRegexSubscription(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c, err := New(newConfig(t, tg, func(c *config.Config) {
+	c := newClient(t, newConfig(t, tg, func(c *config.Config) {
 		c.GroupID = testservices.UniqueName("g")
 		c.SubscribedTopics = []string{"^" + prefix + "-.*"}
-	}), WithLogger(quietLogger()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeClient(t, c)
+	}))
 	if err := c.Subscribe(event.HandlerFuncs{}); err != nil {
 		t.Fatal(err)
 	}
@@ -469,19 +417,11 @@ func TestMockNeverDialsBootstrapServers(t *testing.T) {
 	tg := target{"mock", true}
 	closedPort := func(c *config.Config) { c.BootstrapServers = []string{"127.0.0.1:1"} }
 	topic := createTopic(t, tg, 1)
-	sender, err := New(newConfig(t, tg, closedPort, func(c *config.Config) { c.SourceSystem = "s" }), WithLogger(quietLogger()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeClient(t, sender)
-	receiver, err := New(newConfig(t, tg, closedPort, func(c *config.Config) {
+	sender := newClient(t, newConfig(t, tg, closedPort, func(c *config.Config) { c.SourceSystem = "s" }))
+	receiver := newClient(t, newConfig(t, tg, closedPort, func(c *config.Config) {
 		c.GroupID = testservices.UniqueName("g")
 		c.SubscribedTopics = []string{topic}
-	}), WithLogger(quietLogger()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeClient(t, receiver)
+	}))
 	got := make(chan string, 1)
 	if err := receiver.Subscribe(event.HandlerFuncs{Message: func(_ *event.Context, m *event.Message) error {
 		got <- m.Key

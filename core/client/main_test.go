@@ -56,5 +56,16 @@ func newConfig(t *testing.T, tg target, set ...func(*config.Config)) *config.Con
 	return cfg
 }
 
+// newClient builds a client for a test and closes it when the test ends.
+func newClient(t *testing.T, cfg *config.Config) *Client {
+	t.Helper()
+	c, err := New(cfg, WithLogger(quietLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closeClient(t, c) })
+	return c
+}
+
 // waitFor is testservices.WaitFor, named short for the many uses here.
 var waitFor = testservices.WaitFor

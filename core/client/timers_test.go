@@ -97,16 +97,12 @@ func TestTimersRunThroughTheKeyQueue(t *testing.T) {
 			testservices.RequireCassandra(t)
 			topic := createTopic(t, tg, 4)
 			log := newTimerLog(t)
-			receiver, err := New(newConfig(t, tg, func(c *config.Config) {
+			receiver := newClient(t, newConfig(t, tg, func(c *config.Config) {
 				c.GroupID = testservices.UniqueName("timers")
 				c.SubscribedTopics = []string{topic}
 				c.CassandraKeyspace = testservices.UniqueName("timers")
-			}), WithLogger(quietLogger()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer closeClient(t, receiver)
-			err = receiver.Subscribe(event.HandlerFuncs{
+			}))
+			err := receiver.Subscribe(event.HandlerFuncs{
 				Message: func(ctx *event.Context, m *event.Message) error {
 					log.enter(m.Key, "message")
 					defer log.leave(m.Key)
@@ -129,11 +125,7 @@ func TestTimersRunThroughTheKeyQueue(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			sender, err := New(newConfig(t, tg, func(c *config.Config) { c.SourceSystem = "sender" }), WithLogger(quietLogger()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer closeClient(t, sender)
+			sender := newClient(t, newConfig(t, tg, func(c *config.Config) { c.SourceSystem = "sender" }))
 			for i := 0; i < 300; i++ {
 				if err := sender.Send(context.Background(), topic, fmt.Sprintf("k%d", i%30), []byte(`{}`)); err != nil {
 					t.Fatal(err)
@@ -198,11 +190,7 @@ func TestTenThousandTimersSurviveRestart(t *testing.T) {
 		return c
 	}
 	receiver := newReceiver()
-	sender, err := New(newConfig(t, tg, func(c *config.Config) { c.SourceSystem = "sender" }), WithLogger(quietLogger()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeClient(t, sender)
+	sender := newClient(t, newConfig(t, tg, func(c *config.Config) { c.SourceSystem = "sender" }))
 	for k := 0; k < keys; k++ {
 		if err := sender.Send(context.Background(), topic, fmt.Sprintf("key-%04d", k), []byte(`{}`)); err != nil {
 			t.Fatal(err)
@@ -275,11 +263,7 @@ func TestTimersMoveWithTheirPartition(t *testing.T) {
 		return c
 	}
 	first := member("first")
-	sender, err := New(newConfig(t, tg, func(c *config.Config) { c.SourceSystem = "sender" }), WithLogger(quietLogger()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeClient(t, sender)
+	sender := newClient(t, newConfig(t, tg, func(c *config.Config) { c.SourceSystem = "sender" }))
 	const keys = 40
 	for k := 0; k < keys; k++ {
 		if err := sender.Send(context.Background(), topic, fmt.Sprintf("key-%d", k), []byte(`{}`)); err != nil {
