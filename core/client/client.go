@@ -153,12 +153,7 @@ func (c *Client) Subscribe(h event.Handler) error {
 	case c.consumer != nil:
 		return ErrAlreadySubscribed
 	}
-	if !c.cfg.Mock {
-		if err := c.checkTopics(); err != nil {
-			return err
-		}
-	}
-	topics, err := c.resolveTopics()
+	topics, err := c.subscriptionTopics()
 	if err != nil {
 		return err
 	}

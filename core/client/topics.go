@@ -13,35 +13,72 @@ import (
 	"github.com/prosody-events/prosody-go/core/mockbroker"
 )
 
-// checkTopics fails when a subscribed topic (regex subscriptions aside) or,
-// in low-latency mode, the failure topic does not exist. Subscribing to a
-// missing topic would otherwise wait silently, or, on a broker that creates
-// topics on first use, create it with the broker's defaults.
-func (c *Client) checkTopics() error {
-	want := map[string]string{}
+// subscriptionTopics returns the topics to consume. Outside mock mode it
+// fails, naming them, when a subscribed topic or (in low-latency mode) the
+// failure topic does not exist: subscribing to a missing topic would
+// otherwise wait silently, or, on a broker that creates topics on first use,
+// create it with the broker's defaults. Regex subscriptions (entries
+// starting with "^") expand to the existing topics they match; a topic
+// created later that matches is picked up by the next subscribe. The
+// broker's topics are listed once, and only when one of these needs them.
+func (c *Client) subscriptionTopics() ([]string, error) {
+	var plain []string
+	var patterns []*regexp.Regexp
 	for _, t := range c.cfg.SubscribedTopics {
 		if !strings.HasPrefix(t, "^") {
-			want[t] = "subscribed_topics"
+			plain = append(plain, t)
+			continue
 		}
+		re, err := regexp.Compile(t)
+		if err != nil {
+			return nil, fmt.Errorf("subscribed_topics: invalid pattern %q: %w", t, err)
+		}
+		patterns = append(patterns, re)
+	}
+	if c.cfg.Mock && len(patterns) == 0 {
+		return plain, nil // mock topics are created on subscribe
+	}
+	existing, err := c.listTopics()
+	if err != nil {
+		return nil, err
+	}
+	if !c.cfg.Mock {
+		if err := c.requireTopics(plain, existing); err != nil {
+			return nil, err
+		}
+	}
+	topics := plain
+	seen := map[string]bool{}
+	for _, t := range plain {
+		seen[t] = true
+	}
+	for _, t := range existing {
+		if seen[t] || strings.HasPrefix(t, "__") {
+			continue
+		}
+		for _, re := range patterns {
+			if re.MatchString(t) {
+				topics = append(topics, t)
+				seen[t] = true
+				break
+			}
+		}
+	}
+	if len(topics) == 0 {
+		return nil, fmt.Errorf("subscribed_topics: no existing topic matches %v", c.cfg.SubscribedTopics)
+	}
+	return topics, nil
+}
+
+// requireTopics fails when a plain subscribed topic or, in low-latency
+// mode, the failure topic is missing from existing.
+func (c *Client) requireTopics(plain, existing []string) error {
+	want := map[string]string{}
+	for _, t := range plain {
+		want[t] = "subscribed_topics"
 	}
 	if c.cfg.Mode == config.ModeLowLatency && c.cfg.FailureTopic != "" {
 		want[c.cfg.FailureTopic] = "failure_topic"
-	}
-	if len(want) == 0 {
-		return nil
-	}
-	sc := sarama.NewConfig()
-	sc.Version = mockbroker.KafkaVersion
-	sc.Metadata.AllowAutoTopicCreation = false
-	sc.Net.DialTimeout = 10 * time.Second
-	client, err := sarama.NewClient(c.cfg.BootstrapServers, sc)
-	if err != nil {
-		return fmt.Errorf("bootstrap_servers: cannot reach Kafka at %v: %w", c.cfg.BootstrapServers, err)
-	}
-	defer client.Close()
-	existing, err := client.Topics()
-	if err != nil {
-		return fmt.Errorf("listing topics: %w", err)
 	}
 	have := map[string]bool{}
 	for _, t := range existing {
@@ -60,27 +97,9 @@ func (c *Client) checkTopics() error {
 	return nil
 }
 
-// resolveTopics expands regex subscriptions (entries starting with "^")
-// into the existing topics they match; plain names pass through. The match
-// happens at subscribe time: a topic created later that matches a pattern
-// is picked up by the next subscribe.
-func (c *Client) resolveTopics() ([]string, error) {
-	var patterns []*regexp.Regexp
-	var topics []string
-	for _, t := range c.cfg.SubscribedTopics {
-		if !strings.HasPrefix(t, "^") {
-			topics = append(topics, t)
-			continue
-		}
-		re, err := regexp.Compile(t)
-		if err != nil {
-			return nil, fmt.Errorf("subscribed_topics: invalid pattern %q: %w", t, err)
-		}
-		patterns = append(patterns, re)
-	}
-	if len(patterns) == 0 {
-		return topics, nil
-	}
+// listTopics asks the cluster (the mock one in mock mode) for its topics,
+// without letting the metadata request create any.
+func (c *Client) listTopics() ([]string, error) {
 	brokers := c.cfg.BootstrapServers
 	if c.cfg.Mock {
 		cluster, err := mockbroker.Shared()
@@ -91,33 +110,16 @@ func (c *Client) resolveTopics() ([]string, error) {
 	}
 	sc := sarama.NewConfig()
 	sc.Version = mockbroker.KafkaVersion
+	sc.Metadata.AllowAutoTopicCreation = false
+	sc.Net.DialTimeout = 10 * time.Second
 	client, err := sarama.NewClient(brokers, sc)
 	if err != nil {
-		return nil, fmt.Errorf("listing topics for subscribed_topics patterns: %w", err)
+		return nil, fmt.Errorf("bootstrap_servers: cannot reach Kafka at %v: %w", brokers, err)
 	}
 	defer client.Close()
-	existing, err := client.Topics()
+	topics, err := client.Topics()
 	if err != nil {
-		return nil, fmt.Errorf("listing topics for subscribed_topics patterns: %w", err)
-	}
-	seen := map[string]bool{}
-	for _, t := range topics {
-		seen[t] = true
-	}
-	for _, t := range existing {
-		if seen[t] || strings.HasPrefix(t, "__") {
-			continue
-		}
-		for _, re := range patterns {
-			if re.MatchString(t) {
-				topics = append(topics, t)
-				seen[t] = true
-				break
-			}
-		}
-	}
-	if len(topics) == 0 {
-		return nil, fmt.Errorf("subscribed_topics: no existing topic matches %v", c.cfg.SubscribedTopics)
+		return nil, fmt.Errorf("listing topics: %w", err)
 	}
 	return topics, nil
 }
