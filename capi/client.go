@@ -15,6 +15,7 @@ import (
 	"github.com/prosody-events/prosody-go/core/client"
 	"github.com/prosody-events/prosody-go/core/config"
 	"github.com/prosody-events/prosody-go/core/logging"
+	"github.com/prosody-events/prosody-go/core/tracing"
 )
 
 var clients = newTable[*clientEntry](kindClient)
@@ -114,7 +115,7 @@ func prosodyGo_client_release(id C.uint64_t, cb C.prosody_completion_fn, ud unsa
 
 //export prosodyGo_client_send
 func prosodyGo_client_send(id C.uint64_t, topic, key *C.char, payload *C.uint8_t, n C.size_t,
-	cb C.prosody_completion_fn, ud unsafe.Pointer, errOut **C.char) (status C.int) {
+	trace *C.prosody_trace_context, cb C.prosody_completion_fn, ud unsafe.Pointer, errOut **C.char) (status C.int) {
 	const fn = "prosody_client_send"
 	defer guard(fn, &status, errOut)
 	t, err := goString(fn, "topic", topic)
@@ -140,7 +141,8 @@ func prosodyGo_client_send(id C.uint64_t, topic, key *C.char, payload *C.uint8_t
 		return fail(errOut, e.sendErr)
 	}
 	body := C.GoBytes(unsafe.Pointer(payload), C.int(n))
-	async(fn, done, func() error { return e.c.Send(context.Background(), t, k, body) })
+	ctx := traceFields(trace).Context(context.Background())
+	async(fn, done, func() error { return e.c.Send(ctx, t, k, body) })
 	return C.PROSODY_OK
 }
 
@@ -324,4 +326,18 @@ func prosodyGo_client_is_stalled(id C.uint64_t, out *C.int, errOut **C.char) (st
 		*out = 1
 	}
 	return C.PROSODY_OK
+}
+
+// traceFields copies the host's trace context; NULL means none.
+func traceFields(t *C.prosody_trace_context) tracing.Fields {
+	if t == nil {
+		return tracing.Fields{}
+	}
+	str := func(p *C.char) string {
+		if p == nil {
+			return ""
+		}
+		return C.GoString(p)
+	}
+	return tracing.Fields{TraceParent: str(t.traceparent), TraceState: str(t.tracestate), Baggage: str(t.baggage)}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/prosody-events/prosody-go/core/event"
 	"github.com/prosody-events/prosody-go/core/fault"
+	"github.com/prosody-events/prosody-go/core/tracing"
 )
 
 // errReleased fails the events of a client the host released.
@@ -125,7 +126,8 @@ func (d *dispatcher) close() {
 
 // OnMessage implements event.Handler.
 func (d *dispatcher) OnMessage(ctx *event.Context, m *event.Message) error {
-	ev := newPendingEvent(d, ctx, C.PROSODY_EVENT_MESSAGE, m.Topic, m.Key, m.Payload, m.SourceSystem)
+	ev := newPendingEvent(d, ctx, C.PROSODY_EVENT_MESSAGE, m.Topic, m.Key, m.Payload, m.SourceSystem,
+		tracing.FromHeaders(m.Headers))
 	ev.partition, ev.offset = m.Partition, m.Offset
 	if !m.Timestamp.IsZero() {
 		ev.timestampMs = m.Timestamp.UnixMilli()
@@ -135,7 +137,7 @@ func (d *dispatcher) OnMessage(ctx *event.Context, m *event.Message) error {
 
 // OnTimer implements event.Handler.
 func (d *dispatcher) OnTimer(ctx *event.Context, t *event.Timer) error {
-	ev := newPendingEvent(d, ctx, C.PROSODY_EVENT_TIMER, t.Topic, t.Key, nil, "")
+	ev := newPendingEvent(d, ctx, C.PROSODY_EVENT_TIMER, t.Topic, t.Key, nil, "", tracing.Fields{})
 	ev.partition, ev.timeMs = t.Partition, t.Time.UnixMilli()
 	return d.handle(ev)
 }

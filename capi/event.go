@@ -11,6 +11,7 @@ import (
 	"unsafe"
 
 	"github.com/prosody-events/prosody-go/core/event"
+	"github.com/prosody-events/prosody-go/core/tracing"
 )
 
 // Event states.
@@ -40,31 +41,56 @@ type pendingEvent struct {
 	ops    []func()
 	opBusy bool
 
-	partition             int32
-	offset, timestampMs   int64
-	timeMs                int64
-	topicLen, keyLen      int
-	payloadLen, sourceLen int
+	partition           int32
+	offset, timestampMs int64
+	timeMs              int64
+	// lens are the lengths of the byte ranges laid out one after another
+	// in buf, in the order of the fields enum.
+	lens [numFields]int
 }
 
-func newPendingEvent(d *dispatcher, ctx *event.Context, k C.int32_t, topic, key string, payload []byte, source string) *pendingEvent {
-	ev := &pendingEvent{
-		id: newID(kindEvent), disp: d, ctx: ctx, kind: k, done: make(chan error, 1),
-		topicLen: len(topic), keyLen: len(key), payloadLen: len(payload), sourceLen: len(source),
+// The byte ranges of an event, in their order in buf.
+const (
+	fieldTopic = iota
+	fieldKey
+	fieldPayload
+	fieldSource
+	fieldTraceParent
+	fieldTraceState
+	fieldBaggage
+	numFields
+)
+
+func newPendingEvent(d *dispatcher, ctx *event.Context, k C.int32_t, topic, key string, payload []byte,
+	source string, trace tracing.Fields) *pendingEvent {
+	ev := &pendingEvent{id: newID(kindEvent), disp: d, ctx: ctx, kind: k, done: make(chan error, 1)}
+	ev.lens = [numFields]int{len(topic), len(key), len(payload), len(source),
+		len(trace.TraceParent), len(trace.TraceState), len(trace.Baggage)}
+	size := 0
+	for _, n := range ev.lens {
+		size += n
 	}
-	size := len(topic) + len(key) + len(payload) + len(source)
 	ev.buf = C.malloc(C.size_t(max(size, 1)))
 	b := unsafe.Slice((*byte)(ev.buf), size)
 	n := copy(b, topic)
 	n += copy(b[n:], key)
 	n += copy(b[n:], payload)
-	copy(b[n:], source)
+	n += copy(b[n:], source)
+	n += copy(b[n:], trace.TraceParent)
+	n += copy(b[n:], trace.TraceState)
+	copy(b[n:], trace.Baggage)
 	return ev
 }
 
 // fill writes the host's view of ev.
 func (ev *pendingEvent) fill(out *C.prosody_event) {
-	at := func(off int) unsafe.Pointer { return unsafe.Add(ev.buf, off) }
+	var at [numFields]unsafe.Pointer
+	off := 0
+	for i, n := range ev.lens {
+		at[i] = unsafe.Add(ev.buf, off)
+		off += n
+	}
+	size := func(f int) C.size_t { return C.size_t(ev.lens[f]) }
 	*out = C.prosody_event{
 		event:             C.uint64_t(ev.id),
 		kind:              ev.kind,
@@ -72,14 +98,20 @@ func (ev *pendingEvent) fill(out *C.prosody_event) {
 		offset:            C.int64_t(ev.offset),
 		timestamp_ms:      C.int64_t(ev.timestampMs),
 		time_ms:           C.int64_t(ev.timeMs),
-		topic:             (*C.char)(at(0)),
-		topic_len:         C.size_t(ev.topicLen),
-		key:               (*C.char)(at(ev.topicLen)),
-		key_len:           C.size_t(ev.keyLen),
-		payload:           (*C.uint8_t)(at(ev.topicLen + ev.keyLen)),
-		payload_len:       C.size_t(ev.payloadLen),
-		source_system:     (*C.char)(at(ev.topicLen + ev.keyLen + ev.payloadLen)),
-		source_system_len: C.size_t(ev.sourceLen),
+		topic:             (*C.char)(at[fieldTopic]),
+		topic_len:         size(fieldTopic),
+		key:               (*C.char)(at[fieldKey]),
+		key_len:           size(fieldKey),
+		payload:           (*C.uint8_t)(at[fieldPayload]),
+		payload_len:       size(fieldPayload),
+		source_system:     (*C.char)(at[fieldSource]),
+		source_system_len: size(fieldSource),
+		traceparent:       (*C.char)(at[fieldTraceParent]),
+		traceparent_len:   size(fieldTraceParent),
+		tracestate:        (*C.char)(at[fieldTraceState]),
+		tracestate_len:    size(fieldTraceState),
+		baggage:           (*C.char)(at[fieldBaggage]),
+		baggage_len:       size(fieldBaggage),
 	}
 }
 

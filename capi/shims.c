@@ -91,11 +91,11 @@ int prosody_client_release(uint64_t client, prosody_completion_fn done, void *us
 }
 
 int prosody_client_send(uint64_t client, const char *topic, const char *key, const uint8_t *payload,
-                        size_t payload_len, prosody_completion_fn done, void *user_data,
-                        char **error_message) {
+                        size_t payload_len, const prosody_trace_context *trace,
+                        prosody_completion_fn done, void *user_data, char **error_message) {
   PROSODY_ENTER(error_message);
   return prosodyGo_client_send(client, (char *)topic, (char *)key, (uint8_t *)payload, payload_len,
-                               done, user_data, error_message);
+                               (prosody_trace_context *)trace, done, user_data, error_message);
 }
 
 int prosody_client_subscribe(uint64_t client, const prosody_handler_config *handler,

@@ -187,6 +187,17 @@ typedef struct prosody_event {
   size_t payload_len;
   const char *source_system;    /* source-system header, "" when absent */
   size_t source_system_len;
+  /* The record's W3C trace context and baggage headers (the first header
+   * of each name; "" when absent or not UTF-8; always "" for timers and
+   * notices). A host with OpenTelemetry extracts a context from them and
+   * runs the handler in it, so that the handler's spans are children of
+   * the producer's span. */
+  const char *traceparent;
+  size_t traceparent_len;
+  const char *tracestate;
+  size_t tracestate_len;
+  const char *baggage;
+  size_t baggage_len;
 } prosody_event;
 
 /* The subscription's host side, given to prosody_client_subscribe. */
@@ -198,6 +209,14 @@ typedef struct prosody_handler_config {
    * completes (or the client is released). */
   void *user_data;
 } prosody_handler_config;
+
+/* The host's current trace context for prosody_client_send, in W3C wire
+ * form. Each field is a NUL-terminated string, or NULL (or "") for none. */
+typedef struct prosody_trace_context {
+  const char *traceparent; /* W3C traceparent of the host's current span */
+  const char *tracestate;  /* W3C tracestate; used only with traceparent */
+  const char *baggage;     /* W3C baggage */
+} prosody_trace_context;
 
 /* One entry of a batch completion (prosody_events_complete). */
 typedef struct prosody_completion {
@@ -252,15 +271,18 @@ int prosody_client_new(const char *config_json, uint64_t *client, char **error_m
 int prosody_client_release(uint64_t client, prosody_completion_fn done, void *user_data,
                            char **error_message);
 
-/* Sends payload (payload_len bytes of JSON) under key to topic. The
- * arguments are copied before it returns. done (required) is called once
+/* Sends payload (payload_len bytes of JSON) under key to topic. trace
+ * (may be NULL) is the caller's current trace context: the record then
+ * carries the headers baggage (when non-empty), traceparent and tracestate
+ * (when traceparent is valid; tracestate even when empty), before
+ * source-system. The arguments are copied before it returns. done (required) is called once
  * the broker acknowledged the record (PROSODY_OK) or sending failed
  * (TRANSIENT, PERMANENT, TERMINAL, CANCELLED for send_timeout, CLOSED,
  * CONFIG when the client cannot send). Errors returned at once:
  * INVALID_ARGUMENT, INVALID_HANDLE, AFTER_FORK; done is then not called. */
 int prosody_client_send(uint64_t client, const char *topic, const char *key, const uint8_t *payload,
-                        size_t payload_len, prosody_completion_fn done, void *user_data,
-                        char **error_message);
+                        size_t payload_len, const prosody_trace_context *trace,
+                        prosody_completion_fn done, void *user_data, char **error_message);
 
 /* Starts consuming. Ready events are queued for the host: the event fd
  * becomes readable and handler->notify (if set) is called, and the host

@@ -10,6 +10,7 @@ import (
 	"github.com/zeebo/xxh3"
 
 	"github.com/prosody-events/prosody-go/core/fault"
+	"github.com/prosody-events/prosody-go/core/tracing"
 )
 
 // SourceSystemHeader is the name of the header carrying the producer's
@@ -112,7 +113,7 @@ func (p *Producer) Send(ctx context.Context, topic, key string, payload []byte, 
 	}
 
 	f := &flight{done: make(chan outcome, 1)}
-	msg := p.newMessage(topic, key, payload, headers, f)
+	msg := p.newMessage(ctx, topic, key, payload, headers, f)
 	if size := msg.ByteSize(2); size > p.maxMsgBytes {
 		// sarama would reject it with a ConfigurationError, which reads
 		// as a client misconfiguration; it is this record that is too big.
@@ -203,8 +204,13 @@ func (p *Producer) enqueue(ctx context.Context, timeout <-chan time.Time, conn *
 }
 
 // newMessage builds the sarama record for one send.
-func (p *Producer) newMessage(topic, key string, payload []byte, headers []Header, f *flight) *sarama.ProducerMessage {
-	hs := make([]sarama.RecordHeader, 0, 1+len(headers))
+func (p *Producer) newMessage(ctx context.Context, topic, key string, payload []byte, headers []Header, f *flight) *sarama.ProducerMessage {
+	trace := tracing.Inject(ctx)
+	hs := make([]sarama.RecordHeader, 0, len(trace)+1+len(headers))
+	// The trace headers come first, as the original writes them.
+	for _, h := range trace {
+		hs = append(hs, sarama.RecordHeader{Key: []byte(h.Key), Value: h.Value})
+	}
 	// The source-system bytes are shared by all records; sarama only
 	// reads header bytes.
 	hs = append(hs, sarama.RecordHeader{Key: sourceSystemKey, Value: p.sourceSystemValue})

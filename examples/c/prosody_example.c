@@ -132,7 +132,7 @@ int main(void) {
     char key[32], payload[128];
     snprintf(key, sizeof key, "key-%d", i % KEYS);
     int n = snprintf(payload, sizeof payload, "{\"id\":\"evt-%d\",\"type\":\"example.greeting\",\"n\":%d}", i, i);
-    check(prosody_client_send(sender, TOPIC, key, (const uint8_t *)payload, (size_t)n, on_done, &sent, &err), err,
+    check(prosody_client_send(sender, TOPIC, key, (const uint8_t *)payload, (size_t)n, NULL, on_done, &sent, &err), err,
           "prosody_client_send");
   }
   if (waiter_wait(&sent)) return 1;

@@ -68,7 +68,7 @@ static void send_n(uint64_t sender, const char *topic, int n, const char *key_pr
     char key[64], payload[128];
     snprintf(key, sizeof key, "%s-%d", key_prefix, i);
     int len = snprintf(payload, sizeof payload, "{\"id\":\"%s\",\"type\":\"test\",\"i\":%d}", key, i);
-    EXPECT(prosody_client_send(sender, topic, key, (const uint8_t *)payload, (size_t)len, on_done, &w, errp_),
+    EXPECT(prosody_client_send(sender, topic, key, (const uint8_t *)payload, (size_t)len, NULL, on_done, &w, errp_),
            PROSODY_OK, NULL);
   }
   int st = waiter_wait(&w, 30);
@@ -247,15 +247,15 @@ static void test_client_queries(void) {
   waiter_destroy(&w);
 
   uint64_t mute = new_client("{" MOCK "}");
-  EXPECT(prosody_client_send(mute, "t", "k", (const uint8_t *)"{}", 2, on_done, NULL, errp_), PROSODY_ERR_CONFIG,
+  EXPECT(prosody_client_send(mute, "t", "k", (const uint8_t *)"{}", 2, NULL, on_done, NULL, errp_), PROSODY_ERR_CONFIG,
          "source_system");
-  EXPECT(prosody_client_send(producer, NULL, "k", (const uint8_t *)"{}", 2, on_done, NULL, errp_),
+  EXPECT(prosody_client_send(producer, NULL, "k", (const uint8_t *)"{}", 2, NULL, on_done, NULL, errp_),
          PROSODY_ERR_INVALID_ARGUMENT, "topic");
-  EXPECT(prosody_client_send(producer, "t", NULL, (const uint8_t *)"{}", 2, on_done, NULL, errp_),
+  EXPECT(prosody_client_send(producer, "t", NULL, (const uint8_t *)"{}", 2, NULL, on_done, NULL, errp_),
          PROSODY_ERR_INVALID_ARGUMENT, "key");
-  EXPECT(prosody_client_send(producer, "t", "k", NULL, 2, on_done, NULL, errp_), PROSODY_ERR_INVALID_ARGUMENT,
+  EXPECT(prosody_client_send(producer, "t", "k", NULL, 2, NULL, on_done, NULL, errp_), PROSODY_ERR_INVALID_ARGUMENT,
          "payload");
-  EXPECT(prosody_client_send(producer, "t", "k", (const uint8_t *)"{}", 2, NULL, NULL, errp_),
+  EXPECT(prosody_client_send(producer, "t", "k", (const uint8_t *)"{}", 2, NULL, NULL, NULL, errp_),
          PROSODY_ERR_INVALID_ARGUMENT, "done");
 
   release_client(mute);
@@ -284,14 +284,14 @@ static void test_handles(void) {
   waiter w;
   waiter_init(&w, 1);
   EXPECT(prosody_admin_delete_topic(c, "x", on_done, &w, errp_), PROSODY_ERR_INVALID_HANDLE, "kind client");
-  EXPECT(prosody_client_send(admin, "t", "k", (const uint8_t *)"{}", 2, on_done, &w, errp_),
+  EXPECT(prosody_client_send(admin, "t", "k", (const uint8_t *)"{}", 2, NULL, on_done, &w, errp_),
          PROSODY_ERR_INVALID_HANDLE, "kind admin");
   waiter_destroy(&w);
   /* released handles, double release; release without a completion */
   EXPECT(prosody_client_release(c, NULL, NULL, errp_), PROSODY_OK, NULL);
   EXPECT(prosody_client_release(c, NULL, NULL, errp_), PROSODY_ERR_INVALID_HANDLE, "released");
   EXPECT(prosody_client_consumer_state(c, &state, errp_), PROSODY_ERR_INVALID_HANDLE, "released");
-  EXPECT(prosody_client_send(c, "t", "k", (const uint8_t *)"{}", 2, on_done, NULL, errp_), PROSODY_ERR_INVALID_HANDLE,
+  EXPECT(prosody_client_send(c, "t", "k", (const uint8_t *)"{}", 2, NULL, on_done, NULL, errp_), PROSODY_ERR_INVALID_HANDLE,
          "released");
   EXPECT(prosody_admin_release(admin, errp_), PROSODY_OK, NULL);
   EXPECT(prosody_admin_release(admin, errp_), PROSODY_ERR_INVALID_HANDLE, "released");
@@ -449,6 +449,58 @@ static void test_events(void) {
     EXPECT(prosody_event_complete(ev[0].event, PROSODY_OUTCOME_OK, NULL, errp_), PROSODY_ERR_INVALID_HANDLE,
            "unknown");
   }
+  release_client(sender);
+  EXPECT(prosody_admin_release(admin, errp_), PROSODY_OK, NULL);
+}
+
+/* The host's trace context travels in the record's headers and comes back
+ * on the consumed event; without one the event's fields are empty. */
+static void test_trace_context(void) {
+  char topic[64], group[64], cfg[512];
+  unique(topic, sizeof topic, "trace");
+  unique(group, sizeof group, "trace-g");
+  snprintf(cfg, sizeof cfg, "{" MOCK ",\"group_id\":\"%s\",\"subscribed_topics\":\"%s\"}", group, topic);
+  uint64_t admin;
+  EXPECT(prosody_admin_new("{" MOCK "}", &admin, errp_), PROSODY_OK, NULL);
+  create_topic(admin, topic, 1);
+  uint64_t consumer = new_client(cfg);
+  uint64_t sender = new_client("{" MOCK ",\"source_system\":\"trace-sender\"}");
+  const char *parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  prosody_trace_context tc = {.traceparent = parent, .tracestate = "vendor=x", .baggage = "user=alice"};
+  waiter w;
+  AWAIT(&w, prosody_client_send(sender, topic, "traced", (const uint8_t *)"{}", 2, &tc, on_done, &w, &err_), 30,
+        PROSODY_OK);
+  prosody_trace_context invalid = {.traceparent = "not-a-traceparent", .tracestate = NULL, .baggage = NULL};
+  AWAIT(&w, prosody_client_send(sender, topic, "invalid", (const uint8_t *)"{}", 2, &invalid, on_done, &w, &err_),
+        30, PROSODY_OK);
+  AWAIT(&w, prosody_client_send(sender, topic, "plain", (const uint8_t *)"{}", 2, NULL, on_done, &w, &err_), 30,
+        PROSODY_OK);
+  prosody_handler_config h = {0};
+  subscribe(consumer, &h);
+  prosody_event ev[3];
+  size_t got = 0;
+  for (int i = 0; i < 3; i++) {
+    if (next_event(consumer, PROSODY_EVENT_MESSAGE, &ev[got], 20)) got++;
+  }
+  CHECK(got == 3, "received %zu of 3", got);
+  for (size_t i = 0; i < got; i++) {
+    prosody_event *e = &ev[i];
+    if (e->key_len == 6 && memcmp(e->key, "traced", 6) == 0) {
+      CHECK(e->traceparent_len == strlen(parent) && memcmp(e->traceparent, parent, e->traceparent_len) == 0,
+            "traceparent %.*s", (int)e->traceparent_len, e->traceparent);
+      CHECK(e->tracestate_len == 8 && memcmp(e->tracestate, "vendor=x", 8) == 0, "tracestate %.*s",
+            (int)e->tracestate_len, e->tracestate);
+      CHECK(e->baggage_len == 10 && memcmp(e->baggage, "user=alice", 10) == 0, "baggage %.*s",
+            (int)e->baggage_len, e->baggage);
+    } else {
+      /* An invalid traceparent is dropped as the W3C propagator does. */
+      CHECK(e->traceparent_len == 0 && e->tracestate_len == 0 && e->baggage_len == 0,
+            "%.*s: unexpected trace headers", (int)e->key_len, e->key);
+    }
+    EXPECT(prosody_event_complete(e->event, PROSODY_OUTCOME_OK, NULL, errp_), PROSODY_OK, NULL);
+  }
+  unsubscribe(consumer);
+  release_client(consumer);
   release_client(sender);
   EXPECT(prosody_admin_release(admin, errp_), PROSODY_OK, NULL);
 }
@@ -672,7 +724,7 @@ static void test_fork(void) {
     bad |= prosody_client_new("{" MOCK "}", &h, &err) != PROSODY_ERR_AFTER_FORK;
     bad |= err == NULL || strstr(err, "used after fork") == NULL;
     prosody_free(err);
-    bad |= prosody_client_send(c, "t", "k", (const uint8_t *)"{}", 2, on_done, NULL, NULL) != PROSODY_ERR_AFTER_FORK;
+    bad |= prosody_client_send(c, "t", "k", (const uint8_t *)"{}", 2, NULL, on_done, NULL, NULL) != PROSODY_ERR_AFTER_FORK;
     bad |= prosody_event_complete(1, 0, NULL, NULL) != PROSODY_ERR_AFTER_FORK;
     bad |= strcmp(prosody_status_name(PROSODY_ERR_AFTER_FORK), "PROSODY_ERR_AFTER_FORK") != 0;
     _exit(bad ? 3 : 0);
@@ -813,6 +865,7 @@ int main(int argc, char **argv) {
       {"handles", test_handles},
       {"admin", test_admin},
       {"events", test_events},
+      {"trace_context", test_trace_context},
       {"cancellation", test_cancellation},
       {"unsubscribe_in_flight", test_unsubscribe_in_flight},
       {"timers", test_timers},
