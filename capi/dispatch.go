@@ -8,7 +8,9 @@ import "C"
 import (
 	"errors"
 	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"github.com/prosody-events/prosody-go/core/event"
@@ -34,6 +36,11 @@ type dispatcher struct {
 	closed bool
 	notify C.prosody_notify_fn
 	ud     unsafe.Pointer
+
+	// inFlight counts the events handed to the host and not finished; the
+	// cancellation watch runs while it is above zero.
+	inFlight atomic.Int64
+	watching atomic.Bool
 }
 
 // readyItem is a queued event, or a cancellation notice for it.
@@ -124,51 +131,101 @@ func (d *dispatcher) close() {
 	}
 }
 
-// OnMessage implements event.Handler.
+// StartMessage implements event.AsyncHandler: the message is queued for
+// the host and the engine goes on; the host's completion calls done on the
+// host's thread, which continues the key right there. No goroutine waits
+// for the host.
+func (d *dispatcher) StartMessage(ctx *event.Context, m *event.Message, done func(error)) {
+	d.start(d.messageEvent(ctx, m), done)
+}
+
+// OnMessage implements event.Handler, for callers that run the
+// synchronous chain.
 func (d *dispatcher) OnMessage(ctx *event.Context, m *event.Message) error {
-	ev := newPendingEvent(d, ctx, C.PROSODY_EVENT_MESSAGE, m.Topic, m.Key, m.Payload, m.SourceSystem,
-		tracing.FromHeaders(m.Headers))
-	ev.partition, ev.offset = m.Partition, m.Offset
-	if !m.Timestamp.IsZero() {
-		ev.timestampMs = m.Timestamp.UnixMilli()
-	}
-	return d.handle(ev)
+	return d.wait(d.messageEvent(ctx, m))
 }
 
 // OnTimer implements event.Handler.
 func (d *dispatcher) OnTimer(ctx *event.Context, t *event.Timer) error {
 	ev := newPendingEvent(d, ctx, C.PROSODY_EVENT_TIMER, t.Topic, t.Key, nil, "", tracing.Fields{})
 	ev.partition, ev.timeMs = t.Partition, t.Time.UnixMilli()
-	return d.handle(ev)
+	return d.wait(ev)
 }
 
-// handle hands ev to the host and waits for its outcome. Cancellation does
-// not end the wait: it queues a notice, and the host's outcome decides.
-func (d *dispatcher) handle(ev *pendingEvent) error {
+func (d *dispatcher) messageEvent(ctx *event.Context, m *event.Message) *pendingEvent {
+	ev := newPendingEvent(d, ctx, C.PROSODY_EVENT_MESSAGE, m.Topic, m.Key, m.Payload, m.SourceSystem,
+		tracing.FromHeaders(m.Headers))
+	ev.partition, ev.offset = m.Partition, m.Offset
+	if !m.Timestamp.IsZero() {
+		ev.timestampMs = m.Timestamp.UnixMilli()
+	}
+	return ev
+}
+
+// wait hands ev to the host and waits for its outcome.
+func (d *dispatcher) wait(ev *pendingEvent) error {
+	ch := make(chan error, 1)
+	d.start(ev, func(err error) { ch <- err })
+	// The wait is for the host, outside the Go runtime: tell the executor,
+	// so this worker stops counting against its eager pool and other ready
+	// runs start now rather than when the starvation watchdog notices.
+	resume := ev.ctx.Blocking()
+	err := <-ch
+	resume()
+	return err
+}
+
+// start hands ev to the host; done gets the host's outcome. Cancellation
+// does not end the event: it queues a notice, and the host's outcome
+// decides.
+func (d *dispatcher) start(ev *pendingEvent, done func(error)) {
+	ev.done = done
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
 		ev.free()
-		return errReleased
+		done(errReleased)
+		return
 	}
 	// Registered under d.mu so that close, which sets closed first, sees
 	// every event it must fail.
 	events.add(ev.id, ev)
 	d.mu.Unlock()
 	d.push(readyItem{ev: ev})
-	// AfterFunc rather than a select on Done: no goroutine, and nothing
-	// runs unless the context is cancelled.
-	stop := ev.ctx.AfterFunc(func() {
-		if ev.state.CompareAndSwap(statePending, stateCancelNotified) {
+	d.inFlight.Add(1)
+	if !d.watching.Load() && d.watching.CompareAndSwap(false, true) {
+		d.watchCancellation()
+	}
+}
+
+// noticeTick is how often events the host holds are checked for
+// cancellation while any are held.
+const noticeTick = 5 * time.Millisecond
+
+// watchCancellation arranges for the events the host holds to be checked
+// for cancellation every noticeTick, for as long as it holds any. Checking
+// costs an atomic load or two per held event, where subscribing each event
+// to its context's cancellation cost more than the rest of its trip
+// through the engine; a notice is a hint to stop soon, so a few
+// milliseconds of delay do not matter.
+func (d *dispatcher) watchCancellation() {
+	time.AfterFunc(noticeTick, func() {
+		var cancelled []*pendingEvent
+		events.each(func(ev *pendingEvent) {
+			if ev.disp == d && ev.ctx.Err() != nil && ev.state.CompareAndSwap(statePending, stateCancelNotified) {
+				cancelled = append(cancelled, ev)
+			}
+		})
+		for _, ev := range cancelled {
 			d.push(readyItem{ev: ev, cancel: true})
 		}
+		if d.inFlight.Load() == 0 {
+			d.watching.Store(false)
+			// A start that came in between saw watching still true.
+			if d.inFlight.Load() == 0 || !d.watching.CompareAndSwap(false, true) {
+				return
+			}
+		}
+		d.watchCancellation()
 	})
-	// The wait is for the host, outside the Go runtime: tell the executor,
-	// so this worker stops counting against its eager pool and other ready
-	// runs start now rather than when the starvation watchdog notices.
-	resume := ev.ctx.Blocking()
-	err := <-ev.done
-	resume()
-	stop()
-	return err
 }

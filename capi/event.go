@@ -34,7 +34,8 @@ type pendingEvent struct {
 	kind  C.int32_t
 	buf   unsafe.Pointer
 	state atomic.Int32
-	done  chan error
+	// done receives the outcome (set by dispatcher.start).
+	done func(error)
 
 	// The event's queue of timer operations (timers.go).
 	opMu   sync.Mutex
@@ -63,7 +64,7 @@ const (
 
 func newPendingEvent(d *dispatcher, ctx *event.Context, k C.int32_t, topic, key string, payload []byte,
 	source string, trace tracing.Fields) *pendingEvent {
-	ev := &pendingEvent{id: newID(kindEvent), disp: d, ctx: ctx, kind: k, done: make(chan error, 1)}
+	ev := &pendingEvent{id: newID(kindEvent), disp: d, ctx: ctx, kind: k}
 	ev.lens = [numFields]int{len(topic), len(key), len(payload), len(source),
 		len(trace.TraceParent), len(trace.TraceState), len(trace.Baggage)}
 	size := 0
@@ -125,5 +126,6 @@ func (ev *pendingEvent) free() {
 func (ev *pendingEvent) finish(err error) {
 	ev.state.Store(stateDone)
 	ev.free()
-	ev.done <- err
+	ev.disp.inFlight.Add(-1)
+	ev.done(err)
 }

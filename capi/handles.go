@@ -103,3 +103,13 @@ func (t *table[T]) takeWhere(match func(T) bool) []T {
 	}
 	return out
 }
+
+// each calls f for every entry, under the read lock: f must be quick and
+// must not touch the table.
+func (t *table[T]) each(f func(T)) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	for _, v := range t.m {
+		f(v)
+	}
+}

@@ -162,6 +162,7 @@ func (c *Client) Subscribe(h event.Handler) error {
 		return err
 	}
 	timeouts := middleware.NewTimeouts(c.cfg.HandlerTimeout())
+	invoke, async := c.chain(h, timeouts)
 	cons, err := consumer.Start(consumer.Options{
 		Brokers:         c.cfg.BootstrapServers,
 		Mock:            c.cfg.Mock,
@@ -175,8 +176,9 @@ func (c *Client) Subscribe(h event.Handler) error {
 		StallThreshold:  c.cfg.StallThreshold,
 		Timers:          store,
 		SlabSize:        c.cfg.SlabSize,
+		Async:           async,
 		Logger:          c.log,
-	}, c.chain(h, timeouts))
+	}, invoke)
 	if err != nil {
 		timeouts.Stop()
 		return fmt.Errorf("starting consumer: %w", err)
@@ -199,29 +201,44 @@ func (c *Client) Subscribe(h event.Handler) error {
 // chain builds the middleware stack of the configured mode, outermost
 // first. Every mode ends with the same inner block: cancellation, the
 // concurrency limit, the handler timeout.
-func (c *Client) chain(h event.Handler, timeouts *middleware.Timeouts) middleware.Invoker {
+func (c *Client) chain(h event.Handler, timeouts *middleware.Timeouts) (middleware.Invoker, *middleware.Async) {
+	limiter := middleware.NewLimiter(c.cfg.MaxConcurrency)
 	inner := []middleware.Middleware{
 		middleware.Cancellation(),
-		middleware.NewLimiter(c.cfg.MaxConcurrency).Middleware(),
+		limiter.Middleware(),
 		timeouts.Middleware(),
 	}
-	policy := middleware.RetryPolicy{Base: c.cfg.RetryBase, MaxDelay: c.cfg.MaxRetryDelay, Logger: c.log}
-	var layers []middleware.Middleware
+	policy := &middleware.RetryPolicy{Base: c.cfg.RetryBase, MaxDelay: c.cfg.MaxRetryDelay, Logger: c.log}
 	switch c.cfg.Mode {
 	case config.ModeLowLatency:
 		// A bounded number of retries; an event that still fails is logged
 		// and committed by the engine.
 		policy.MaxRetries = c.cfg.MaxRetries
-		layers = append(layers, middleware.Retry(policy))
 	case config.ModeBestEffort:
 		// One attempt; failures are logged and committed.
+		policy = nil
 	default:
 		// Pipeline: transient failures are retried until they succeed or
 		// the partition goes away, blocking only their key.
 		policy.MaxRetries = middleware.Unlimited
-		layers = append(layers, middleware.Retry(policy))
 	}
-	return middleware.Chain(middleware.HandlerInvoker(h), append(layers, inner...)...)
+	var layers []middleware.Middleware
+	if policy != nil {
+		layers = append(layers, middleware.Retry(*policy))
+	}
+	invoke := middleware.Chain(middleware.HandlerInvoker(h), append(layers, inner...)...)
+	ah, ok := h.(event.AsyncHandler)
+	if !ok {
+		return invoke, nil
+	}
+	// The same layers, sharing the limiter and the timeout watchdog with
+	// the synchronous chain (which still runs timers).
+	return invoke, &middleware.Async{
+		Retry: policy, Limiter: limiter, Timeouts: timeouts,
+		Start: func(ctx *event.Context, ev event.Event, done func(error)) {
+			ah.StartMessage(ctx, ev.(*event.Message), done)
+		},
+	}
 }
 
 // Unsubscribe stops consuming the way a revocation does (in-flight

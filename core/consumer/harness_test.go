@@ -195,6 +195,37 @@ func chain(h event.Handler, limiter *middleware.Limiter) middleware.Invoker {
 	)
 }
 
+// startStyled starts a consumer running h through the test chain, or, when
+// async is set, starting its messages asynchronously the way the C ABI
+// does: each finishes on another goroutine and no engine goroutine waits
+// for it.
+func startStyled(t *testing.T, opts Options, h event.Handler, slots int, async bool) *Consumer {
+	t.Helper()
+	limiter := middleware.NewLimiter(slots)
+	if async {
+		timeouts := middleware.NewTimeouts(0)
+		t.Cleanup(timeouts.Stop)
+		opts.Async = &middleware.Async{
+			Retry:   &middleware.RetryPolicy{MaxRetries: middleware.Unlimited, Base: 5 * time.Millisecond, MaxDelay: 50 * time.Millisecond},
+			Limiter: limiter, Timeouts: timeouts,
+			Start: func(ctx *event.Context, ev event.Event, done func(error)) {
+				go func() { done(h.OnMessage(ctx, ev.(*event.Message))) }()
+			},
+		}
+	}
+	c, err := Start(opts, chain(h, limiter))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// styles names the handler styles tests run under.
+var styles = []struct {
+	name  string
+	async bool
+}{{"sync", false}, {"async", true}}
+
 func stopConsumer(t *testing.T, c *Consumer) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/prosody-events/prosody-go/core/middleware"
 	"github.com/prosody-events/prosody-go/core/mockbroker"
 	"github.com/prosody-events/prosody-go/core/timerstore"
 )
@@ -35,6 +36,11 @@ type Options struct {
 	Timers timerstore.Store
 	// SlabSize groups stored timers by time (slab_size); whole seconds.
 	SlabSize time.Duration
+
+	// Async, when set, starts messages (not timers) without holding a
+	// goroutine while their handler runs; see middleware.Async. The
+	// synchronous chain given to Start still runs timers.
+	Async *middleware.Async
 
 	ClientID string       // defaults to the host name
 	Logger   *slog.Logger // defaults to slog.Default()

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/prosody-events/prosody-go/core/event"
-	"github.com/prosody-events/prosody-go/core/middleware"
 )
 
 // orderObserver checks, while handlers run, that each key is handled in
@@ -65,67 +64,71 @@ func (o *orderObserver) handled() int {
 // Each key is handled in offset order, one handler at a time; different
 // keys run concurrently; never more than max_concurrency handlers run; no
 // partition holds more than max_uncommitted unfinished offsets.
+//
+// Both handler styles run: a synchronous Go handler, and an asynchronous
+// one (as behind the C ABI) that finishes each message on another
+// goroutine, where the engine holds no goroutine per message in flight.
 func TestPerKeyOrderUnderConcurrency(t *testing.T) {
 	for _, tg := range targets(t) {
-		t.Run(tg.name, func(t *testing.T) {
-			const (
-				messages       = 20000
-				keys           = 2000
-				partitions     = 8
-				maxConcurrency = 16
-				maxUncommitted = 32
-			)
-			topic := createTopic(t, tg, partitions)
-			records := make([]record, messages)
-			seq := map[string]int{}
-			for i := range records {
-				k := fmt.Sprintf("key-%d", i%keys)
-				seq[k]++
-				records[i] = record{key: k, value: jsonValue(k, seq[k])}
-			}
-			produce(t, tg, topic, records)
-
-			obs := newOrderObserver(t)
-			rng := rand.New(rand.NewSource(7))
-			var rngMu sync.Mutex
-			handler := event.HandlerFuncs{Message: func(ctx *event.Context, m *event.Message) error {
-				var body struct{ Seq int }
-				if err := json.Unmarshal(m.Payload, &body); err != nil {
-					t.Errorf("payload: %v", err)
-				}
-				obs.begin(m.Key, body.Seq)
-				time.Sleep(randomDelay(rng, &rngMu, 300*time.Microsecond))
-				obs.end(m.Key, body.Seq)
-				return nil
-			}}
-			limiter := middleware.NewLimiter(maxConcurrency)
-			opts := baseOptions(tg, topic)
-			opts.MaxUncommitted = maxUncommitted
-			c, err := Start(opts, chain(handler, limiter))
-			if err != nil {
-				t.Fatal(err)
-			}
-			// Sample every partition's unfinished offsets while it runs.
-			peakOutstanding, stopSampling := sampleOutstanding(c)
-			waitFor(t, 2*time.Minute, "all messages handled", func() bool { return obs.handled() == messages })
-			stopSampling()
-			stopConsumer(t, c)
-
-			if obs.peak > maxConcurrency {
-				t.Errorf("peak handlers in flight %d > max_concurrency %d", obs.peak, maxConcurrency)
-			}
-			if obs.peak < 2 {
-				t.Errorf("handlers for different keys never overlapped (peak %d)", obs.peak)
-			}
-			if p := peakOutstanding(); p > maxUncommitted {
-				t.Errorf("a partition held %d unfinished offsets > max_uncommitted %d", p, maxUncommitted)
-			}
-			if c.Stats().Pauses() == 0 {
-				t.Errorf("backpressure was never exercised: no partition paused")
-			}
-			t.Logf("peak concurrency %d, peak unfinished per partition %d, pauses %d", obs.peak, peakOutstanding(), c.Stats().Pauses())
-		})
+		for _, st := range styles {
+			t.Run(tg.name+"/"+st.name, func(t *testing.T) { testPerKeyOrder(t, tg, st.async) })
+		}
 	}
+}
+
+func testPerKeyOrder(t *testing.T, tg target, async bool) {
+	const (
+		messages       = 20000
+		keys           = 2000
+		partitions     = 8
+		maxConcurrency = 16
+		maxUncommitted = 32
+	)
+	topic := createTopic(t, tg, partitions)
+	records := make([]record, messages)
+	seq := map[string]int{}
+	for i := range records {
+		k := fmt.Sprintf("key-%d", i%keys)
+		seq[k]++
+		records[i] = record{key: k, value: jsonValue(k, seq[k])}
+	}
+	produce(t, tg, topic, records)
+
+	obs := newOrderObserver(t)
+	rng := rand.New(rand.NewSource(7))
+	var rngMu sync.Mutex
+	handler := event.HandlerFuncs{Message: func(ctx *event.Context, m *event.Message) error {
+		var body struct{ Seq int }
+		if err := json.Unmarshal(m.Payload, &body); err != nil {
+			t.Errorf("payload: %v", err)
+		}
+		obs.begin(m.Key, body.Seq)
+		time.Sleep(randomDelay(rng, &rngMu, 300*time.Microsecond))
+		obs.end(m.Key, body.Seq)
+		return nil
+	}}
+	opts := baseOptions(tg, topic)
+	opts.MaxUncommitted = maxUncommitted
+	c := startStyled(t, opts, handler, maxConcurrency, async)
+	// Sample every partition's unfinished offsets while it runs.
+	peakOutstanding, stopSampling := sampleOutstanding(c)
+	waitFor(t, 2*time.Minute, "all messages handled", func() bool { return obs.handled() == messages })
+	stopSampling()
+	stopConsumer(t, c)
+
+	if obs.peak > maxConcurrency {
+		t.Errorf("peak handlers in flight %d > max_concurrency %d", obs.peak, maxConcurrency)
+	}
+	if obs.peak < 2 {
+		t.Errorf("handlers for different keys never overlapped (peak %d)", obs.peak)
+	}
+	if p := peakOutstanding(); p > maxUncommitted {
+		t.Errorf("a partition held %d unfinished offsets > max_uncommitted %d", p, maxUncommitted)
+	}
+	if c.Stats().Pauses() == 0 {
+		t.Errorf("backpressure was never exercised: no partition paused")
+	}
+	t.Logf("peak concurrency %d, peak unfinished per partition %d, pauses %d", obs.peak, peakOutstanding(), c.Stats().Pauses())
 }
 
 // sampleOutstanding records the highest unfinished-offset count seen in any

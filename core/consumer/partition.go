@@ -198,9 +198,15 @@ func (p *partition) filterOut(msg *event.Message, reason filter.Reason) int64 {
 }
 
 // run handles it and then each further event of the same key, until the
-// key's queue is empty or the partition is draining.
+// key's queue is empty or the partition is draining. A message that starts
+// asynchronously (Options.Async) ends the run: its completion continues the
+// key (afterAsync).
 func (p *partition) run(it item) {
 	for {
+		if p.startsAsync(it) {
+			p.startAsync(it)
+			return
+		}
 		var finished bool
 		if id, isTimer := timerID(it); isTimer {
 			// A timer unscheduled while it waited for its key is skipped.
@@ -214,26 +220,70 @@ func (p *partition) run(it item) {
 		} else {
 			finished = p.complete(it, p.invoke(it))
 		}
-		p.mu.Lock()
-		if finished {
-			p.finishLocked(it.offset)
-		}
-		next, ok := p.keys.Done(it.hash)
-		if !ok {
-			p.running--
-			if p.draining && p.running == 0 {
-				close(p.idle)
-			}
-		}
-		signal := p.roomLocked()
-		p.mu.Unlock()
-		if signal {
-			p.signalRoom()
-		}
+		next, ok := p.advance(it, finished)
 		if !ok {
 			return
 		}
 		it = next
+	}
+}
+
+// advance records the end of it (finishing its offset if finished) and
+// returns the key's next event, if the key has one and the partition is
+// not draining.
+func (p *partition) advance(it item, finished bool) (item, bool) {
+	p.mu.Lock()
+	if finished {
+		p.finishLocked(it.offset)
+	}
+	next, ok := p.keys.Done(it.hash)
+	if !ok {
+		p.running--
+		if p.draining && p.running == 0 {
+			close(p.idle)
+		}
+	}
+	signal := p.roomLocked()
+	p.mu.Unlock()
+	if signal {
+		p.signalRoom()
+	}
+	return next, ok
+}
+
+// startsAsync reports whether it starts through Options.Async.
+func (p *partition) startsAsync(it item) bool {
+	if p.c.opts.Async == nil {
+		return false
+	}
+	_, isMessage := it.ev.(*event.Message)
+	return isMessage
+}
+
+// startAsync starts a message through Options.Async and returns at once.
+func (p *partition) startAsync(it item) {
+	ctx := event.NewInvocation(p.scope, it.ev.EventKey())
+	ctx.SetEnv(p.env)
+	p.c.opts.Async.Run(ctx, it.ev, func(err error) {
+		ctx.Invalidate()
+		p.afterAsync(it, err)
+	})
+}
+
+// afterAsync is run's loop body for a message that finished
+// asynchronously, on the thread that reported its outcome. The key's next
+// event starts there when it starts asynchronously too (that only queues
+// it for the host); anything else goes to the executor.
+func (p *partition) afterAsync(it item, err error) {
+	next, ok := p.advance(it, p.complete(it, err))
+	switch {
+	case !ok:
+	case p.startsAsync(next):
+		p.startAsync(next)
+	default:
+		p.c.exec.mu.Lock()
+		p.c.exec.submitLocked([]task{{p: p, it: next}})
+		p.c.exec.mu.Unlock()
 	}
 }
 

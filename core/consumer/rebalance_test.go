@@ -68,70 +68,68 @@ func (o *replayObserver) distinct() int {
 // and duplicates appear only as replays of a key's suffix.
 func TestRebalanceLosesNothing(t *testing.T) {
 	for _, tg := range targets(t) {
-		t.Run(tg.name, func(t *testing.T) {
-			const (
-				messages   = 50000
-				keys       = 500
-				partitions = 8
-			)
-			topic := createTopic(t, tg, partitions)
-			obs := newReplayObserver(t)
-			handler := event.HandlerFuncs{Message: func(ctx *event.Context, m *event.Message) error {
-				var body struct{ Seq int }
-				if err := json.Unmarshal(m.Payload, &body); err != nil {
-					t.Errorf("payload: %v", err)
-				}
-				obs.begin(m.Key, body.Seq)
-				time.Sleep(20 * time.Microsecond)
-				obs.end(m.Key, body.Seq)
-				return nil
-			}}
-			opts := baseOptions(tg, topic)
-			start := func() *Consumer {
-				c, err := Start(opts, chain(handler, middleware.NewLimiter(16)))
-				if err != nil {
-					t.Fatal(err)
-				}
-				return c
-			}
-
-			// Produce in ten slices spread over the membership changes.
-			produced := make(chan struct{})
-			go func() {
-				defer close(produced)
-				seq := map[string]int{}
-				for slice := 0; slice < 10; slice++ {
-					batch := make([]record, messages/10)
-					for i := range batch {
-						k := fmt.Sprintf("key-%d", (slice*len(batch)+i)%keys)
-						seq[k]++
-						batch[i] = record{key: k, value: jsonValue(k, seq[k])}
-					}
-					produce(t, tg, topic, batch)
-					time.Sleep(700 * time.Millisecond)
-				}
-			}()
-
-			first := start()
-			waitFor(t, time.Minute, "first member assigned", func() bool { return first.AssignedPartitions() == partitions })
-			second := start()
-			waitFor(t, time.Minute, "second member assigned", func() bool { return second.AssignedPartitions() > 0 })
-			third := start()
-			waitFor(t, time.Minute, "third member assigned", func() bool { return third.AssignedPartitions() > 0 })
-			time.Sleep(time.Second)
-			stopConsumer(t, second)
-			time.Sleep(time.Second)
-			stopConsumer(t, third)
-			waitFor(t, time.Minute, "first member owns everything again", func() bool { return first.AssignedPartitions() == partitions })
-			<-produced
-			waitFor(t, 2*time.Minute, "all messages handled", func() bool { return obs.distinct() == messages })
-			stopConsumer(t, first)
-
-			obs.mu.Lock()
-			defer obs.mu.Unlock()
-			t.Logf("handled %d times for %d messages (%d replays)", obs.handled, messages, obs.replays)
-		})
+		for _, st := range styles {
+			t.Run(tg.name+"/"+st.name, func(t *testing.T) { testRebalanceLosesNothing(t, tg, st.async) })
+		}
 	}
+}
+
+func testRebalanceLosesNothing(t *testing.T, tg target, async bool) {
+	const (
+		messages   = 50000
+		keys       = 500
+		partitions = 8
+	)
+	topic := createTopic(t, tg, partitions)
+	obs := newReplayObserver(t)
+	handler := event.HandlerFuncs{Message: func(ctx *event.Context, m *event.Message) error {
+		var body struct{ Seq int }
+		if err := json.Unmarshal(m.Payload, &body); err != nil {
+			t.Errorf("payload: %v", err)
+		}
+		obs.begin(m.Key, body.Seq)
+		time.Sleep(20 * time.Microsecond)
+		obs.end(m.Key, body.Seq)
+		return nil
+	}}
+	opts := baseOptions(tg, topic)
+	start := func() *Consumer { return startStyled(t, opts, handler, 16, async) }
+
+	// Produce in ten slices spread over the membership changes.
+	produced := make(chan struct{})
+	go func() {
+		defer close(produced)
+		seq := map[string]int{}
+		for slice := 0; slice < 10; slice++ {
+			batch := make([]record, messages/10)
+			for i := range batch {
+				k := fmt.Sprintf("key-%d", (slice*len(batch)+i)%keys)
+				seq[k]++
+				batch[i] = record{key: k, value: jsonValue(k, seq[k])}
+			}
+			produce(t, tg, topic, batch)
+			time.Sleep(700 * time.Millisecond)
+		}
+	}()
+
+	first := start()
+	waitFor(t, time.Minute, "first member assigned", func() bool { return first.AssignedPartitions() == partitions })
+	second := start()
+	waitFor(t, time.Minute, "second member assigned", func() bool { return second.AssignedPartitions() > 0 })
+	third := start()
+	waitFor(t, time.Minute, "third member assigned", func() bool { return third.AssignedPartitions() > 0 })
+	time.Sleep(time.Second)
+	stopConsumer(t, second)
+	time.Sleep(time.Second)
+	stopConsumer(t, third)
+	waitFor(t, time.Minute, "first member owns everything again", func() bool { return first.AssignedPartitions() == partitions })
+	<-produced
+	waitFor(t, 2*time.Minute, "all messages handled", func() bool { return obs.distinct() == messages })
+	stopConsumer(t, first)
+
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	t.Logf("handled %d times for %d messages (%d replays)", obs.handled, messages, obs.replays)
 }
 
 // TestUnsubscribeCommitsAndResumes: a consumer stopped mid-stream commits

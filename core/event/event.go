@@ -68,6 +68,17 @@ type Handler interface {
 	OnTimer(ctx *Context, timer *Timer) error
 }
 
+// AsyncHandler is a Handler whose messages finish away from the goroutine
+// that starts them: in a host language behind the C ABI, which completes
+// events in batches from its own thread. The engine then holds no goroutine
+// per message in flight. StartMessage must not block; it calls done exactly
+// once with the attempt's outcome, from any goroutine or thread, possibly
+// before it returns. Timers still go through OnTimer.
+type AsyncHandler interface {
+	Handler
+	StartMessage(ctx *Context, msg *Message, done func(error))
+}
+
 // HandlerFuncs adapts plain functions to Handler. A nil function accepts its
 // events without doing anything.
 type HandlerFuncs struct {

@@ -22,7 +22,14 @@ type Limiter struct {
 	waiting atomic.Int64 // len(queue), readable without the lock
 
 	mu    sync.Mutex
-	queue []chan struct{} // sleepers, oldest first; a send hands over a slot
+	queue []*waiter // oldest first
+}
+
+// waiter is an attempt waiting for a slot: a sleeping goroutine (ch) or an
+// asynchronous attempt to start when its slot is handed over (fn).
+type waiter struct {
+	ch chan struct{}
+	fn func(error)
 }
 
 // NewLimiter returns a Limiter with n slots (n >= 1).
@@ -63,48 +70,95 @@ func (l *Limiter) acquire(ctx *event.Context) error {
 		l.mu.Unlock()
 		return nil
 	}
-	ch := make(chan struct{}, 1)
-	l.queue = append(l.queue, ch)
+	w := &waiter{ch: make(chan struct{}, 1)}
+	l.queue = append(l.queue, w)
 	l.mu.Unlock()
 	select {
-	case <-ch:
+	case <-w.ch:
 		return nil
 	case <-ctx.Done():
 	}
-	l.mu.Lock()
-	for i, c := range l.queue {
-		if c == ch {
-			l.queue = append(l.queue[:i], l.queue[i+1:]...)
-			l.waiting.Add(-1)
-			l.mu.Unlock()
-			return ctx.Cause()
-		}
+	if l.remove(w) {
+		return ctx.Cause()
 	}
-	l.mu.Unlock()
 	// A slot was handed over just as the wait ended: pass it on.
-	<-ch
+	<-w.ch
 	l.release()
 	return ctx.Cause()
 }
 
-// release frees a slot, handing it to the oldest sleeper if there is one.
+// acquireAsync calls start once a slot is taken for it, at once if one is
+// free, otherwise on the goroutine or thread of the release that hands it
+// one. If ctx is cancelled first, start gets the cancellation cause and no
+// slot. It never blocks.
+func (l *Limiter) acquireAsync(ctx *event.Context, start func(error)) {
+	if l.tryAcquire() {
+		start(nil)
+		return
+	}
+	l.mu.Lock()
+	l.waiting.Add(1)
+	if l.tryAcquire() {
+		l.waiting.Add(-1)
+		l.mu.Unlock()
+		start(nil)
+		return
+	}
+	w := &waiter{fn: start}
+	l.queue = append(l.queue, w)
+	l.mu.Unlock()
+	// Registered after queueing: if the slot comes first, remove fails and
+	// the callback does nothing; it goes away with the invocation.
+	ctx.AfterFunc(func() {
+		if l.remove(w) {
+			start(ctx.Cause())
+		}
+	})
+}
+
+// remove takes w out of the queue, reporting whether it was still there
+// (false: a slot was handed to it).
+func (l *Limiter) remove(w *waiter) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, q := range l.queue {
+		if q == w {
+			l.queue = append(l.queue[:i], l.queue[i+1:]...)
+			l.waiting.Add(-1)
+			return true
+		}
+	}
+	return false
+}
+
+// release frees a slot, handing it to the oldest waiter if there is one.
+// Asynchronous waiters start on the caller's goroutine, after the lock is
+// released.
 func (l *Limiter) release() {
 	l.used.Add(-1)
 	if l.waiting.Load() == 0 {
 		return
 	}
+	var start []func(error)
 	l.mu.Lock()
 	for len(l.queue) > 0 && l.tryAcquire() {
-		ch := l.queue[0]
+		w := l.queue[0]
 		l.queue[0] = nil
 		l.queue = l.queue[1:]
 		l.waiting.Add(-1)
-		ch <- struct{}{}
+		if w.fn != nil {
+			start = append(start, w.fn)
+		} else {
+			w.ch <- struct{}{}
+		}
 	}
 	if len(l.queue) == 0 {
 		l.queue = nil
 	}
 	l.mu.Unlock()
+	for _, fn := range start {
+		fn(nil)
+	}
 }
 
 // Middleware takes a slot for the inner call. If the context is cancelled

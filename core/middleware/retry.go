@@ -50,17 +50,9 @@ func Retry(p RetryPolicy) Middleware {
 		return func(ctx *event.Context, ev event.Event) error {
 			for attempt := 1; ; attempt++ {
 				err := next(ctx, ev)
-				if err == nil || fault.ClassOf(err) != fault.ClassTransient {
+				delay, again := p.after(ctx, attempt, err)
+				if !again {
 					return err
-				}
-				if p.MaxRetries != Unlimited && attempt > p.MaxRetries {
-					return err
-				}
-				delay := p.Delay(attempt)
-				if p.Logger != nil {
-					p.Logger.LogAttrs(ctx, slog.LevelWarn, "handler failed, will retry",
-						slog.String("key", ctx.Key()), slog.Int("attempt", attempt),
-						slog.Duration("delay", delay), slog.String("error", err.Error()))
 				}
 				if err := sleep(ctx, delay); err != nil {
 					return err
@@ -68,6 +60,25 @@ func Retry(p RetryPolicy) Middleware {
 			}
 		}
 	}
+}
+
+// after decides what follows attempt number n (1-based) ending with err:
+// another attempt after the returned delay, or none (err is the outcome).
+// It logs the retry it asks for.
+func (p *RetryPolicy) after(ctx *event.Context, n int, err error) (time.Duration, bool) {
+	if p == nil || err == nil || fault.ClassOf(err) != fault.ClassTransient {
+		return 0, false
+	}
+	if p.MaxRetries != Unlimited && n > p.MaxRetries {
+		return 0, false
+	}
+	delay := p.Delay(n)
+	if p.Logger != nil {
+		p.Logger.LogAttrs(ctx, slog.LevelWarn, "handler failed, will retry",
+			slog.String("key", ctx.Key()), slog.Int("attempt", n),
+			slog.Duration("delay", delay), slog.String("error", err.Error()))
+	}
+	return delay, true
 }
 
 func sleep(ctx *event.Context, d time.Duration) error {

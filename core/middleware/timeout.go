@@ -89,21 +89,34 @@ func (t *Timeouts) Middleware() Middleware {
 			return next
 		}
 		return func(ctx *event.Context, ev event.Event) error {
-			attempt := ctx.Attempt()
-			s := t.begin(attempt)
-			err := next(attempt, ev)
-			s.started.Store(0)
-			s.ctx.Store(nil)
-			timedOut := attempt.Cause() == event.ErrTimeout
-			attempt.Invalidate()
-			if err != nil && timedOut && ctx.Err() == nil {
-				// The handler gave up because of the timeout (or failed for some
-				// other reason while timed out): report the timeout, so the
-				// outcome is transient and the log says why.
-				return timeoutError{err}
-			}
-			return err
+			attempt, end := t.start(ctx)
+			return end(next(attempt, ev))
 		}
+	}
+}
+
+// start begins a timed attempt of ctx's invocation: it returns the
+// attempt's context and the function that ends the attempt, which turns
+// the attempt's error into the outcome to report. Without a limit the
+// attempt runs in ctx itself.
+func (t *Timeouts) start(ctx *event.Context) (*event.Context, func(error) error) {
+	if t.limit <= 0 {
+		return ctx, func(err error) error { return err }
+	}
+	attempt := ctx.Attempt()
+	s := t.begin(attempt)
+	return attempt, func(err error) error {
+		s.started.Store(0)
+		s.ctx.Store(nil)
+		timedOut := attempt.Cause() == event.ErrTimeout
+		attempt.Invalidate()
+		if err != nil && timedOut && ctx.Err() == nil {
+			// The handler gave up because of the timeout (or failed for some
+			// other reason while timed out): report the timeout, so the
+			// outcome is transient and the log says why.
+			return timeoutError{err}
+		}
+		return err
 	}
 }
 

@@ -1,0 +1,213 @@
+package middleware
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prosody-events/prosody-go/core/event"
+	"github.com/prosody-events/prosody-go/core/fault"
+)
+
+// hostStarter is an asynchronous handler whose attempts are finished by the
+// test, from another goroutine, as a host language would.
+type hostStarter struct {
+	mu       sync.Mutex
+	attempts []func(error) // done of each attempt, in start order
+	started  chan struct{}
+}
+
+func newHostStarter() *hostStarter { return &hostStarter{started: make(chan struct{}, 1024)} }
+
+func (h *hostStarter) start(_ *event.Context, _ event.Event, done func(error)) {
+	h.mu.Lock()
+	h.attempts = append(h.attempts, done)
+	h.mu.Unlock()
+	h.started <- struct{}{}
+}
+
+// finish waits for attempt i to start and ends it with err.
+func (h *hostStarter) finish(t *testing.T, i int, err error) {
+	t.Helper()
+	deadline := time.After(5 * time.Second)
+	for {
+		h.mu.Lock()
+		n := len(h.attempts)
+		h.mu.Unlock()
+		if n > i {
+			break
+		}
+		select {
+		case <-h.started:
+		case <-deadline:
+			t.Fatalf("attempt %d never started (%d did)", i+1, n)
+		}
+	}
+	h.mu.Lock()
+	done := h.attempts[i]
+	h.mu.Unlock()
+	go done(err)
+}
+
+func (h *hostStarter) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.attempts)
+}
+
+func waitOutcome(t *testing.T, ch <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-ch:
+		return err
+	case <-time.After(5 * time.Second):
+		t.Fatal("no outcome")
+		return nil
+	}
+}
+
+func TestAsyncFollowsTheRetryPolicy(t *testing.T) {
+	transient := errors.New("flaky")
+	permanent := fault.Permanent(errors.New("bad input"))
+	tests := []struct {
+		name     string
+		policy   *RetryPolicy
+		outcomes []error // of successive attempts
+		wantErr  error
+	}{
+		{"success", &RetryPolicy{MaxRetries: 3}, []error{nil}, nil},
+		{"transient then success", &RetryPolicy{MaxRetries: 3}, []error{transient, transient, nil}, nil},
+		{"retries spent", &RetryPolicy{MaxRetries: 1}, []error{transient, transient}, transient},
+		{"permanent is final", &RetryPolicy{MaxRetries: Unlimited}, []error{permanent}, permanent},
+		{"no policy: one attempt", nil, []error{transient}, transient},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.policy != nil {
+				tt.policy.Base, tt.policy.MaxDelay = time.Millisecond, 2*time.Millisecond
+			}
+			h := newHostStarter()
+			timeouts := NewTimeouts(0)
+			defer timeouts.Stop()
+			a := &Async{Retry: tt.policy, Limiter: NewLimiter(1), Timeouts: timeouts, Start: h.start}
+			ctx, cancel := newCtx()
+			defer cancel(nil)
+			out := make(chan error, 1)
+			a.Run(ctx, &event.Message{}, func(err error) { out <- err })
+			for i, err := range tt.outcomes {
+				h.finish(t, i, err)
+			}
+			if err := waitOutcome(t, out); !errors.Is(err, tt.wantErr) || (tt.wantErr == nil && err != nil) {
+				t.Fatalf("outcome %v, want %v", err, tt.wantErr)
+			}
+			if h.count() != len(tt.outcomes) {
+				t.Fatalf("%d attempts, want %d", h.count(), len(tt.outcomes))
+			}
+			if a.Limiter.InUse() != 0 {
+				t.Fatalf("%d slots still taken", a.Limiter.InUse())
+			}
+		})
+	}
+}
+
+func TestAsyncBackoffEndsOnCancellation(t *testing.T) {
+	h := newHostStarter()
+	timeouts := NewTimeouts(0)
+	defer timeouts.Stop()
+	a := &Async{Retry: &RetryPolicy{MaxRetries: Unlimited, Base: time.Hour, MaxDelay: time.Hour},
+		Limiter: NewLimiter(1), Timeouts: timeouts, Start: h.start}
+	ctx, cancel := newCtx()
+	out := make(chan error, 1)
+	a.Run(ctx, &event.Message{}, func(err error) { out <- err })
+	h.finish(t, 0, errors.New("flaky"))
+	time.Sleep(10 * time.Millisecond) // into the hour-long backoff
+	cancel(event.ErrRevoked)
+	if err := waitOutcome(t, out); !errors.Is(err, event.ErrRevoked) || !fault.IsTerminal(err) {
+		t.Fatalf("outcome %v, want terminal ErrRevoked", err)
+	}
+	if h.count() != 1 {
+		t.Fatalf("%d attempts after cancellation, want 1", h.count())
+	}
+}
+
+func TestAsyncSharesSlotsWithWaitingAttempts(t *testing.T) {
+	h := newHostStarter()
+	timeouts := NewTimeouts(0)
+	defer timeouts.Stop()
+	l := NewLimiter(2)
+	a := &Async{Limiter: l, Timeouts: timeouts, Start: h.start}
+	const n = 6
+	outs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		ctx, cancel := newCtx()
+		defer cancel(nil)
+		a.Run(ctx, &event.Message{}, func(err error) { outs <- err })
+	}
+	// Only two start; each finish hands its slot to the next waiter.
+	time.Sleep(10 * time.Millisecond)
+	if got := h.count(); got != 2 {
+		t.Fatalf("%d attempts started with 2 slots, want 2", got)
+	}
+	for i := 0; i < n; i++ {
+		h.finish(t, i, nil)
+		if err := waitOutcome(t, outs); err != nil {
+			t.Fatalf("outcome %v", err)
+		}
+		if l.InUse() > 2 {
+			t.Fatalf("%d slots in use", l.InUse())
+		}
+	}
+	if l.InUse() != 0 {
+		t.Fatalf("%d slots still taken", l.InUse())
+	}
+}
+
+func TestAsyncWaiterCancelledBeforeItsSlot(t *testing.T) {
+	h := newHostStarter()
+	timeouts := NewTimeouts(0)
+	defer timeouts.Stop()
+	l := NewLimiter(1)
+	a := &Async{Limiter: l, Timeouts: timeouts, Start: h.start}
+	first, cancelFirst := newCtx()
+	defer cancelFirst(nil)
+	firstOut := make(chan error, 1)
+	a.Run(first, &event.Message{}, func(err error) { firstOut <- err })
+	second, cancelSecond := newCtx()
+	secondOut := make(chan error, 1)
+	a.Run(second, &event.Message{}, func(err error) { secondOut <- err })
+	cancelSecond(event.ErrRevoked)
+	if err := waitOutcome(t, secondOut); !errors.Is(err, event.ErrRevoked) {
+		t.Fatalf("waiting attempt ended with %v, want ErrRevoked", err)
+	}
+	h.finish(t, 0, nil)
+	if err := waitOutcome(t, firstOut); err != nil {
+		t.Fatalf("first outcome %v", err)
+	}
+	if h.count() != 1 || l.InUse() != 0 {
+		t.Fatalf("attempts %d, slots in use %d; want 1 and 0", h.count(), l.InUse())
+	}
+}
+
+func TestAsyncAttemptTimeout(t *testing.T) {
+	timeouts := NewTimeouts(20 * time.Millisecond)
+	defer timeouts.Stop()
+	// The handler ends its attempt when its context is cancelled, as a
+	// host does on a cancellation notice.
+	start := func(ctx *event.Context, _ event.Event, done func(error)) {
+		go func() {
+			<-ctx.Done()
+			done(errors.New("gave up"))
+		}()
+	}
+	a := &Async{Limiter: NewLimiter(1), Timeouts: timeouts, Start: start}
+	ctx, cancel := newCtx()
+	defer cancel(nil)
+	out := make(chan error, 1)
+	a.Run(ctx, &event.Message{}, func(err error) { out <- err })
+	err := waitOutcome(t, out)
+	var te timeoutError
+	if !errors.As(err, &te) || fault.ClassOf(err) != fault.ClassTransient {
+		t.Fatalf("outcome %v, want a transient timeout", err)
+	}
+}
