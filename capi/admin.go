@@ -9,7 +9,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"unsafe"
 
 	"github.com/prosody-events/prosody-go/core/admin"
 	"github.com/prosody-events/prosody-go/core/config"
@@ -48,6 +47,7 @@ func prosodyGo_admin_new(cfgJSON *C.char, out *C.uint64_t, errOut **C.char) (sta
 	if out == nil {
 		return fail(errOut, nullArg(fn, "admin"))
 	}
+	syncEnv()
 	cfg, err := config.FromJSON([]byte(js))
 	if err != nil {
 		return fail(errOut, configError(err))
@@ -71,7 +71,7 @@ func prosodyGo_admin_new(cfgJSON *C.char, out *C.uint64_t, errOut **C.char) (sta
 }
 
 //export prosodyGo_admin_create_topic
-func prosodyGo_admin_create_topic(id C.uint64_t, topicJSON *C.char, cb C.prosody_completion_fn, ud unsafe.Pointer, errOut **C.char) (status C.int) {
+func prosodyGo_admin_create_topic(id C.uint64_t, topicJSON *C.char, cb C.prosody_completion_fn, ud C.uintptr_t, errOut **C.char) (status C.int) {
 	const fn = "prosody_admin_create_topic"
 	defer guard(fn, &status, errOut)
 	js, err := goString(fn, "topic_json", topicJSON)
@@ -86,6 +86,7 @@ func prosodyGo_admin_create_topic(id C.uint64_t, topicJSON *C.char, cb C.prosody
 	if err != nil {
 		return fail(errOut, fmt.Errorf("%s: %w", fn, err))
 	}
+	syncEnv()
 	tc, err := config.TopicFromJSON([]byte(js))
 	if err != nil {
 		return fail(errOut, configError(err))
@@ -101,7 +102,7 @@ func prosodyGo_admin_create_topic(id C.uint64_t, topicJSON *C.char, cb C.prosody
 }
 
 //export prosodyGo_admin_delete_topic
-func prosodyGo_admin_delete_topic(id C.uint64_t, name *C.char, cb C.prosody_completion_fn, ud unsafe.Pointer, errOut **C.char) (status C.int) {
+func prosodyGo_admin_delete_topic(id C.uint64_t, name *C.char, cb C.prosody_completion_fn, ud C.uintptr_t, errOut **C.char) (status C.int) {
 	const fn = "prosody_admin_delete_topic"
 	defer guard(fn, &status, errOut)
 	topic, err := goString(fn, "name", name)

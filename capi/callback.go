@@ -14,10 +14,10 @@ import (
 // allowed (the reverse, C holding Go pointers, is what cgo forbids).
 type completion struct {
 	fn C.prosody_completion_fn
-	ud unsafe.Pointer
+	ud C.uintptr_t
 }
 
-func newCompletion(fn, name string, cb C.prosody_completion_fn, ud unsafe.Pointer) (completion, error) {
+func newCompletion(fn, name string, cb C.prosody_completion_fn, ud C.uintptr_t) (completion, error) {
 	if cb == nil {
 		return completion{}, nullArg(fn, name)
 	}

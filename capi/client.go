@@ -26,6 +26,7 @@ type clientEntry struct {
 	disp *dispatcher
 	// sendErr says why this client cannot send, if it cannot.
 	sendErr error
+	sends   sendQueue
 
 	// mu guards the subscription state as the host sees it. Tracking it
 	// here, not only in the core, lets subscribe and unsubscribe report
@@ -70,6 +71,7 @@ func prosodyGo_client_new(cfgJSON *C.char, out *C.uint64_t, errOut **C.char) (st
 	if out == nil {
 		return fail(errOut, nullArg(fn, "client"))
 	}
+	syncEnv()
 	cfg, err := config.FromJSON([]byte(js))
 	if err != nil {
 		return fail(errOut, configError(err))
@@ -98,7 +100,7 @@ func prosodyGo_client_new(cfgJSON *C.char, out *C.uint64_t, errOut **C.char) (st
 }
 
 //export prosodyGo_client_release
-func prosodyGo_client_release(id C.uint64_t, cb C.prosody_completion_fn, ud unsafe.Pointer, errOut **C.char) (status C.int) {
+func prosodyGo_client_release(id C.uint64_t, cb C.prosody_completion_fn, ud C.uintptr_t, errOut **C.char) (status C.int) {
 	defer guard("prosody_client_release", &status, errOut)
 	e, err := clients.take(uint64(id))
 	if err != nil {
@@ -115,7 +117,7 @@ func prosodyGo_client_release(id C.uint64_t, cb C.prosody_completion_fn, ud unsa
 
 //export prosodyGo_client_send
 func prosodyGo_client_send(id C.uint64_t, topic, key *C.char, payload *C.uint8_t, n C.size_t,
-	trace *C.prosody_trace_context, cb C.prosody_completion_fn, ud unsafe.Pointer, errOut **C.char) (status C.int) {
+	trace *C.prosody_trace_context, cb C.prosody_completion_fn, ud C.uintptr_t, errOut **C.char) (status C.int) {
 	const fn = "prosody_client_send"
 	defer guard(fn, &status, errOut)
 	t, err := goString(fn, "topic", topic)
@@ -142,13 +144,13 @@ func prosodyGo_client_send(id C.uint64_t, topic, key *C.char, payload *C.uint8_t
 	}
 	body := C.GoBytes(unsafe.Pointer(payload), C.int(n))
 	ctx := traceFields(trace).Context(context.Background())
-	async(fn, done, func() error { return e.c.Send(ctx, t, k, body) })
+	e.sends.push(e.c, queuedSend{ctx: ctx, topic: t, key: k, payload: body, done: done})
 	return C.PROSODY_OK
 }
 
 //export prosodyGo_client_subscribe
 func prosodyGo_client_subscribe(id C.uint64_t, h *C.prosody_handler_config, cb C.prosody_completion_fn,
-	ud unsafe.Pointer, errOut **C.char) (status C.int) {
+	ud C.uintptr_t, errOut **C.char) (status C.int) {
 	const fn = "prosody_client_subscribe"
 	defer guard(fn, &status, errOut)
 	if h == nil {
@@ -176,7 +178,7 @@ func prosodyGo_client_subscribe(id C.uint64_t, h *C.prosody_handler_config, cb C
 	e.subscribed = true
 	subDone := make(chan struct{})
 	e.subDone = subDone
-	e.disp.setNotify(h.notify, h.user_data)
+	e.disp.setNotify(h.notify, C.prosodyInt_handler_user_data(h))
 	async(fn, done, func() error {
 		defer close(subDone)
 		err := e.c.Subscribe(e.disp)
@@ -184,7 +186,7 @@ func prosodyGo_client_subscribe(id C.uint64_t, h *C.prosody_handler_config, cb C
 			e.mu.Lock()
 			e.subscribed = false
 			e.mu.Unlock()
-			e.disp.setNotify(nil, nil)
+			e.disp.setNotify(nil, 0)
 		}
 		return err
 	})
@@ -192,7 +194,7 @@ func prosodyGo_client_subscribe(id C.uint64_t, h *C.prosody_handler_config, cb C
 }
 
 //export prosodyGo_client_unsubscribe
-func prosodyGo_client_unsubscribe(id C.uint64_t, cb C.prosody_completion_fn, ud unsafe.Pointer, errOut **C.char) (status C.int) {
+func prosodyGo_client_unsubscribe(id C.uint64_t, cb C.prosody_completion_fn, ud C.uintptr_t, errOut **C.char) (status C.int) {
 	const fn = "prosody_client_unsubscribe"
 	defer guard(fn, &status, errOut)
 	done, err := newCompletion(fn, "done", cb, ud)
@@ -213,7 +215,7 @@ func prosodyGo_client_unsubscribe(id C.uint64_t, cb C.prosody_completion_fn, ud 
 	async(fn, done, func() error {
 		<-subDone
 		err := e.c.Unsubscribe(context.Background())
-		e.disp.setNotify(nil, nil)
+		e.disp.setNotify(nil, 0)
 		return err
 	})
 	return C.PROSODY_OK

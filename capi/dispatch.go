@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-	"unsafe"
 
 	"github.com/prosody-events/prosody-go/core/event"
 	"github.com/prosody-events/prosody-go/core/fault"
@@ -35,7 +34,7 @@ type dispatcher struct {
 	head   int // queue[head:] is waiting
 	closed bool
 	notify C.prosody_notify_fn
-	ud     unsafe.Pointer
+	ud     C.uintptr_t
 
 	// inFlight counts the events handed to the host and not finished; the
 	// cancellation watch runs while it is above zero.
@@ -59,7 +58,7 @@ func newDispatcher() (*dispatcher, error) {
 
 // setNotify installs the host's notify callback of a new subscription (nil
 // to remove it).
-func (d *dispatcher) setNotify(fn C.prosody_notify_fn, ud unsafe.Pointer) {
+func (d *dispatcher) setNotify(fn C.prosody_notify_fn, ud C.uintptr_t) {
 	d.mu.Lock()
 	d.notify, d.ud = fn, ud
 	d.mu.Unlock()
@@ -73,7 +72,7 @@ func (d *dispatcher) push(it readyItem) {
 	wasEmpty := d.head == len(d.queue)
 	d.queue = append(d.queue, it)
 	var fn C.prosody_notify_fn
-	var ud unsafe.Pointer
+	var ud C.uintptr_t
 	if wasEmpty {
 		_, _ = syscall.Write(d.efd, one[:])
 		fn, ud = d.notify, d.ud
@@ -123,7 +122,7 @@ func (d *dispatcher) poll(out []C.prosody_event) int {
 func (d *dispatcher) close() {
 	d.mu.Lock()
 	d.closed = true
-	d.notify, d.ud = nil, nil
+	d.notify, d.ud = nil, 0
 	d.queue, d.head = nil, 0
 	d.mu.Unlock()
 	for _, ev := range events.takeWhere(func(ev *pendingEvent) bool { return ev.disp == d }) {

@@ -18,13 +18,13 @@ import (
 // logSink is the host's log callback; nil means stderr.
 type logSink struct {
 	fn C.prosody_log_fn
-	ud unsafe.Pointer
+	ud C.uintptr_t
 }
 
 var sink atomic.Pointer[logSink]
 
 //export prosodyGo_set_log_callback
-func prosodyGo_set_log_callback(fn C.prosody_log_fn, ud unsafe.Pointer, errOut **C.char) (status C.int) {
+func prosodyGo_set_log_callback(fn C.prosody_log_fn, ud C.uintptr_t, errOut **C.char) (status C.int) {
 	defer guard("prosody_set_log_callback", &status, errOut)
 	if fn == nil {
 		sink.Store(nil)

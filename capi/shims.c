@@ -11,6 +11,7 @@
  * The trampolines at the end let Go call the host's function pointers.
  */
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 
@@ -74,7 +75,7 @@ const char *prosody_status_name(int status) {
 
 int prosody_set_log_callback(prosody_log_fn fn, void *user_data, char **error_message) {
   PROSODY_ENTER(error_message);
-  return prosodyGo_set_log_callback(fn, user_data, error_message);
+  return prosodyGo_set_log_callback(fn, (uintptr_t)user_data, error_message);
 }
 
 /* ---- client ---- */
@@ -87,7 +88,7 @@ int prosody_client_new(const char *config_json, uint64_t *client, char **error_m
 int prosody_client_release(uint64_t client, prosody_completion_fn done, void *user_data,
                            char **error_message) {
   PROSODY_ENTER(error_message);
-  return prosodyGo_client_release(client, done, user_data, error_message);
+  return prosodyGo_client_release(client, done, (uintptr_t)user_data, error_message);
 }
 
 int prosody_client_send(uint64_t client, const char *topic, const char *key, const uint8_t *payload,
@@ -95,20 +96,20 @@ int prosody_client_send(uint64_t client, const char *topic, const char *key, con
                         prosody_completion_fn done, void *user_data, char **error_message) {
   PROSODY_ENTER(error_message);
   return prosodyGo_client_send(client, (char *)topic, (char *)key, (uint8_t *)payload, payload_len,
-                               (prosody_trace_context *)trace, done, user_data, error_message);
+                               (prosody_trace_context *)trace, done, (uintptr_t)user_data, error_message);
 }
 
 int prosody_client_subscribe(uint64_t client, const prosody_handler_config *handler,
                              prosody_completion_fn done, void *user_data, char **error_message) {
   PROSODY_ENTER(error_message);
-  return prosodyGo_client_subscribe(client, (prosody_handler_config *)handler, done, user_data,
+  return prosodyGo_client_subscribe(client, (prosody_handler_config *)handler, done, (uintptr_t)user_data,
                                     error_message);
 }
 
 int prosody_client_unsubscribe(uint64_t client, prosody_completion_fn done, void *user_data,
                                char **error_message) {
   PROSODY_ENTER(error_message);
-  return prosodyGo_client_unsubscribe(client, done, user_data, error_message);
+  return prosodyGo_client_unsubscribe(client, done, (uintptr_t)user_data, error_message);
 }
 
 int prosody_client_event_fd(uint64_t client, int *fd, char **error_message) {
@@ -167,30 +168,30 @@ int prosody_event_release(uint64_t event, char **error_message) {
 int prosody_event_schedule(uint64_t event, int64_t time_ms, prosody_completion_fn cb, void *user_data,
                            char **error_message) {
   PROSODY_ENTER(error_message);
-  return prosodyGo_event_schedule(event, time_ms, cb, user_data, error_message);
+  return prosodyGo_event_schedule(event, time_ms, cb, (uintptr_t)user_data, error_message);
 }
 
 int prosody_event_clear_and_schedule(uint64_t event, int64_t time_ms, prosody_completion_fn cb,
                                      void *user_data, char **error_message) {
   PROSODY_ENTER(error_message);
-  return prosodyGo_event_clear_and_schedule(event, time_ms, cb, user_data, error_message);
+  return prosodyGo_event_clear_and_schedule(event, time_ms, cb, (uintptr_t)user_data, error_message);
 }
 
 int prosody_event_unschedule(uint64_t event, int64_t time_ms, prosody_completion_fn cb, void *user_data,
                              char **error_message) {
   PROSODY_ENTER(error_message);
-  return prosodyGo_event_unschedule(event, time_ms, cb, user_data, error_message);
+  return prosodyGo_event_unschedule(event, time_ms, cb, (uintptr_t)user_data, error_message);
 }
 
 int prosody_event_clear_scheduled(uint64_t event, prosody_completion_fn cb, void *user_data,
                                   char **error_message) {
   PROSODY_ENTER(error_message);
-  return prosodyGo_event_clear_scheduled(event, cb, user_data, error_message);
+  return prosodyGo_event_clear_scheduled(event, cb, (uintptr_t)user_data, error_message);
 }
 
 int prosody_event_scheduled(uint64_t event, prosody_times_fn cb, void *user_data, char **error_message) {
   PROSODY_ENTER(error_message);
-  return prosodyGo_event_scheduled(event, cb, user_data, error_message);
+  return prosodyGo_event_scheduled(event, cb, (uintptr_t)user_data, error_message);
 }
 
 /* ---- admin ---- */
@@ -203,13 +204,13 @@ int prosody_admin_new(const char *config_json, uint64_t *admin, char **error_mes
 int prosody_admin_create_topic(uint64_t admin, const char *topic_json, prosody_completion_fn done,
                                void *user_data, char **error_message) {
   PROSODY_ENTER(error_message);
-  return prosodyGo_admin_create_topic(admin, (char *)topic_json, done, user_data, error_message);
+  return prosodyGo_admin_create_topic(admin, (char *)topic_json, done, (uintptr_t)user_data, error_message);
 }
 
 int prosody_admin_delete_topic(uint64_t admin, const char *name, prosody_completion_fn done,
                                void *user_data, char **error_message) {
   PROSODY_ENTER(error_message);
-  return prosodyGo_admin_delete_topic(admin, (char *)name, done, user_data, error_message);
+  return prosodyGo_admin_delete_topic(admin, (char *)name, done, (uintptr_t)user_data, error_message);
 }
 
 int prosody_admin_release(uint64_t admin, char **error_message) {
@@ -219,22 +220,48 @@ int prosody_admin_release(uint64_t admin, char **error_message) {
 
 /* ---- trampolines ---- */
 
-void prosodyInt_call_completion(prosody_completion_fn fn, void *user_data, int status,
+void prosodyInt_call_completion(prosody_completion_fn fn, uintptr_t user_data, int status,
                                 const char *message) {
-  fn(user_data, status, message);
+  fn((void *)user_data, status, message);
 }
 
-void prosodyInt_call_times(prosody_times_fn fn, void *user_data, int status, const int64_t *times_ms,
+void prosodyInt_call_times(prosody_times_fn fn, uintptr_t user_data, int status, const int64_t *times_ms,
                            size_t count, const char *message) {
-  fn(user_data, status, times_ms, count, message);
+  fn((void *)user_data, status, times_ms, count, message);
 }
 
-void prosodyInt_call_notify(prosody_notify_fn fn, void *user_data) { fn(user_data); }
+void prosodyInt_call_notify(prosody_notify_fn fn, uintptr_t user_data) { fn((void *)user_data); }
 
-void prosodyInt_call_log(prosody_log_fn fn, void *user_data, int32_t level, int64_t time_ms,
+void prosodyInt_call_log(prosody_log_fn fn, uintptr_t user_data, int32_t level, int64_t time_ms,
                          const char *target, const char *message, const char *attributes) {
   prosody_log_record r = {level, time_ms, target, message, attributes};
-  fn(user_data, &r);
+  fn((void *)user_data, &r);
 }
 
 int prosodyInt_eventfd(void) { return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }
+
+extern char **environ;
+
+/* The PROSODY_* entries of the process environment as the C library sees
+ * it now, "NAME=value" strings joined with '\n' in one malloc'd buffer
+ * (NULL when there are none). See env.go. */
+char *prosodyInt_prosody_env(void) {
+  size_t size = 0;
+  for (char **e = environ; e != NULL && *e != NULL; e++) {
+    if (strncmp(*e, "PROSODY_", 8) == 0) size += strlen(*e) + 1;
+  }
+  if (size == 0) return NULL;
+  char *out = malloc(size + 1), *p = out;
+  if (out == NULL) return NULL;
+  for (char **e = environ; e != NULL && *e != NULL; e++) {
+    if (strncmp(*e, "PROSODY_", 8) != 0) continue;
+    size_t n = strlen(*e);
+    memcpy(p, *e, n);
+    p[n] = '\n';
+    p += n + 1;
+  }
+  *p = '\0';
+  return out;
+}
+
+uintptr_t prosodyInt_handler_user_data(const prosody_handler_config *h) { return (uintptr_t)h->user_data; }

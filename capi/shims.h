@@ -9,15 +9,19 @@
 #include "prosody.h"
 
 /* Trampolines: Go cannot call C function pointers, so it calls these. */
-void prosodyInt_call_completion(prosody_completion_fn fn, void *user_data, int status,
+void prosodyInt_call_completion(prosody_completion_fn fn, uintptr_t user_data, int status,
                                 const char *message);
-void prosodyInt_call_times(prosody_times_fn fn, void *user_data, int status, const int64_t *times_ms,
+void prosodyInt_call_times(prosody_times_fn fn, uintptr_t user_data, int status, const int64_t *times_ms,
                            size_t count, const char *message);
-void prosodyInt_call_notify(prosody_notify_fn fn, void *user_data);
-void prosodyInt_call_log(prosody_log_fn fn, void *user_data, int32_t level, int64_t time_ms,
+void prosodyInt_call_notify(prosody_notify_fn fn, uintptr_t user_data);
+void prosodyInt_call_log(prosody_log_fn fn, uintptr_t user_data, int32_t level, int64_t time_ms,
                          const char *target, const char *message, const char *attributes);
 
 /* A new non-blocking, close-on-exec eventfd, or -1 with errno set. */
 int prosodyInt_eventfd(void);
+char *prosodyInt_prosody_env(void);
+/* user_data crosses into Go as an integer: hosts pass small integers as
+ * user_data, which the Go runtime would take for bad pointers. */
+uintptr_t prosodyInt_handler_user_data(const prosody_handler_config *h);
 
 #endif

@@ -63,7 +63,7 @@ func eventFor(fn string, id C.uint64_t) (*pendingEvent, error) {
 
 // timerOp is a timer operation that completes through a
 // prosody_completion_fn.
-func timerOp(fn string, id C.uint64_t, cb C.prosody_completion_fn, ud unsafe.Pointer, errOut **C.char,
+func timerOp(fn string, id C.uint64_t, cb C.prosody_completion_fn, ud C.uintptr_t, errOut **C.char,
 	op func(*event.Context) error) C.int {
 	done, err := newCompletion(fn, "cb", cb, ud)
 	if err != nil {
@@ -88,7 +88,7 @@ func timerOp(fn string, id C.uint64_t, cb C.prosody_completion_fn, ud unsafe.Poi
 }
 
 //export prosodyGo_event_schedule
-func prosodyGo_event_schedule(id C.uint64_t, ms C.int64_t, cb C.prosody_completion_fn, ud unsafe.Pointer,
+func prosodyGo_event_schedule(id C.uint64_t, ms C.int64_t, cb C.prosody_completion_fn, ud C.uintptr_t,
 	errOut **C.char) (status C.int) {
 	const fn = "prosody_event_schedule"
 	defer guard(fn, &status, errOut)
@@ -97,7 +97,7 @@ func prosodyGo_event_schedule(id C.uint64_t, ms C.int64_t, cb C.prosody_completi
 }
 
 //export prosodyGo_event_clear_and_schedule
-func prosodyGo_event_clear_and_schedule(id C.uint64_t, ms C.int64_t, cb C.prosody_completion_fn, ud unsafe.Pointer,
+func prosodyGo_event_clear_and_schedule(id C.uint64_t, ms C.int64_t, cb C.prosody_completion_fn, ud C.uintptr_t,
 	errOut **C.char) (status C.int) {
 	const fn = "prosody_event_clear_and_schedule"
 	defer guard(fn, &status, errOut)
@@ -106,7 +106,7 @@ func prosodyGo_event_clear_and_schedule(id C.uint64_t, ms C.int64_t, cb C.prosod
 }
 
 //export prosodyGo_event_unschedule
-func prosodyGo_event_unschedule(id C.uint64_t, ms C.int64_t, cb C.prosody_completion_fn, ud unsafe.Pointer,
+func prosodyGo_event_unschedule(id C.uint64_t, ms C.int64_t, cb C.prosody_completion_fn, ud C.uintptr_t,
 	errOut **C.char) (status C.int) {
 	const fn = "prosody_event_unschedule"
 	defer guard(fn, &status, errOut)
@@ -115,7 +115,7 @@ func prosodyGo_event_unschedule(id C.uint64_t, ms C.int64_t, cb C.prosody_comple
 }
 
 //export prosodyGo_event_clear_scheduled
-func prosodyGo_event_clear_scheduled(id C.uint64_t, cb C.prosody_completion_fn, ud unsafe.Pointer,
+func prosodyGo_event_clear_scheduled(id C.uint64_t, cb C.prosody_completion_fn, ud C.uintptr_t,
 	errOut **C.char) (status C.int) {
 	const fn = "prosody_event_clear_scheduled"
 	defer guard(fn, &status, errOut)
@@ -123,7 +123,7 @@ func prosodyGo_event_clear_scheduled(id C.uint64_t, cb C.prosody_completion_fn, 
 }
 
 //export prosodyGo_event_scheduled
-func prosodyGo_event_scheduled(id C.uint64_t, cb C.prosody_times_fn, ud unsafe.Pointer, errOut **C.char) (status C.int) {
+func prosodyGo_event_scheduled(id C.uint64_t, cb C.prosody_times_fn, ud C.uintptr_t, errOut **C.char) (status C.int) {
 	const fn = "prosody_event_scheduled"
 	defer guard(fn, &status, errOut)
 	if cb == nil {
@@ -159,7 +159,7 @@ func prosodyGo_event_scheduled(id C.uint64_t, cb C.prosody_times_fn, ud unsafe.P
 // callTimes reports a list of times (or err) to the host. The array is Go
 // memory lent to C for the duration of the call, which cgo allows (it holds
 // no Go pointers); it is NULL when empty.
-func callTimes(cb C.prosody_times_fn, ud unsafe.Pointer, ms []C.int64_t, err error) {
+func callTimes(cb C.prosody_times_fn, ud C.uintptr_t, ms []C.int64_t, err error) {
 	var msg *C.char
 	if err != nil {
 		msg = C.CString(err.Error())

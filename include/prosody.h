@@ -275,7 +275,10 @@ int prosody_client_release(uint64_t client, prosody_completion_fn done, void *us
  * (may be NULL) is the caller's current trace context: the record then
  * carries the headers baggage (when non-empty), traceparent and tracestate
  * (when traceparent is valid; tracestate even when empty), before
- * source-system. The arguments are copied before it returns. done (required) is called once
+ * source-system. Records are handed to the producer in call order, so
+ * sends made one after another without waiting for their completions are
+ * written in that order (per partition). The arguments are copied before
+ * it returns. done (required) is called once
  * the broker acknowledged the record (PROSODY_OK) or sending failed
  * (TRANSIENT, PERMANENT, TERMINAL, CANCELLED for send_timeout, CLOSED,
  * CONFIG when the client cannot send). Errors returned at once:

@@ -115,11 +115,23 @@ func (c *Client) SourceSystem() string { return c.cfg.SourceSystemOrGroup() }
 // Send writes payload (one JSON document) under key to topic and waits for
 // the broker to acknowledge it, bounded by ctx and send_timeout.
 func (c *Client) Send(ctx context.Context, topic, key string, payload []byte) error {
-	if c.producer == nil {
-		return fmt.Errorf("source_system: sending needs source_system or group_id to be set")
+	s, err := c.BeginSend(ctx, topic, key, payload)
+	if err != nil {
+		return err
 	}
-	_, err := c.producer.Send(ctx, topic, key, payload)
+	_, err = s.Wait()
 	return err
+}
+
+// BeginSend hands a record to the producer and returns before the broker
+// acknowledges it; Wait on the result for the outcome. Records begun one
+// after another are written in that order (per partition), so a host that
+// starts many sends without awaiting each keeps its call order.
+func (c *Client) BeginSend(ctx context.Context, topic, key string, payload []byte) (*producer.Sending, error) {
+	if c.producer == nil {
+		return nil, fmt.Errorf("source_system: sending needs source_system or group_id to be set")
+	}
+	return c.producer.Begin(ctx, topic, key, payload)
 }
 
 // ConsumerState reports the consumer's state, or why it cannot run.

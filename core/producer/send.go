@@ -92,67 +92,104 @@ type outcome struct {
 // triple succeeded: two concurrent sends of one event may both be written,
 // as in the original.
 func (p *Producer) Send(ctx context.Context, topic, key string, payload []byte, headers ...Header) (Delivery, error) {
-	if topic == "" {
-		return Delivery{}, fault.Permanent(errors.New("producer: send: empty topic name"))
-	}
-	fields, err := checkPayload(topic, payload)
+	s, err := p.Begin(ctx, topic, key, payload, headers...)
 	if err != nil {
 		return Delivery{}, err
 	}
+	return s.Wait()
+}
+
+// Sending is a record handed to sarama whose delivery report is still to
+// come (see Begin).
+type Sending struct {
+	ctx      context.Context
+	p        *Producer
+	topic    string
+	f        *flight // nil when the id cache skipped the record
+	timer    *time.Timer
+	timeout  <-chan time.Time
+	cacheKey xxh3.Uint128
+	useCache bool
+}
+
+// Begin is the first half of Send: it validates the record and hands it
+// to sarama, waiting only for the connection and sarama's intake, and
+// returns before the delivery report. Records begun one after another
+// from one goroutine are written in that order (within a partition), which
+// concurrent Sends do not promise. Wait for the outcome with Wait; the
+// send_timeout covers both halves.
+func (p *Producer) Begin(ctx context.Context, topic, key string, payload []byte, headers ...Header) (*Sending, error) {
+	if topic == "" {
+		return nil, fault.Permanent(errors.New("producer: send: empty topic name"))
+	}
+	fields, err := checkPayload(topic, payload)
+	if err != nil {
+		return nil, err
+	}
 	if err := ctx.Err(); err != nil {
-		return Delivery{}, fmt.Errorf("producer: send to %q: %w", topic, err)
+		return nil, fmt.Errorf("producer: send to %q: %w", topic, err)
 	}
 
-	var cacheKey xxh3.Uint128
-	useCache := false
+	s := &Sending{ctx: ctx, p: p, topic: topic}
 	if p.cache != nil && fields.HasID {
-		cacheKey, useCache = idKey(topic, key, fields.ID), true
-		if p.cache.contains(cacheKey) {
-			return skipped, nil
+		s.cacheKey, s.useCache = idKey(topic, key, fields.ID), true
+		if p.cache.contains(s.cacheKey) {
+			return s, nil // skipped: Wait reports success at once
 		}
 	}
 
-	f := &flight{done: make(chan outcome, 1)}
-	msg := p.newMessage(ctx, topic, key, payload, headers, f)
+	s.f = &flight{done: make(chan outcome, 1)}
+	msg := p.newMessage(ctx, topic, key, payload, headers, s.f)
 	if size := msg.ByteSize(2); size > p.maxMsgBytes {
 		// sarama would reject it with a ConfigurationError, which reads
 		// as a client misconfiguration; it is this record that is too big.
-		return Delivery{}, kafkaFault(fmt.Errorf("producer: send to %q: record of %d bytes exceeds %d: %w",
+		return nil, kafkaFault(fmt.Errorf("producer: send to %q: record of %d bytes exceeds %d: %w",
 			topic, size, p.maxMsgBytes, sarama.ErrMessageSizeTooLarge))
 	}
 
 	// One timer covers the whole send: waiting for the connection, the
 	// hand-off to sarama and the delivery report.
-	var timeout <-chan time.Time
 	if p.sendTimeout > 0 {
-		t := time.NewTimer(p.sendTimeout)
-		defer t.Stop()
-		timeout = t.C
+		s.timer = time.NewTimer(p.sendTimeout)
+		s.timeout = s.timer.C
 	}
-
-	conn, err := p.awaitConnection(ctx, timeout, topic)
+	conn, err := p.awaitConnection(ctx, s.timeout, topic)
+	if err == nil {
+		err = p.enqueue(ctx, s.timeout, conn, msg)
+	}
 	if err != nil {
-		return Delivery{}, err
+		s.stopTimer()
+		return nil, err
 	}
+	return s, nil
+}
 
-	if err := p.enqueue(ctx, timeout, conn, msg); err != nil {
-		return Delivery{}, err
+func (s *Sending) stopTimer() {
+	if s.timer != nil {
+		s.timer.Stop()
 	}
+}
 
+// Wait returns the outcome of a begun send, classified as Send's.
+func (s *Sending) Wait() (Delivery, error) {
+	if s.f == nil {
+		return skipped, nil
+	}
+	defer s.stopTimer()
 	select {
-	case o := <-f.done:
+	case o := <-s.f.done:
 		if o.err != nil {
-			return Delivery{}, kafkaFault(fmt.Errorf("producer: send to %q: %w", topic, o.err))
+			return Delivery{}, kafkaFault(fmt.Errorf("producer: send to %q: %w", s.topic, o.err))
 		}
-		if useCache {
-			p.cache.add(cacheKey)
+		if s.useCache {
+			s.p.cache.add(s.cacheKey)
 		}
 		return Delivery{Partition: o.partition, Offset: o.offset}, nil
-	case <-ctx.Done():
-		return Delivery{}, fmt.Errorf("producer: send to %q: awaiting delivery report: %w", topic, ctx.Err())
-	case <-timeout:
+	case <-s.ctx.Done():
+		return Delivery{}, fmt.Errorf("producer: send to %q: awaiting delivery report: %w", s.topic, s.ctx.Err())
+	case <-s.timeout:
 		return Delivery{}, fmt.Errorf("producer: send to %q: no delivery report within %s (the record may still be delivered): %w",
-			topic, p.sendTimeout, ErrSendTimeout)
+			s.topic, s.p.sendTimeout, ErrSendTimeout)
 	}
 }
 

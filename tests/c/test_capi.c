@@ -191,6 +191,12 @@ static void test_client_config_errors(void) {
   /* error_message may be NULL */
   CHECK(prosody_client_new("{" MOCK ",\"max_concurrency\":0}", &c, NULL) == PROSODY_ERR_CONFIG, "NULL errmsg");
   CHECK(c == 0, "no handle on failure");
+  /* Variables set after the library loaded are seen, and so are removals. */
+  setenv("PROSODY_MAX_CONCURRENCY", "lots", 1);
+  EXPECT(prosody_client_new("{" MOCK "}", &c, errp_), PROSODY_ERR_CONFIG, "PROSODY_MAX_CONCURRENCY");
+  unsetenv("PROSODY_MAX_CONCURRENCY");
+  EXPECT(prosody_client_new("{" MOCK "}", &c, errp_), PROSODY_OK, NULL);
+  release_client(c);
 }
 
 static void test_client_queries(void) {
@@ -499,6 +505,64 @@ static void test_trace_context(void) {
     }
     EXPECT(prosody_event_complete(e->event, PROSODY_OUTCOME_OK, NULL, errp_), PROSODY_OK, NULL);
   }
+  unsubscribe(consumer);
+  release_client(consumer);
+  release_client(sender);
+  EXPECT(prosody_admin_release(admin, errp_), PROSODY_OK, NULL);
+}
+
+static atomic_long small_ud_sum;
+static atomic_int small_ud_calls;
+static void on_small_ud(void *user_data, int status, const char *message) {
+  if (status != PROSODY_OK) fprintf(stderr, "send failed: %s\n", message);
+  atomic_fetch_add(&small_ud_sum, (long)(uintptr_t)user_data);
+  atomic_fetch_add(&small_ud_calls, 1);
+}
+
+/* Sends started without waiting for each keep their call order: records
+ * of one key arrive in the order they were sent. */
+static void test_send_order(void) {
+  char topic[64], group[64], cfg[512];
+  unique(topic, sizeof topic, "order");
+  unique(group, sizeof group, "order-g");
+  snprintf(cfg, sizeof cfg, "{" MOCK ",\"group_id\":\"%s\",\"subscribed_topics\":\"%s\"}", group, topic);
+  uint64_t admin;
+  EXPECT(prosody_admin_new("{" MOCK "}", &admin, errp_), PROSODY_OK, NULL);
+  create_topic(admin, topic, 1);
+  uint64_t consumer = new_client(cfg);
+  uint64_t sender = new_client("{" MOCK ",\"source_system\":\"order-sender\"}");
+  enum { N = 200 };
+  /* user_data is a small integer here, as hosts often pass: the library
+   * must carry it as an integer, never as a pointer the Go runtime checks. */
+  atomic_store(&small_ud_sum, 0);
+  atomic_store(&small_ud_calls, 0);
+  for (int i = 0; i < N; i++) {
+    char payload[64];
+    int len = snprintf(payload, sizeof payload, "{\"i\":%d}", i);
+    EXPECT(prosody_client_send(sender, topic, "one-key", (const uint8_t *)payload, (size_t)len, NULL, on_small_ud,
+                               (void *)(uintptr_t)(i + 1), errp_),
+           PROSODY_OK, NULL);
+  }
+  for (int i = 0; i < 3000 && atomic_load(&small_ud_calls) < N; i++) {
+    struct timespec ts = {0, 10 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+  CHECK(atomic_load(&small_ud_calls) == N, "%d of %d sends completed", atomic_load(&small_ud_calls), N);
+  CHECK(atomic_load(&small_ud_sum) == N * (N + 1) / 2, "user_data values corrupted: sum %ld",
+        (long)atomic_load(&small_ud_sum));
+  prosody_handler_config h = {0};
+  subscribe(consumer, &h);
+  int next = 0;
+  for (int i = 0; i < N; i++) {
+    prosody_event ev;
+    if (!next_event(consumer, PROSODY_EVENT_MESSAGE, &ev, 20)) break;
+    int got = -1;
+    sscanf((const char *)ev.payload, "{\"i\":%d}", &got);
+    CHECK(got == next, "record %d arrived where %d was expected", got, next);
+    next = got + 1;
+    EXPECT(prosody_event_complete(ev.event, PROSODY_OUTCOME_OK, NULL, errp_), PROSODY_OK, NULL);
+  }
+  CHECK(next == N, "received %d of %d in order", next, N);
   unsubscribe(consumer);
   release_client(consumer);
   release_client(sender);
@@ -866,6 +930,7 @@ int main(int argc, char **argv) {
       {"admin", test_admin},
       {"events", test_events},
       {"trace_context", test_trace_context},
+      {"send_order", test_send_order},
       {"cancellation", test_cancellation},
       {"unsubscribe_in_flight", test_unsubscribe_in_flight},
       {"timers", test_timers},
