@@ -6,7 +6,7 @@ GOTEST   ?= $(GO) test -race -count=1 -timeout 30m
 SERVICES := scripts/services
 
 .DEFAULT_GOAL := help
-.PHONY: help deps services-up services-down services-status test test-go demo lint fmt lib test-c install example bench-c
+.PHONY: help deps services-up services-down services-status test test-go test-python test-node demo lint fmt lib test-c install example bench-c
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -23,13 +23,21 @@ services-down: ## stop the test services and delete their data
 services-status: ## report whether each test service answers
 	@$(SERVICES) status
 
-test: services-up test-go test-c ## start the services if needed, then run every test suite
+test: services-up test-go test-c test-python test-node ## start the services if needed, then run every test suite
 
 test-go: ## Go tests with the race detector (needs the services: make services-up)
 	$(GOTEST) ./...
 
-demo: ## run the mock-mode demo: two clients, per-key order, follow-up timers
+test-python: ## build the Python package into build/python-venv; mypy --strict and pytest (mock + services)
+	bindings/python/run-tests.sh
+
+test-node: ## build the Node package (addon + libprosody.so); tsc --strict and node --test (mock + services)
+	bindings/node/run-tests.sh
+
+demo: ## mock-mode demos: Go (two clients, per-key order, timers), then the Python and Node quick starts
 	$(GO) run ./cmd/prosody-demo
+	bindings/python/run-demo.sh
+	bindings/node/run-demo.sh
 
 lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -1,0 +1,152 @@
+#!/usr/bin/env node
+// No-op async handler throughput on the real Kafka: Prosody against kafkajs
+// (eachMessage) and @confluentinc/kafka-javascript (its KafkaJS-compatible
+// eachMessage), on one pre-filled topic, in one run. Each consumer reads
+// the whole topic from the earliest offset with a fresh group; the rate is
+// measured from its first message to its last.
+//
+//   (cd bindings/node/bench && npm install)   # bench-only dependencies
+//   node bindings/node/bench/bench.js --messages 200000
+//
+// Options: --brokers (PROSODY_TEST_KAFKA or localhost:9094), --cassandra
+// (PROSODY_TEST_CASSANDRA or localhost:9042), --messages 200000,
+// --partitions 8, --keys 10000, --topic NAME (reuse a filled topic),
+// --only prosody,kafkajs,confluent, --rounds 1.
+"use strict";
+
+const crypto = require("node:crypto");
+const { parseArgs } = require("node:util");
+const prosody = require("../index.js");
+
+const { values: opt } = parseArgs({
+  options: {
+    brokers: { type: "string", default: process.env.PROSODY_TEST_KAFKA || "localhost:9094" },
+    cassandra: { type: "string", default: process.env.PROSODY_TEST_CASSANDRA || "localhost:9042" },
+    messages: { type: "string", default: "200000" },
+    partitions: { type: "string", default: "8" },
+    keys: { type: "string", default: "10000" },
+    topic: { type: "string" },
+    only: { type: "string", default: "kafkajs,prosody,confluent" },
+    rounds: { type: "string", default: "1" },
+  },
+});
+const N = Number(opt.messages);
+const brokers = opt.brokers.split(",");
+const run = (s) => `${s}-${Date.now().toString(36)}-${crypto.randomBytes(3).toString("hex")}`;
+
+prosody.setLogger({ error: console.error, warn: console.warn, info() {}, debug() {}, trace() {} });
+
+function payload(i) {
+  // About 200 bytes of JSON with the id/type fields Prosody reads.
+  return JSON.stringify({ id: `evt-${i}`, type: "bench.event", seq: i, data: "x".repeat(130) });
+}
+
+async function fill(topic) {
+  const { Kafka, logLevel, CompressionTypes } = require("kafkajs");
+  const admin = new prosody.AdminClient(brokers);
+  await admin.createTopic(topic, Number(opt.partitions), 1);
+  admin.close();
+  const kafka = new Kafka({ clientId: "bench-fill", brokers, logLevel: logLevel.NOTHING });
+  const producer = kafka.producer({ allowAutoTopicCreation: false });
+  await producer.connect();
+  const t0 = Date.now();
+  const batch = 2000;
+  for (let i = 0; i < N; i += batch) {
+    const messages = [];
+    for (let j = i; j < Math.min(N, i + batch); j++) {
+      messages.push({ key: `key-${j % Number(opt.keys)}`, value: payload(j) });
+    }
+    await producer.send({ topic, messages, compression: CompressionTypes.None });
+  }
+  await producer.disconnect();
+  console.error(`filled ${topic} with ${N} messages in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+}
+
+// Counts messages; resolves with the first->last rate once N arrived.
+function counter() {
+  let n = 0;
+  let first = 0;
+  let done;
+  const finished = new Promise((r) => (done = r));
+  return {
+    finished,
+    hit() {
+      if (n === 0) first = performance.now();
+      if (++n === N) done({ rate: (N - 1) / ((performance.now() - first) / 1000) });
+    },
+  };
+}
+
+async function benchProsody(topic) {
+  const c = counter();
+  const client = new prosody.ProsodyClient({
+    bootstrapServers: brokers,
+    cassandraNodes: opt.cassandra,
+    groupId: run("bench-prosody"),
+    subscribedTopics: topic,
+    probePort: null,
+    telemetryEnabled: false,
+  });
+  await client.subscribe({ onMessage: async () => c.hit() });
+  const r = await c.finished;
+  await client.shutdown();
+  return r;
+}
+
+async function benchKafkajs(topic) {
+  const { Kafka, logLevel } = require("kafkajs");
+  const c = counter();
+  const kafka = new Kafka({ clientId: "bench-kafkajs", brokers, logLevel: logLevel.NOTHING });
+  const consumer = kafka.consumer({ groupId: run("bench-kafkajs") });
+  await consumer.connect();
+  await consumer.subscribe({ topic, fromBeginning: true });
+  await consumer.run({ eachMessage: async () => c.hit() });
+  const r = await c.finished;
+  await consumer.disconnect();
+  return r;
+}
+
+async function benchConfluent(topic) {
+  const { Kafka, logLevel } = require("@confluentinc/kafka-javascript").KafkaJS;
+  const c = counter();
+  const kafka = new Kafka({ kafkaJS: { clientId: "bench-confluent", brokers, logLevel: logLevel.NOTHING } });
+  const consumer = kafka.consumer({ kafkaJS: { groupId: run("bench-confluent"), fromBeginning: true } });
+  await consumer.connect();
+  await consumer.subscribe({ topic });
+  await consumer.run({ eachMessage: async () => c.hit() });
+  const r = await c.finished;
+  await consumer.disconnect();
+  return r;
+}
+
+const BENCHES = { kafkajs: benchKafkajs, prosody: benchProsody, confluent: benchConfluent };
+
+async function main() {
+  const topic = opt.topic ?? run("bench-node");
+  if (!opt.topic) await fill(topic);
+  const names = opt.only.split(",");
+  const results = {};
+  for (let round = 0; round < Number(opt.rounds); round++) {
+    // Alternate the order between rounds so no client always goes first.
+    const order = round % 2 === 0 ? names : [...names].reverse();
+    for (const name of order) {
+      const { rate } = await BENCHES[name](topic);
+      (results[name] ??= []).push(rate);
+      console.error(`round ${round + 1} ${name}: ${Math.round(rate).toLocaleString("en-US")} msg/s`);
+    }
+  }
+  const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+  const base = results.kafkajs ? median(results.kafkajs) : null;
+  console.log(`topic ${topic}: ${N} messages, ${opt.partitions} partitions, ${opt.keys} keys`);
+  for (const [name, rates] of Object.entries(results)) {
+    const m = median(rates);
+    const ratio = base ? ` (${(m / base).toFixed(2)}x kafkajs)` : "";
+    console.log(`${name.padEnd(10)} ${Math.round(m).toLocaleString("en-US").padStart(10)} msg/s${ratio}`);
+  }
+  process.exit(0);
+}
+
+main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});

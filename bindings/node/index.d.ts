@@ -1,0 +1,294 @@
+// Type declarations of @prosody-events/prosody. Self-contained: they compile
+// with skipLibCheck false and need only the Node types for AbortSignal.
+
+/// <reference types="node" />
+
+// ---------------------------------------------------------------------------
+// JSON
+
+export type JsonPrimitive = string | number | boolean | null;
+export type JsonValue = JsonPrimitive | JsonValue[] | { [key: string]: JsonValue };
+
+/**
+ * Checks a payload type recursively: JSON-representable members keep their
+ * type, while functions, undefined, Date, symbols and bigints (at any depth)
+ * become `never`, so that `send` refuses them at compile time. Optional
+ * members stay allowed (JSON.stringify leaves them out).
+ */
+export type JsonCompatible<T> = T extends JsonPrimitive
+  ? T
+  : T extends undefined | bigint | symbol | Date | ((...args: any[]) => unknown)
+    ? never
+    : T extends object
+      ? { [K in keyof T]: K extends symbol ? never : JsonCompatible<T[K]> }
+      : never;
+
+export type MaybePromise<T> = T | Promise<T>;
+
+// ---------------------------------------------------------------------------
+// Enums
+
+export declare const Mode: {
+  readonly Pipeline: "Pipeline";
+  readonly LowLatency: "LowLatency";
+  readonly BestEffort: "BestEffort";
+};
+export type Mode = (typeof Mode)[keyof typeof Mode];
+
+export declare const ConsumerState: {
+  readonly Shutdown: "Shutdown";
+  readonly Unconfigured: "Unconfigured";
+  readonly Configured: "Configured";
+  readonly Running: "Running";
+  readonly ConfigurationFailed: "ConfigurationFailed";
+};
+export type ConsumerState = (typeof ConsumerState)[keyof typeof ConsumerState];
+
+export type ScanDirection = "forward" | "backward";
+
+// ---------------------------------------------------------------------------
+// Configuration
+
+export interface ReadCacheConfiguration {
+  ttlMs?: number;
+  disabled?: boolean;
+}
+
+export interface StateCollectionConfig {
+  name: string;
+  kind: "value" | "map" | "deque";
+  payload: "json" | "message";
+  ttlSeconds?: number;
+  readUncommitted?: boolean;
+  published?: boolean;
+  readCache?: { ttlMs: number } | false;
+  keysetLimit?: number;
+  capacity?: number;
+}
+
+/**
+ * Client options. An option given here wins over its PROSODY_* variable,
+ * which wins over the default. `…Ms` options are milliseconds, `…Seconds`
+ * and `…S` options seconds.
+ */
+export interface Configuration {
+  bootstrapServers?: string | string[];
+  mock?: boolean;
+  sendTimeoutMs?: number;
+  groupId?: string;
+  idempotenceCacheSize?: number;
+  idempotenceVersion?: string;
+  idempotenceTtlS?: number;
+  subscribedTopics?: string | string[];
+  allowedEvents?: string | string[];
+  sourceSystem?: string;
+  maxConcurrency?: number;
+  maxUncommitted?: number;
+  stallThresholdMs?: number;
+  shutdownTimeoutMs?: number;
+  pollIntervalMs?: number;
+  commitIntervalMs?: number;
+  mode?: Mode;
+  retryBaseMs?: number;
+  maxRetries?: number;
+  maxRetryDelayMs?: number;
+  failureTopic?: string;
+  /** `null` disables the probe server. */
+  probePort?: number | null;
+  slabSizeMs?: number;
+  cassandraNodes?: string | string[];
+  cassandraKeyspace?: string;
+  cassandraDatacenter?: string;
+  cassandraRack?: string;
+  cassandraUser?: string;
+  cassandraPassword?: string;
+  cassandraRetentionSeconds?: number;
+  schedulerFailureWeight?: number;
+  schedulerMaxWaitMs?: number;
+  schedulerWaitWeight?: number;
+  schedulerCacheSize?: number;
+  monopolizationEnabled?: boolean;
+  monopolizationThreshold?: number;
+  monopolizationWindowMs?: number;
+  monopolizationCacheSize?: number;
+  deferEnabled?: boolean;
+  deferBaseMs?: number;
+  deferMaxDelayMs?: number;
+  deferFailureThreshold?: number;
+  deferFailureWindowMs?: number;
+  deferStoreCacheSize?: number;
+  loaderCacheSize?: number;
+  loaderSeekTimeoutMs?: number;
+  loaderDiscardThreshold?: number;
+  timeoutMs?: number;
+  telemetryTopic?: string;
+  telemetryEnabled?: boolean;
+  messageSpans?: "child" | "follows_from";
+  timerSpans?: "child" | "follows_from";
+  stateCollections?: readonly StateCollectionConfig[];
+  stateCacheDir?: string;
+  stateOwnedCacheSize?: string;
+  stateReadCacheSize?: string;
+  stateReadCache?: ReadCacheConfiguration;
+  stateRecoveryDelaySeconds?: number;
+  subsystem?: string;
+}
+
+// ---------------------------------------------------------------------------
+// Events
+
+/** A consumed Kafka record. `payload` is parsed from JSON on first read. */
+export declare class Message<P = JsonValue> {
+  private constructor();
+  readonly topic: string;
+  readonly partition: number;
+  readonly offset: bigint;
+  readonly timestamp: Date;
+  readonly key: string;
+  readonly payload: P;
+  toJSON(): { topic: string; partition: number; offset: number; timestamp: string; key: string; payload: P };
+}
+
+/** A timer that came due. `time` has whole-second precision. */
+export interface Timer {
+  readonly key: string;
+  readonly time: Date;
+}
+
+/** The attempt's context: cancellation and the key's timers. */
+export declare class Context {
+  private constructor();
+  /** True once the attempt was asked to stop (timeout, rebalance, shutdown). */
+  readonly shouldCancel: boolean;
+  /** Resolves on cancellation, or once the handler has finished. */
+  onCancel(): Promise<void>;
+  schedule(time: Date): Promise<void>;
+  clearAndSchedule(time: Date): Promise<void>;
+  unschedule(time: Date): Promise<void>;
+  clearScheduled(): Promise<void>;
+  scheduled(): Promise<Date[]>;
+}
+
+/**
+ * Handles a subscription's events: a plain object or a class instance.
+ * Both callbacks are optional; an event without one is acknowledged.
+ */
+export interface EventHandler<P = JsonValue> {
+  onMessage?: (context: Context, message: Message<P>, signal: AbortSignal) => MaybePromise<void>;
+  onTimer?: (context: Context, timer: Timer, signal: AbortSignal) => MaybePromise<void>;
+}
+
+// ---------------------------------------------------------------------------
+// Clients
+
+export declare class ProsodyClient {
+  /** Builds a client; throws on an invalid configuration, naming the option. */
+  constructor(config: Configuration);
+  /** Equivalent to `new ProsodyClient(config)`. */
+  static create(config: Configuration): Promise<ProsodyClient>;
+  readonly sourceSystem: string;
+  readonly consumerState: ConsumerState;
+  readonly assignedPartitionCount: number;
+  readonly isStalled: boolean;
+  send<P>(topic: string, key: string, payload: P & JsonCompatible<P>, signal?: AbortSignal): Promise<void>;
+  subscribe<P = JsonValue>(eventHandler: EventHandler<P>): Promise<void>;
+  unsubscribe(): Promise<void>;
+  shutdown(): Promise<void>;
+}
+
+export declare class AdminClient {
+  /** `options.mock` (an extension) uses the in-memory cluster of mock mode. */
+  constructor(bootstrapServers: string | string[], options?: { mock?: boolean });
+  createTopic(name: string, partitionCount: number, replicationFactor: number): Promise<void>;
+  deleteTopic(name: string): Promise<void>;
+  close(): void;
+}
+
+// ---------------------------------------------------------------------------
+// Errors
+
+export declare abstract class EventHandlerError extends Error {
+  abstract get isPermanent(): boolean;
+}
+export declare class TransientError extends EventHandlerError {
+  constructor(message?: string, options?: { cause?: unknown });
+  get isPermanent(): false;
+}
+export declare class PermanentError extends EventHandlerError {
+  constructor(message?: string, options?: { cause?: unknown });
+  get isPermanent(): true;
+}
+export declare class TransientStateError extends TransientError {}
+export declare class PermanentStateError extends PermanentError {}
+export declare function isStateError(error: unknown): error is PermanentStateError | TransientStateError;
+
+type ErrorClass = abstract new (...args: any[]) => unknown;
+type Decorator = <F extends (...args: any[]) => any>(value: F, context?: ClassMethodDecoratorContext) => F;
+/** Rethrows matching errors as PermanentError (TC39 decorator or function wrapper). */
+export declare function permanent(...errors: ErrorClass[]): Decorator;
+/** Rethrows matching errors as TransientError (TC39 decorator or function wrapper). */
+export declare function transient(...errors: ErrorClass[]): Decorator;
+
+// ---------------------------------------------------------------------------
+// Logging and telemetry
+
+export interface Logger {
+  error(message: string, metadata?: Record<string, unknown>): void;
+  warn(message: string, metadata?: Record<string, unknown>): void;
+  info(message: string, metadata?: Record<string, unknown>): void;
+  debug(message: string, metadata?: Record<string, unknown>): void;
+  trace(message: string, metadata?: Record<string, unknown>): void;
+}
+export declare function initialize(): void;
+export declare function setLogger(logger: Logger): void;
+export declare function setLoggerIfUnset(logger: Logger): boolean;
+export declare function loggerIsSet(): boolean;
+export declare function getCurrentLogger(): Logger | null;
+export declare function flushTelemetry(): Promise<void>;
+export declare function shutdownTelemetry(): Promise<void>;
+
+// ---------------------------------------------------------------------------
+// Keyed-state definitions (the handles arrive with a later release)
+
+export interface StateDefinitionOptions {
+  ttlSeconds?: number;
+  readUncommitted?: boolean;
+}
+export interface PublishedStateDefinitionOptions extends StateDefinitionOptions {
+  published?: boolean;
+  readCache?: { ttlMs: number } | false;
+}
+export interface MapDefinitionOptions extends PublishedStateDefinitionOptions {
+  keysetLimit?: number;
+}
+export interface DequeDefinitionOptions extends PublishedStateDefinitionOptions {
+  capacity?: number;
+}
+export interface MessageMapDefinitionOptions extends StateDefinitionOptions {
+  keysetLimit?: number;
+}
+export interface MessageDequeDefinitionOptions extends StateDefinitionOptions {
+  capacity?: number;
+}
+export type ReadCacheOptions = { ttlMs: number } | false;
+
+interface Definition<K extends "value" | "map" | "deque", Pl extends "json" | "message", T> extends StateCollectionConfig {
+  readonly name: string;
+  readonly kind: K;
+  readonly payload: Pl;
+  /** Carries the item type; never present at runtime. */
+  readonly __item?: T;
+}
+export interface ValueDefinition<T = JsonValue> extends Definition<"value", "json", T> {}
+export interface MapDefinition<V = JsonValue> extends Definition<"map", "json", V> {}
+export interface DequeDefinition<T = JsonValue> extends Definition<"deque", "json", T> {}
+export interface MessageValueDefinition<P = JsonValue> extends Definition<"value", "message", Message<P>> {}
+export interface MessageMapDefinition<P = JsonValue> extends Definition<"map", "message", Message<P>> {}
+export interface MessageDequeDefinition<P = JsonValue> extends Definition<"deque", "message", Message<P>> {}
+
+export declare function value<T = JsonValue>(name: string, options?: PublishedStateDefinitionOptions): ValueDefinition<T>;
+export declare function map<V = JsonValue>(name: string, options?: MapDefinitionOptions): MapDefinition<V>;
+export declare function deque<T = JsonValue>(name: string, options?: DequeDefinitionOptions): DequeDefinition<T>;
+export declare function messageValue<P = JsonValue>(name: string, options?: StateDefinitionOptions): MessageValueDefinition<P>;
+export declare function messageMap<P = JsonValue>(name: string, options?: MessageMapDefinitionOptions): MessageMapDefinition<P>;
+export declare function messageDeque<P = JsonValue>(name: string, options?: MessageDequeDefinitionOptions): MessageDequeDefinition<P>;

@@ -1,0 +1,45 @@
+"use strict";
+// @prosody-events/prosody: the public API. The native addon (src/addon.cc)
+// only moves data across the C ABI; everything users see is defined in lib/.
+
+const { ProsodyClient, AdminClient, ConsumerState } = require("./lib/client");
+const { Mode } = require("./lib/config");
+const { Context, Message } = require("./lib/events");
+const errors = require("./lib/errors");
+const logger = require("./lib/logger");
+const state = require("./lib/state");
+
+logger.initialize();
+logger.setLoggerIfUnset(logger.consoleLogger);
+
+module.exports = {
+  ProsodyClient,
+  AdminClient,
+  ConsumerState,
+  Mode,
+  Context,
+  Message,
+  EventHandlerError: errors.EventHandlerError,
+  TransientError: errors.TransientError,
+  PermanentError: errors.PermanentError,
+  TransientStateError: errors.TransientStateError,
+  PermanentStateError: errors.PermanentStateError,
+  isStateError: errors.isStateError,
+  permanent: errors.permanent,
+  transient: errors.transient,
+  initialize: logger.initialize,
+  setLogger: logger.setLogger,
+  setLoggerIfUnset: logger.setLoggerIfUnset,
+  loggerIsSet: logger.loggerIsSet,
+  getCurrentLogger: logger.getCurrentLogger,
+  // The core exports its own traces (OTEL_EXPORTER_OTLP_ENDPOINT) and
+  // flushes them itself; these exist for API compatibility.
+  flushTelemetry: async () => {},
+  shutdownTelemetry: async () => {},
+  value: state.value,
+  map: state.map,
+  deque: state.deque,
+  messageValue: state.messageValue,
+  messageMap: state.messageMap,
+  messageDeque: state.messageDeque,
+};

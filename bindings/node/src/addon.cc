@@ -1,0 +1,669 @@
+// The native half of @prosody-events/prosody: a thin node-addon-api layer
+// over the C ABI in include/prosody.h. The JavaScript glue (lib/*.js) holds
+// the public API; this file only moves data across the boundary.
+//
+// Threads. libprosody calls completions and log callbacks on its own
+// threads. Those callbacks never touch V8: they copy what they got into a
+// queue and wake the JS thread through one uv_async_t (many completions,
+// one wake-up). Ready events are not pushed at all: the JS loop watches the
+// client's eventfd with uv_poll_t and drains it with prosody_client_poll,
+// handing JS one array per batch. Event outcomes from JS are buffered and
+// sent with one prosody_events_complete per loop turn.
+#include <napi.h>
+#include <uv.h>
+
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "prosody.h"
+
+namespace {
+
+// ---------------------------------------------------------------------------
+// Errors
+
+Napi::Error StatusError(Napi::Env env, int status, const char* message) {
+  Napi::Error err = Napi::Error::New(env, message && *message ? message : prosody_status_name(status));
+  err.Set("status", Napi::Number::New(env, status));
+  err.Set("code", Napi::String::New(env, prosody_status_name(status)));
+  return err;
+}
+
+// Takes ownership of a library-allocated error message.
+Napi::Error TakeError(Napi::Env env, int status, char* message) {
+  Napi::Error err = StatusError(env, status, message);
+  prosody_free(message);
+  return err;
+}
+
+// ---------------------------------------------------------------------------
+// Per-environment dispatcher: library threads -> JS thread.
+
+struct Dispatch;
+
+// One asynchronous operation: its Promise and, once the library called
+// back, its result. Created and settled on the JS thread; the library
+// thread only fills status/message/times and queues it.
+struct Op {
+  Dispatch* dispatch;
+  Napi::Promise::Deferred deferred;
+  int status = PROSODY_OK;
+  std::string message;
+  bool wantTimes = false;
+  std::vector<int64_t> times;
+  // Runs on the JS thread before the Promise settles (e.g. stop polling
+  // once an unsubscribe finished). Holds a strong reference when set.
+  void (*after)(void* self, int status) = nullptr;
+  void* afterSelf = nullptr;
+
+  Op(Dispatch* d, Napi::Env env) : dispatch(d), deferred(Napi::Promise::Deferred::New(env)) {}
+};
+
+struct LogItem {
+  int32_t level;
+  int64_t timeMs;
+  std::string target, message, attributes;
+};
+
+struct Dispatch {
+  napi_env env = nullptr;
+  uv_loop_t* loop = nullptr;
+  uv_async_t async;
+  uv_idle_t idle;
+  bool idleActive = false;
+  bool closed = false;  // guarded by mu as seen from library threads
+
+  std::mutex mu;
+  std::vector<Op*> done;
+  std::vector<LogItem> logs;
+
+  // Operations awaiting their callback. The async handle keeps the process
+  // alive only while this is positive: a pending send must finish before
+  // Node exits, but an idle client must not hold the process.
+  int pending = 0;
+
+  // Buffered event outcomes, flushed once per loop turn.
+  std::vector<prosody_completion> completions;
+  std::deque<std::string> completionMessages;
+
+  Napi::FunctionReference logSink;  // JS function(level, timeMs, target, message, attributes)
+  napi_async_context asyncContext = nullptr;  // for the callback scope settling Promises
+
+  void Begin() {
+    if (pending++ == 0) uv_ref(reinterpret_cast<uv_handle_t*>(&async));
+  }
+  void End() {
+    if (--pending == 0) uv_unref(reinterpret_cast<uv_handle_t*>(&async));
+  }
+
+  // Library thread.
+  void Push(Op* op) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (closed) return;  // the environment is gone; drop it
+      done.push_back(op);
+    }
+    uv_async_send(&async);
+  }
+
+  // Library thread.
+  void PushLog(LogItem&& item) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (closed) return;
+      logs.push_back(std::move(item));
+    }
+    uv_async_send(&async);
+  }
+
+  void QueueCompletion(uint64_t id, int32_t outcome, const char* message) {
+    prosody_completion c{id, outcome, nullptr};
+    if (message != nullptr) {
+      completionMessages.emplace_back(message);
+    }
+    completions.push_back(c);
+    if (message != nullptr) completions.back().message = completionMessages.back().c_str();
+    if (!idleActive) {
+      idleActive = true;
+      uv_idle_start(&idle, [](uv_idle_t* h) {
+        auto* d = static_cast<Dispatch*>(h->data);
+        d->FlushCompletions();
+      });
+    }
+  }
+
+  void FlushCompletions() {
+    if (idleActive) {
+      uv_idle_stop(&idle);
+      idleActive = false;
+    }
+    if (completions.empty()) return;
+    char* err = nullptr;
+    // A failing item (a handle whose client was released meanwhile) does
+    // not stop the others; there is nobody left to tell about it.
+    prosody_events_complete(completions.data(), completions.size(), &err);
+    prosody_free(err);
+    completions.clear();
+    completionMessages.clear();
+  }
+
+  // JS thread: settle what the library finished, deliver log records.
+  void Drain() {
+    std::vector<Op*> ops;
+    std::vector<LogItem> items;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      ops.swap(done);
+      items.swap(logs);
+    }
+    Napi::Env e(env);
+    Napi::HandleScope scope(e);
+    // Log records first: they were written before the completions that
+    // follow them (an unsubscribe's drain logs precede its completion).
+    if (!items.empty() && !logSink.IsEmpty()) {
+      for (auto& it : items) {
+        try {
+          logSink.MakeCallback(e.Global(), {Napi::Number::New(e, it.level), Napi::Number::New(e, (double)it.timeMs),
+                                            Napi::String::New(e, it.target), Napi::String::New(e, it.message),
+                                            Napi::String::New(e, it.attributes)});
+        } catch (const Napi::Error& err) {
+          napi_fatal_exception(env, err.Value());
+        }
+      }
+    }
+    if (!ops.empty()) {
+      // Settling runs user continuations (as microtasks); a callback scope
+      // makes Node run them when it closes and report their errors as usual.
+      Napi::CallbackScope cbScope(e, asyncContext);
+      for (Op* op : ops) Settle(e, op);
+    }
+  }
+
+  void Settle(Napi::Env e, Op* op) {
+    End();
+    if (op->after) op->after(op->afterSelf, op->status);
+    if (op->status == PROSODY_OK) {
+      if (op->wantTimes) {
+        Napi::Array arr = Napi::Array::New(e, op->times.size());
+        for (size_t i = 0; i < op->times.size(); i++) arr.Set(i, Napi::Number::New(e, (double)op->times[i]));
+        op->deferred.Resolve(arr);
+      } else {
+        op->deferred.Resolve(e.Undefined());
+      }
+    } else {
+      op->deferred.Reject(StatusError(e, op->status, op->message.c_str()).Value());
+    }
+    delete op;
+  }
+};
+
+Dispatch* GetDispatch(Napi::Env env) { return env.GetInstanceData<Dispatch>(); }
+
+// Library-thread callbacks.
+void OnDone(void* ud, int status, const char* message) {
+  Op* op = static_cast<Op*>(ud);
+  op->status = status;
+  if (message) op->message = message;
+  op->dispatch->Push(op);
+}
+
+void OnTimes(void* ud, int status, const int64_t* times, size_t count, const char* message) {
+  Op* op = static_cast<Op*>(ud);
+  op->status = status;
+  if (message) op->message = message;
+  if (times) op->times.assign(times, times + count);
+  op->dispatch->Push(op);
+}
+
+Dispatch* logDispatch = nullptr;  // the environment that receives log records
+
+void OnLog(void* ud, const prosody_log_record* r) {
+  LogItem item{r->level, r->time_ms, r->target ? r->target : "", r->message ? r->message : "",
+               r->attributes ? r->attributes : ""};
+  static_cast<Dispatch*>(ud)->PushLog(std::move(item));
+}
+
+// Starts an operation: fn gets the Op as user data and returns a status;
+// on immediate failure the Promise is rejected at once.
+template <typename F>
+Napi::Value StartOp(Napi::Env env, F fn, bool wantTimes = false) {
+  Dispatch* d = GetDispatch(env);
+  Op* op = new Op(d, env);
+  op->wantTimes = wantTimes;
+  Napi::Promise promise = op->deferred.Promise();
+  char* err = nullptr;
+  d->Begin();
+  int status = fn(op, &err);
+  if (status != PROSODY_OK) {
+    d->End();
+    op->deferred.Reject(TakeError(env, status, err).Value());
+    delete op;
+  }
+  return promise;
+}
+
+std::string StringArg(const Napi::CallbackInfo& info, size_t i, const char* name) {
+  if (!info[i].IsString()) throw Napi::TypeError::New(info.Env(), std::string(name) + " must be a string");
+  return info[i].As<Napi::String>().Utf8Value();
+}
+
+uint64_t HandleArg(const Napi::CallbackInfo& info, size_t i) {
+  return static_cast<uint64_t>(info[i].As<Napi::Number>().Int64Value());
+}
+
+// ---------------------------------------------------------------------------
+// Client
+
+class Client : public Napi::ObjectWrap<Client> {
+ public:
+  static Napi::Function Init(Napi::Env env) {
+    return DefineClass(env, "NativeClient",
+                       {
+                           InstanceMethod("send", &Client::Send),
+                           InstanceMethod("subscribe", &Client::Subscribe),
+                           InstanceMethod("unsubscribe", &Client::Unsubscribe),
+                           InstanceMethod("release", &Client::Release),
+                           InstanceMethod("consumerState", &Client::ConsumerState),
+                           InstanceMethod("sourceSystem", &Client::SourceSystem),
+                           InstanceMethod("assignedPartitionCount", &Client::AssignedPartitionCount),
+                           InstanceMethod("isStalled", &Client::IsStalled),
+                       });
+  }
+
+  explicit Client(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Client>(info), env_(info.Env()) {
+    Napi::Env env = info.Env();
+    std::string config = StringArg(info, 0, "config");
+    char* err = nullptr;
+    int status = prosody_client_new(config.c_str(), &handle_, &err);
+    if (status != PROSODY_OK) throw TakeError(env, status, err);
+  }
+
+  ~Client() override {
+    // Garbage-collected without release(): stop watching the fd, then let
+    // the library close the client in the background.
+    StopPolling();
+    if (handle_ != 0) prosody_client_release(handle_, nullptr, nullptr, nullptr);
+  }
+
+ private:
+  napi_env env_;
+  uint64_t handle_ = 0;
+  uv_poll_t* poll_ = nullptr;
+  Napi::FunctionReference onBatch_;
+  bool subscribed_ = false;  // holds a strong reference to the JS object while set
+
+  uint64_t Handle(Napi::Env env) {
+    if (handle_ == 0) throw StatusError(env, PROSODY_ERR_CLOSED, "the client was shut down");
+    return handle_;
+  }
+
+  // send(topic, key, payloadJson, traceparent?, tracestate?, baggage?)
+  Napi::Value Send(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    uint64_t h = Handle(env);
+    std::string topic = StringArg(info, 0, "topic");
+    std::string key = StringArg(info, 1, "key");
+    std::string payload = StringArg(info, 2, "payload");
+    std::string tp, ts, bg;
+    if (info.Length() > 3 && info[3].IsString()) tp = info[3].As<Napi::String>().Utf8Value();
+    if (info.Length() > 4 && info[4].IsString()) ts = info[4].As<Napi::String>().Utf8Value();
+    if (info.Length() > 5 && info[5].IsString()) bg = info[5].As<Napi::String>().Utf8Value();
+    prosody_trace_context trace{tp.c_str(), ts.c_str(), bg.c_str()};
+    bool hasTrace = !tp.empty() || !bg.empty();
+    return StartOp(env, [&](Op* op, char** err) {
+      return prosody_client_send(h, topic.c_str(), key.c_str(), reinterpret_cast<const uint8_t*>(payload.data()),
+                                 payload.size(), hasTrace ? &trace : nullptr, OnDone, op, err);
+    });
+  }
+
+  // subscribe(onBatch): onBatch(flat) is called on the JS thread with a
+  // flat array of ready items (see Drain).
+  Napi::Value Subscribe(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    uint64_t h = Handle(env);
+    if (!info[0].IsFunction()) throw Napi::TypeError::New(env, "onBatch must be a function");
+    onBatch_ = Napi::Persistent(info[0].As<Napi::Function>());
+    StartPolling(env);
+    return StartOp(env, [&](Op* op, char** err) {
+      op->after = [](void* self, int status) {
+        auto* c = static_cast<Client*>(self);
+        if (status != PROSODY_OK) c->StopPolling();
+      };
+      op->afterSelf = this;
+      prosody_handler_config cfg{nullptr, nullptr};
+      int status = prosody_client_subscribe(h, &cfg, OnDone, op, err);
+      if (status != PROSODY_OK) StopPolling();
+      return status;
+    });
+  }
+
+  Napi::Value Unsubscribe(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    uint64_t h = Handle(env);
+    return StartOp(env, [&](Op* op, char** err) {
+      // Keep polling until the unsubscribe finished: in-flight events still
+      // receive cancellation notices and must be completed.
+      op->after = [](void* self, int status) {
+        auto* c = static_cast<Client*>(self);
+        if (status == PROSODY_OK) c->StopPolling();
+      };
+      op->afterSelf = this;
+      return prosody_client_unsubscribe(h, OnDone, op, err);
+    });
+  }
+
+  Napi::Value Release(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    if (handle_ == 0) return StartOp(env, [](Op*, char**) { return PROSODY_ERR_CLOSED; });
+    uint64_t h = handle_;
+    handle_ = 0;
+    StopPolling();
+    return StartOp(env, [&](Op* op, char** err) { return prosody_client_release(h, OnDone, op, err); });
+  }
+
+  Napi::Value ConsumerState(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    int state = 0;
+    char* err = nullptr;
+    int status = prosody_client_consumer_state(Handle(env), &state, &err);
+    if (status != PROSODY_OK) throw TakeError(env, status, err);
+    return Napi::Number::New(env, state);
+  }
+
+  Napi::Value SourceSystem(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    char* out = nullptr;
+    char* err = nullptr;
+    int status = prosody_client_source_system(Handle(env), &out, &err);
+    if (status != PROSODY_OK) throw TakeError(env, status, err);
+    Napi::String s = Napi::String::New(env, out);
+    prosody_free(out);
+    return s;
+  }
+
+  Napi::Value AssignedPartitionCount(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    uint32_t n = 0;
+    char* err = nullptr;
+    int status = prosody_client_assigned_partition_count(Handle(env), &n, &err);
+    if (status != PROSODY_OK) throw TakeError(env, status, err);
+    return Napi::Number::New(env, n);
+  }
+
+  Napi::Value IsStalled(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    int stalled = 0;
+    char* err = nullptr;
+    int status = prosody_client_is_stalled(Handle(env), &stalled, &err);
+    if (status != PROSODY_OK) throw TakeError(env, status, err);
+    return Napi::Boolean::New(env, stalled != 0);
+  }
+
+  void StartPolling(Napi::Env env) {
+    if (poll_ != nullptr) return;
+    int fd = -1;
+    char* err = nullptr;
+    int status = prosody_client_event_fd(handle_, &fd, &err);
+    if (status != PROSODY_OK) throw TakeError(env, status, err);
+    poll_ = new uv_poll_t;
+    poll_->data = this;
+    uv_poll_init(GetDispatch(env)->loop, poll_, fd);
+    uv_poll_start(poll_, UV_READABLE, [](uv_poll_t* p, int, int) { static_cast<Client*>(p->data)->Drain(); });
+    if (!subscribed_) {
+      subscribed_ = true;
+      Ref();  // a subscribed client lives while it consumes
+    }
+  }
+
+  void StopPolling() {
+    if (poll_ != nullptr) {
+      uv_poll_stop(poll_);
+      uv_close(reinterpret_cast<uv_handle_t*>(poll_), [](uv_handle_t* h) { delete reinterpret_cast<uv_poll_t*>(h); });
+      poll_ = nullptr;
+    }
+    if (subscribed_) {
+      subscribed_ = false;
+      onBatch_.Reset();
+      Unref();
+    }
+  }
+
+  // Fields per ready item in the flat array handed to JS:
+  // kind, event, topic, partition, offset, timestamp or due time (ms), key,
+  // payload (JSON text), traceparent, tracestate, baggage.
+  static constexpr uint32_t kStride = 11;
+  static constexpr size_t kBatch = 256;
+
+  void Drain() {
+    Napi::Env env(env_);
+    Napi::HandleScope outer(env);
+    Dispatch* d = GetDispatch(env);
+    // Outcomes from the previous batch go first: they free the library's
+    // slots for the events we are about to take.
+    d->FlushCompletions();
+    prosody_event evs[kBatch];
+    for (;;) {
+      if (handle_ == 0 || onBatch_.IsEmpty()) return;
+      size_t n = 0;
+      char* err = nullptr;
+      int status = prosody_client_poll(handle_, evs, kBatch, &n, &err);
+      prosody_free(err);
+      if (status != PROSODY_OK || n == 0) return;
+      Napi::HandleScope scope(env);
+      Napi::Array flat = Napi::Array::New(env, n * kStride);
+      Napi::String empty = Napi::String::New(env, "");
+      for (size_t i = 0; i < n; i++) {
+        const prosody_event& e = evs[i];
+        uint32_t b = static_cast<uint32_t>(i) * kStride;
+        flat.Set(b + 0, Napi::Number::New(env, e.kind));
+        flat.Set(b + 1, Napi::Number::New(env, (double)e.event));
+        if (e.kind == PROSODY_EVENT_CANCELLED) continue;
+        auto str = [&](const char* p, size_t len) -> Napi::Value {
+          return len == 0 ? empty : Napi::String::New(env, p, len);
+        };
+        // Copied now: the bytes are borrowed until the event completes.
+        flat.Set(b + 2, str(e.topic, e.topic_len));
+        flat.Set(b + 3, Napi::Number::New(env, e.partition));
+        flat.Set(b + 4, Napi::Number::New(env, (double)e.offset));
+        flat.Set(b + 5, Napi::Number::New(env, (double)(e.kind == PROSODY_EVENT_TIMER ? e.time_ms : e.timestamp_ms)));
+        flat.Set(b + 6, str(e.key, e.key_len));
+        flat.Set(b + 7, str(reinterpret_cast<const char*>(e.payload), e.payload_len));
+        flat.Set(b + 8, str(e.traceparent, e.traceparent_len));
+        flat.Set(b + 9, str(e.tracestate, e.tracestate_len));
+        flat.Set(b + 10, str(e.baggage, e.baggage_len));
+      }
+      try {
+        onBatch_.MakeCallback(Value(), {flat});
+      } catch (const Napi::Error& err) {
+        napi_fatal_exception(env, err.Value());
+      }
+      if (n < kBatch) return;
+    }
+  }
+};
+
+// ---------------------------------------------------------------------------
+// Events: outcomes, cancellation, timers (module functions taking the
+// event handle as a Number; handles stay far below 2^53).
+
+// complete(event, outcome, message?)
+Napi::Value Complete(const Napi::CallbackInfo& info) {
+  uint64_t id = HandleArg(info, 0);
+  int32_t outcome = info[1].As<Napi::Number>().Int32Value();
+  std::string msg;
+  bool hasMsg = info.Length() > 2 && info[2].IsString();
+  if (hasMsg) msg = info[2].As<Napi::String>().Utf8Value();
+  GetDispatch(info.Env())->QueueCompletion(id, outcome, hasMsg ? msg.c_str() : nullptr);
+  return info.Env().Undefined();
+}
+
+Napi::Value ShouldCancel(const Napi::CallbackInfo& info) {
+  int cancelled = 0;
+  char* err = nullptr;
+  int status = prosody_event_should_cancel(HandleArg(info, 0), &cancelled, &err);
+  prosody_free(err);
+  // A completed event's context is no longer valid: it counts as cancelled.
+  return Napi::Boolean::New(info.Env(), status != PROSODY_OK || cancelled != 0);
+}
+
+Napi::Value Schedule(const Napi::CallbackInfo& info) {
+  uint64_t id = HandleArg(info, 0);
+  int64_t t = info[1].As<Napi::Number>().Int64Value();
+  return StartOp(info.Env(), [&](Op* op, char** err) { return prosody_event_schedule(id, t, OnDone, op, err); });
+}
+
+Napi::Value ClearAndSchedule(const Napi::CallbackInfo& info) {
+  uint64_t id = HandleArg(info, 0);
+  int64_t t = info[1].As<Napi::Number>().Int64Value();
+  return StartOp(info.Env(),
+                 [&](Op* op, char** err) { return prosody_event_clear_and_schedule(id, t, OnDone, op, err); });
+}
+
+Napi::Value Unschedule(const Napi::CallbackInfo& info) {
+  uint64_t id = HandleArg(info, 0);
+  int64_t t = info[1].As<Napi::Number>().Int64Value();
+  return StartOp(info.Env(), [&](Op* op, char** err) { return prosody_event_unschedule(id, t, OnDone, op, err); });
+}
+
+Napi::Value ClearScheduled(const Napi::CallbackInfo& info) {
+  uint64_t id = HandleArg(info, 0);
+  return StartOp(info.Env(), [&](Op* op, char** err) { return prosody_event_clear_scheduled(id, OnDone, op, err); });
+}
+
+Napi::Value Scheduled(const Napi::CallbackInfo& info) {
+  uint64_t id = HandleArg(info, 0);
+  return StartOp(
+      info.Env(), [&](Op* op, char** err) { return prosody_event_scheduled(id, OnTimes, op, err); }, true);
+}
+
+// ---------------------------------------------------------------------------
+// Admin client
+
+class Admin : public Napi::ObjectWrap<Admin> {
+ public:
+  static Napi::Function Init(Napi::Env env) {
+    return DefineClass(env, "NativeAdmin",
+                       {
+                           InstanceMethod("createTopic", &Admin::CreateTopic),
+                           InstanceMethod("deleteTopic", &Admin::DeleteTopic),
+                           InstanceMethod("release", &Admin::Release),
+                       });
+  }
+
+  explicit Admin(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Admin>(info) {
+    std::string config = StringArg(info, 0, "config");
+    char* err = nullptr;
+    int status = prosody_admin_new(config.c_str(), &handle_, &err);
+    if (status != PROSODY_OK) throw TakeError(info.Env(), status, err);
+  }
+
+  ~Admin() override {
+    if (handle_ != 0) prosody_admin_release(handle_, nullptr);
+  }
+
+ private:
+  uint64_t handle_ = 0;
+
+  // createTopic(topicJson)
+  Napi::Value CreateTopic(const Napi::CallbackInfo& info) {
+    std::string spec = StringArg(info, 0, "topic");
+    uint64_t h = handle_;
+    return StartOp(info.Env(),
+                   [&](Op* op, char** err) { return prosody_admin_create_topic(h, spec.c_str(), OnDone, op, err); });
+  }
+
+  Napi::Value DeleteTopic(const Napi::CallbackInfo& info) {
+    std::string name = StringArg(info, 0, "name");
+    uint64_t h = handle_;
+    return StartOp(info.Env(),
+                   [&](Op* op, char** err) { return prosody_admin_delete_topic(h, name.c_str(), OnDone, op, err); });
+  }
+
+  Napi::Value Release(const Napi::CallbackInfo& info) {
+    if (handle_ != 0) {
+      prosody_admin_release(handle_, nullptr);
+      handle_ = 0;
+    }
+    return info.Env().Undefined();
+  }
+};
+
+// ---------------------------------------------------------------------------
+// Logging and module setup
+
+// setLogSink(fn | null): fn(level, timeMs, target, message, attributes)
+// receives every log record of the library; null restores stderr.
+Napi::Value SetLogSink(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Dispatch* d = GetDispatch(env);
+  char* err = nullptr;
+  int status;
+  if (info[0].IsFunction()) {
+    d->logSink = Napi::Persistent(info[0].As<Napi::Function>());
+    logDispatch = d;
+    status = prosody_set_log_callback(OnLog, d, &err);
+  } else {
+    d->logSink.Reset();
+    logDispatch = nullptr;
+    status = prosody_set_log_callback(nullptr, nullptr, &err);
+  }
+  if (status != PROSODY_OK) throw TakeError(env, status, err);
+  return env.Undefined();
+}
+
+Napi::Value Version(const Napi::CallbackInfo& info) {
+  const char* v = nullptr;
+  int status = prosody_version(&v);
+  if (status != PROSODY_OK) throw StatusError(info.Env(), status, nullptr);
+  return Napi::String::New(info.Env(), v);
+}
+
+// Environment teardown: stop taking callbacks, close the loop handles. The
+// Dispatch itself is never freed: library threads may still hold pointers to
+// it (through pending operations).
+void CloseDispatch(Napi::Env, Dispatch* d) {
+  {
+    std::lock_guard<std::mutex> lock(d->mu);
+    d->closed = true;
+  }
+  if (logDispatch == d) {
+    prosody_set_log_callback(nullptr, nullptr, nullptr);
+    logDispatch = nullptr;
+  }
+  d->FlushCompletions();
+  uv_close(reinterpret_cast<uv_handle_t*>(&d->async), nullptr);
+  uv_close(reinterpret_cast<uv_handle_t*>(&d->idle), nullptr);
+}
+
+Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  auto* d = new Dispatch();
+  d->env = env;
+  napi_get_uv_event_loop(env, &d->loop);
+  uv_async_init(d->loop, &d->async, [](uv_async_t* h) { static_cast<Dispatch*>(h->data)->Drain(); });
+  d->async.data = d;
+  uv_unref(reinterpret_cast<uv_handle_t*>(&d->async));
+  uv_idle_init(d->loop, &d->idle);
+  d->idle.data = d;
+  napi_async_init(env, Napi::Object::New(env), Napi::String::New(env, "prosody"), &d->asyncContext);
+  env.SetInstanceData<Dispatch, CloseDispatch>(d);
+
+  exports.Set("Client", Client::Init(env));
+  exports.Set("Admin", Admin::Init(env));
+  exports.Set("complete", Napi::Function::New(env, Complete));
+  exports.Set("shouldCancel", Napi::Function::New(env, ShouldCancel));
+  exports.Set("schedule", Napi::Function::New(env, Schedule));
+  exports.Set("clearAndSchedule", Napi::Function::New(env, ClearAndSchedule));
+  exports.Set("unschedule", Napi::Function::New(env, Unschedule));
+  exports.Set("clearScheduled", Napi::Function::New(env, ClearScheduled));
+  exports.Set("scheduled", Napi::Function::New(env, Scheduled));
+  exports.Set("setLogSink", Napi::Function::New(env, SetLogSink));
+  exports.Set("version", Napi::Function::New(env, Version));
+  return exports;
+}
+
+}  // namespace
+
+NODE_API_MODULE(prosody, Init)

@@ -1,0 +1,66 @@
+"use strict";
+// OpenTelemetry glue: the caller's active context travels with send (W3C
+// headers on the record), and handlers run inside the message's trace.
+const test = require("node:test");
+const assert = require("node:assert/strict");
+const api = require("@opentelemetry/api");
+const { AsyncLocalStorageContextManager } = require("@opentelemetry/context-async-hooks");
+const { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } = require("@opentelemetry/sdk-trace-base");
+const prosody = require("..");
+const { mockConfig, unique, deferred } = require("./helpers");
+
+prosody.setLogger({ error() {}, warn() {}, info() {}, debug() {}, trace() {} });
+
+const exporter = new InMemorySpanExporter();
+api.context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+api.trace.setGlobalTracerProvider(new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] }));
+
+test("trace context and baggage flow from send into the handler", async () => {
+  const topic = unique("otel");
+  const client = new prosody.ProsodyClient(mockConfig({ subscribedTopics: topic }));
+  try {
+    const seen = deferred();
+    await client.subscribe({
+      async onMessage() {
+        const active = api.context.active();
+        seen.resolve({
+          span: api.trace.getSpan(active),
+          baggage: api.propagation.getBaggage(active)?.getEntry("tenant")?.value,
+        });
+      },
+    });
+    const tracer = api.trace.getTracer("test");
+    let sender;
+    await tracer.startActiveSpan("produce", async (span) => {
+      sender = span.spanContext();
+      const ctx = api.propagation.setBaggage(api.context.active(), api.propagation.createBaggage({ tenant: { value: "acme corp" } }));
+      await api.context.with(ctx, () => client.send(topic, "k", { hello: "otel" }));
+      span.end();
+    });
+    const { span, baggage } = await seen.promise;
+    assert.ok(span, "the handler runs inside a span");
+    assert.equal(span.spanContext().traceId, sender.traceId, "same trace as the producer");
+    assert.equal(baggage, "acme corp");
+    await new Promise((r) => setTimeout(r, 50));
+    const handled = exporter.getFinishedSpans().find((s) => s.name === "onMessage");
+    assert.ok(handled, "an onMessage span was recorded");
+    assert.equal(handled.parentSpanContext?.spanId ?? handled.parentSpanId, sender.spanId, "child of the producer's span");
+  } finally {
+    await client.shutdown();
+  }
+});
+
+test("without an active span, send carries no trace and the handler starts a new trace", async () => {
+  const topic = unique("otel-none");
+  const client = new prosody.ProsodyClient(mockConfig({ subscribedTopics: topic }));
+  try {
+    const seen = deferred();
+    await client.subscribe({ onMessage: () => seen.resolve(api.trace.getSpan(api.context.active())) });
+    await client.send(topic, "k", {});
+    const span = await seen.promise;
+    assert.ok(span);
+    assert.ok(api.isSpanContextValid(span.spanContext()));
+  } finally {
+    await client.shutdown();
+  }
+});

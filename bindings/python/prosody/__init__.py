@@ -1,0 +1,59 @@
+"""Prosody: a Kafka client for event-sourced services (asyncio API over a Go core).
+
+Importing this package does not load the native library; the first client
+does. See the README for fork behaviour.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from .context import Context
+from .errors import (
+    EventHandlerError,
+    NullValueError,
+    PermanentError,
+    PermanentStateError,
+    StateError,
+    TransientError,
+    TransientStateError,
+    permanent,
+    transient,
+)
+from .handler import EventHandler, ProsodyHandler
+from .message import JSONValue, Message
+from .prosody import AdminClient, ProsodyClient
+from .state import (
+    DequeDefinition,
+    DequeState,
+    Direction,
+    MapDefinition,
+    MapState,
+    MessageDequeDefinition,
+    MessageMapDefinition,
+    MessageValueDefinition,
+    ValueDefinition,
+    ValueState,
+    deque,
+    map,
+    message_deque,
+    message_map,
+    message_value,
+    value,
+)
+from .timer import Timer
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ProsodyClient", "AdminClient", "Context", "EventHandler", "ProsodyHandler",
+    "Message", "Timer", "JSONValue",
+    "EventHandlerError", "PermanentError", "TransientError", "permanent", "transient",
+    "StateError", "PermanentStateError", "TransientStateError", "NullValueError",
+    "Direction", "value", "map", "deque", "message_value", "message_map", "message_deque",
+    "ValueDefinition", "MapDefinition", "DequeDefinition",
+    "MessageValueDefinition", "MessageMapDefinition", "MessageDequeDefinition",
+    "ValueState", "MapState", "DequeState",
+]
+
+logging.getLogger("prosody.consumer.poll").setLevel(logging.ERROR)

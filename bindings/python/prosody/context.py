@@ -1,0 +1,133 @@
+"""The per-call context: timers for the event's key and cancellation."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from . import _native
+from .errors import PermanentError, PermanentStateError, TransientError
+
+if TYPE_CHECKING:
+    from ._dispatch import Dispatcher
+
+__all__ = ["Context"]
+
+_INVALID = "The context is no longer valid because the event has already been processed"
+
+
+def _epoch_ms(time: datetime) -> int:
+    if not isinstance(time, datetime):
+        raise TypeError(f"expected a datetime, got {type(time).__name__}")
+    if time.tzinfo is None:  # naive datetimes are read as UTC, as the docs use UTC throughout
+        time = time.replace(tzinfo=timezone.utc)
+    return round(time.timestamp() * 1000)
+
+
+def _op_error(status: int, message: str | None) -> Exception:
+    if status == _native.ERR_PERMANENT or status == _native.ERR_INVALID_HANDLE:
+        return PermanentError(message or _INVALID)
+    if status in (_native.ERR_TRANSIENT, _native.ERR_TERMINAL, _native.ERR_CANCELLED):
+        return TransientError(message or _native.status_name(status))
+    return _native.status_error(status, message)
+
+
+class Context:
+    """Given to every handler call; valid until that call returns.
+
+    Timer methods act on the key of the event being handled. Every method
+    must be called from the event loop the client subscribed from.
+    """
+
+    __slots__ = ("_disp", "_event", "_cancelled", "_cancel_waiter", "_done", "_task")
+
+    def __init__(self, disp: Dispatcher, event: int) -> None:
+        self._disp = disp
+        self._event = event
+        self._cancelled = False
+        self._cancel_waiter: asyncio.Future[None] | None = None
+        self._done = False
+        self._task: asyncio.Task[None] | None = None
+
+    # ---- timers ----
+
+    async def schedule(self, time: datetime) -> None:
+        """Schedules a timer for this key at ``time`` (UTC; rounded to the second)."""
+        ms = _epoch_ms(time)
+        await self._op(lambda lib, cb, ud, err: lib.prosody_event_schedule(self._event, ms, cb, ud, err))
+
+    async def clear_and_schedule(self, time: datetime) -> None:
+        """Replaces every timer of this key with one at ``time``."""
+        ms = _epoch_ms(time)
+        await self._op(
+            lambda lib, cb, ud, err: lib.prosody_event_clear_and_schedule(self._event, ms, cb, ud, err)
+        )
+
+    async def unschedule(self, time: datetime) -> None:
+        """Removes this key's timer at ``time``, if there is one."""
+        ms = _epoch_ms(time)
+        await self._op(lambda lib, cb, ud, err: lib.prosody_event_unschedule(self._event, ms, cb, ud, err))
+
+    async def clear_scheduled(self) -> None:
+        """Removes every timer of this key."""
+        await self._op(lambda lib, cb, ud, err: lib.prosody_event_clear_scheduled(self._event, cb, ud, err))
+
+    async def scheduled(self) -> list[datetime]:
+        """This key's pending timer times (UTC, whole seconds), earliest first."""
+        times: list[int] = await self._op(
+            lambda lib, cb, ud, err: lib.prosody_event_scheduled(self._event, cb, ud, err), times=True
+        )
+        return [datetime.fromtimestamp(ms / 1000, timezone.utc) for ms in times]
+
+    async def _op(self, call: Any, times: bool = False) -> Any:
+        if self._done:
+            raise PermanentError(_INVALID)
+        ffi, lib = self._disp.library()
+        loop = self._disp.loop
+        fut: asyncio.Future[Any] = loop.create_future()
+
+        def settle(status: int, result: Any, message: str | None) -> None:
+            if fut.done():
+                return
+            if status == _native.OK:
+                fut.set_result(result)
+            else:
+                fut.set_exception(_op_error(status, message))
+
+        key, ud = _native.register(loop, settle)
+        err = ffi.new("char **")
+        cb = lib._prosody_on_times if times else lib._prosody_on_done
+        status = call(lib, cb, ud, err)
+        if status != _native.OK:
+            _native.unregister(key)
+            raise _op_error(status, _native.take_error(err))
+        return await fut
+
+    # ---- cancellation ----
+
+    def should_cancel(self) -> bool:
+        """True once the handler has been asked to stop (timeout, rebalance or shutdown)."""
+        if self._cancelled or self._done:
+            return True
+        return self._disp.query_cancel(self._event)
+
+    async def on_cancel(self) -> None:
+        """Completes when the handler is asked to stop."""
+        if self._cancelled or self._done:
+            return
+        if self._cancel_waiter is None:
+            self._cancel_waiter = self._disp.loop.create_future()
+        await asyncio.shield(self._cancel_waiter)
+
+    def _cancel(self) -> None:
+        self._cancelled = True
+        waiter = self._cancel_waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    # ---- keyed state (a later release) ----
+
+    def state(self, definition: Any) -> NoReturn:
+        """Keyed state is not available in this release."""
+        raise PermanentStateError("keyed state is not supported by this version of prosody")

@@ -1,0 +1,363 @@
+"""ProsodyClient and AdminClient over libprosody.
+
+The asynchronous methods start their work when called and return an
+``asyncio.Future``, so ``client.subscribe(handler)`` subscribes even when the
+result is not awaited (as in the documentation's examples); awaiting works
+as usual. They must be called with a running event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any, Literal, TypeVar
+
+from . import _native, _otel
+from ._config import client_config_json, duration
+from ._dispatch import Dispatcher
+from .handler import EventHandler, ProsodyHandler
+
+__all__ = ["ProsodyClient", "AdminClient"]
+
+T = TypeVar("T")
+ConsumerState = Literal["unconfigured", "configured", "running"]
+_STATES: dict[int, ConsumerState] = {0: "unconfigured", 1: "configured", 2: "running"}
+
+
+def _after_fork(owner: str) -> RuntimeError:
+    return RuntimeError(
+        f"{owner} cannot be used after fork. Create a new client in the child process."
+    )
+
+
+def _done_future(value: T) -> asyncio.Future[T]:
+    fut: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+    fut.set_result(value)
+    return fut
+
+
+def _failed_future(exc: BaseException) -> asyncio.Future[Any]:
+    fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    fut.set_exception(exc)
+    return fut
+
+
+def _start(call: Any) -> asyncio.Future[None]:
+    """Runs an ABI call that completes through _prosody_on_done; returns its future."""
+    loop = asyncio.get_running_loop()
+    ffi, lib = _native.load()
+    fut: asyncio.Future[None] = loop.create_future()
+
+    def settle(status: int, _result: Any, message: str | None) -> None:
+        if fut.done():
+            return
+        if status == _native.OK:
+            fut.set_result(None)
+        else:
+            fut.set_exception(_native.status_error(status, message))
+
+    key, ud = _native.register(loop, settle)
+    err = ffi.new("char **")
+    status = call(lib, ud, err)
+    if status != _native.OK:
+        _native.unregister(key)
+        fut.set_exception(_native.status_error(status, _native.take_error(err)))
+    return fut
+
+
+class ProsodyClient:
+    """A Kafka client: send JSON events, and subscribe a handler to consume them.
+
+    Every option is a keyword argument (see the documentation); options left
+    out come from their ``PROSODY_*`` environment variables, then defaults.
+    A bad value raises ValueError naming the option; an unknown keyword gives
+    a warning that names it.
+    """
+
+    def __init__(self, **config: Any) -> None:
+        self._handle = 0
+        self._pid = os.getpid()
+        self._dispatcher: Dispatcher | None = None
+        self._subscribing = False
+        self._message_follows = _otel.message_spans_follow(config.get("message_spans"))
+        self._timer_follows = _otel.timer_spans_follow(config.get("timer_spans"))
+        doc = client_config_json(config)
+        ffi, lib = _native.load()
+        out = ffi.new("uint64_t *")
+        err = ffi.new("char **")
+        status = lib.prosody_client_new(doc.encode(), out, err)
+        if status != _native.OK:
+            exc = ValueError if status == _native.ERR_CONFIG else RuntimeError
+            raise _native.status_error(status, _native.take_error(err), exc)
+        self._handle = int(out[0])
+        fd = ffi.new("int *")
+        status = lib.prosody_client_event_fd(self._handle, fd, err)
+        if status != _native.OK:
+            raise _native.status_error(status, _native.take_error(err))
+        self._fd = int(fd[0])
+
+    # ---- guards ----
+
+    def _check(self) -> Any:
+        if os.getpid() != self._pid:
+            raise _after_fork(type(self).__name__)
+        if not self._handle:
+            raise RuntimeError(f"{type(self).__name__} is closed")
+        return _native.load()[1]
+
+    # ---- producing ----
+
+    def send(self, topic: str, key: str, payload: Any) -> asyncio.Future[None]:
+        """Sends ``payload`` as JSON under ``key``; resolves when the broker acknowledged it.
+
+        The caller's current OpenTelemetry context travels in the record's
+        headers. Fails with RuntimeError, also when ``send_timeout`` expires.
+        """
+        try:
+            self._check()
+        except RuntimeError as e:
+            return _failed_future(e)
+        ffi = _native.ffi
+        data = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+        topic_b, key_b = topic.encode(), key.encode()
+        trace = ffi.NULL
+        keep: list[Any] = []
+        if _otel.AVAILABLE:
+            carrier = _otel.inject()
+            if carrier:
+                trace = ffi.new("prosody_trace_context *")
+                for field in ("traceparent", "tracestate", "baggage"):
+                    value = carrier.get(field)
+                    if value:
+                        c_value = ffi.new("char[]", value.encode())
+                        keep.append(c_value)
+                        setattr(trace, field, c_value)
+        handle = self._handle
+        return _start(
+            lambda lib, ud, err: lib.prosody_client_send(
+                handle, topic_b, key_b, data, len(data), trace, lib._prosody_on_done, ud, err
+            )
+        )
+
+    # ---- consuming ----
+
+    def subscribe(self, handler: EventHandler[Any]) -> asyncio.Future[None]:
+        """Starts consuming with ``handler``; its calls run on the current event loop."""
+        if not isinstance(handler, EventHandler):
+            raise TypeError("handler must be a subclass of EventHandler")
+        try:
+            self._check()
+        except RuntimeError as e:
+            return _failed_future(e)
+        if self._dispatcher is not None or self._subscribing:
+            return _failed_future(RuntimeError("the consumer is already subscribed"))
+        loop = asyncio.get_running_loop()
+        wrapped = ProsodyHandler(
+            handler,
+            message_spans_follow=self._message_follows,
+            timer_spans_follow=self._timer_follows,
+        )
+        dispatcher = Dispatcher(self._handle, loop, wrapped, self._fd)
+        ffi = _native.ffi
+        config = ffi.new("prosody_handler_config *")  # notify NULL: we watch the event fd
+        handle = self._handle
+        self._subscribing = True
+        dispatcher.start()
+        fut = _start(
+            lambda lib, ud, err: lib.prosody_client_subscribe(handle, config, lib._prosody_on_done, ud, err)
+        )
+
+        def subscribed(f: asyncio.Future[None]) -> None:
+            self._subscribing = False
+            if f.cancelled() or f.exception() is not None:
+                dispatcher.stop()
+            else:
+                self._dispatcher = dispatcher
+
+        fut.add_done_callback(subscribed)
+        return fut
+
+    def unsubscribe(self) -> asyncio.Future[None]:
+        """Stops consuming gracefully: in-flight handlers finish, offsets are committed."""
+        try:
+            self._check()
+        except RuntimeError as e:
+            return _failed_future(e)
+        handle = self._handle
+        fut = _start(
+            lambda lib, ud, err: lib.prosody_client_unsubscribe(handle, lib._prosody_on_done, ud, err)
+        )
+
+        def unsubscribed(f: asyncio.Future[None]) -> None:
+            # The reader stays until the core has the last completion and cancellation notice.
+            if self._dispatcher is not None and not f.cancelled() and f.exception() is None:
+                self._dispatcher.stop()
+                self._dispatcher = None
+
+        fut.add_done_callback(unsubscribed)
+        return fut
+
+    def consumer_state(self) -> asyncio.Future[ConsumerState]:
+        """'unconfigured', 'configured' or 'running'."""
+        try:
+            return _done_future(self._consumer_state())
+        except RuntimeError as e:
+            return _failed_future(e)
+
+    def _consumer_state(self) -> ConsumerState:
+        lib = self._check()
+        ffi = _native.ffi
+        state, err = ffi.new("int *"), ffi.new("char **")
+        status = lib.prosody_client_consumer_state(self._handle, state, err)
+        if status == _native.ERR_CONFIG:
+            raise RuntimeError(f"consumer configuration failed: {_native.take_error(err)}")
+        if status != _native.OK:
+            raise _native.status_error(status, _native.take_error(err))
+        return _STATES[int(state[0])]
+
+    def assigned_partition_count(self) -> asyncio.Future[int]:
+        """How many partitions the consumer owns (0 unless subscribed)."""
+        try:
+            lib = self._check()
+            ffi = _native.ffi
+            count, err = ffi.new("uint32_t *"), ffi.new("char **")
+            status = lib.prosody_client_assigned_partition_count(self._handle, count, err)
+            if status != _native.OK:
+                raise _native.status_error(status, _native.take_error(err))
+            return _done_future(int(count[0]))
+        except RuntimeError as e:
+            return _failed_future(e)
+
+    def is_stalled(self) -> asyncio.Future[bool]:
+        """True when a partition made no progress for ``stall_threshold``."""
+        try:
+            lib = self._check()
+            ffi = _native.ffi
+            flag, err = ffi.new("int *"), ffi.new("char **")
+            status = lib.prosody_client_is_stalled(self._handle, flag, err)
+            if status != _native.OK:
+                raise _native.status_error(status, _native.take_error(err))
+            return _done_future(bool(flag[0]))
+        except RuntimeError as e:
+            return _failed_future(e)
+
+    @property
+    def source_system(self) -> str:
+        """The source-system header put on sent records (source_system, else group_id)."""
+        lib = self._check()
+        ffi = _native.ffi
+        out, err = ffi.new("char **"), ffi.new("char **")
+        status = lib.prosody_client_source_system(self._handle, out, err)
+        if status != _native.OK:
+            raise _native.status_error(status, _native.take_error(err))
+        try:
+            return str(ffi.string(out[0]).decode())
+        finally:
+            lib.prosody_free(out[0])
+
+    def __repr__(self) -> str:
+        try:
+            state: str = self._consumer_state()
+        except RuntimeError as e:
+            state = f"unavailable: {e}"
+        return f"ProsodyClient(consumer_state={state!r})"
+
+    __str__ = __repr__
+
+    # ---- lifetime ----
+
+    def _release(self) -> None:
+        """Releases the library client now (also done when the object is collected)."""
+        handle, self._handle = self._handle, 0
+        if not handle or os.getpid() != self._pid:
+            return  # in a forked child the Go runtime must not be entered
+        if self._dispatcher is not None:
+            self._dispatcher.abort()
+            self._dispatcher = None
+        ffi, lib = _native.ffi, _native.lib
+        lib.prosody_client_release(handle, ffi.NULL, ffi.NULL, ffi.NULL)
+
+    def __del__(self) -> None:
+        try:
+            self._release()
+        except Exception:
+            pass
+
+
+class AdminClient:
+    """Creates and deletes topics (for tests and tooling; production topics belong in GitOps)."""
+
+    def __init__(
+        self, *, bootstrap_servers: str | Sequence[str] | None = None, mock: bool | None = None
+    ) -> None:
+        """``mock=True`` (or PROSODY_MOCK) manages the in-memory cluster of mock mode."""
+        self._handle = 0
+        self._pid = os.getpid()
+        doc = client_config_json(
+            {"bootstrap_servers": bootstrap_servers, "mock": mock}, owner="AdminClient"
+        )
+        ffi, lib = _native.load()
+        out, err = ffi.new("uint64_t *"), ffi.new("char **")
+        status = lib.prosody_admin_new(doc.encode(), out, err)
+        if status != _native.OK:
+            exc = ValueError if status == _native.ERR_CONFIG else RuntimeError
+            raise _native.status_error(status, _native.take_error(err), exc)
+        self._handle = int(out[0])
+
+    def _check(self) -> None:
+        if os.getpid() != self._pid:
+            raise _after_fork(type(self).__name__)
+        if not self._handle:
+            raise RuntimeError("AdminClient is closed")
+
+    def create_topic(
+        self,
+        name: str,
+        *,
+        partition_count: int | None = None,
+        replication_factor: int | None = None,
+        cleanup_policy: str | None = None,
+        retention: timedelta | float | None = None,
+    ) -> asyncio.Future[None]:
+        """Creates a topic (an existing one is not an error); unset values use PROSODY_TOPIC_* or the broker."""
+        try:
+            self._check()
+        except RuntimeError as e:
+            return _failed_future(e)
+        spec: dict[str, Any] = {"name": name}
+        for field, value in (
+            ("partition_count", partition_count),
+            ("replication_factor", replication_factor),
+            ("cleanup_policy", cleanup_policy),
+            ("retention", None if retention is None else duration(retention)),
+        ):
+            if value is not None:
+                spec[field] = value
+        doc = json.dumps(spec).encode()
+        handle = self._handle
+        return _start(
+            lambda lib, ud, err: lib.prosody_admin_create_topic(handle, doc, lib._prosody_on_done, ud, err)
+        )
+
+    def delete_topic(self, name: str) -> asyncio.Future[None]:
+        """Deletes a topic."""
+        try:
+            self._check()
+        except RuntimeError as e:
+            return _failed_future(e)
+        name_b = name.encode()
+        handle = self._handle
+        return _start(
+            lambda lib, ud, err: lib.prosody_admin_delete_topic(handle, name_b, lib._prosody_on_done, ud, err)
+        )
+
+    def __del__(self) -> None:
+        handle, self._handle = getattr(self, "_handle", 0), 0
+        if handle and os.getpid() == self._pid and _native.lib is not None:
+            try:
+                _native.lib.prosody_admin_release(handle, _native.ffi.NULL)
+            except Exception:
+                pass

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Runs examples/python/quickstart.py (mock mode) from build/python-venv,
+# installing the package there first if needed.
+set -euo pipefail
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$repo"
+venv=build/python-venv
+if [ ! -x "$venv/bin/python" ]; then
+	"${PYTHON:-python3}" -m venv "$venv"
+fi
+if ! "$venv/bin/python" -c 'import prosody' 2>/dev/null; then
+	"$venv/bin/python" -m pip install -q .
+fi
+exec "$venv/bin/python" examples/python/quickstart.py

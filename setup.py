@@ -1,0 +1,72 @@
+"""Build glue for the Python package ``prosody-events`` (metadata: pyproject.toml).
+
+Building the wheel compiles the Go core into libprosody.so with
+``go build -buildmode=c-shared`` (the same flags as the Makefile's ``lib``
+target), then compiles the cffi extension against include/prosody.h and links
+it to that library. Both land in the ``prosody`` package directory, where the
+extension finds the library through its rpath (``$ORIGIN``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from setuptools import setup
+from setuptools.command.build_ext import build_ext
+
+ROOT = Path(__file__).resolve().parent
+LIB_NAME = "libprosody.so"
+# Must match LIB_DIR in bindings/python/build_ffi.py.
+LIB_DIR = ROOT / "build" / "python-lib"
+
+
+def build_go_library() -> Path:
+    go = os.environ.get("GO", "go")
+    if shutil.which(go) is None:
+        raise RuntimeError(
+            "building prosody-events from source needs Go (https://go.dev/dl/) on PATH"
+        )
+    LIB_DIR.mkdir(parents=True, exist_ok=True)
+    out = LIB_DIR / LIB_NAME
+    exports = ROOT / "capi" / "exports.map"
+    ldflags = f"-extldflags '-Wl,--version-script={exports} -Wl,-soname,{LIB_NAME}'"
+    subprocess.run(
+        [go, "build", "-buildmode=c-shared", "-trimpath", "-ldflags", ldflags, "-o", str(out), "./capi"],
+        cwd=ROOT,
+        check=True,
+    )
+    # cgo's generated header is not the contract; include/prosody.h is.
+    (LIB_DIR / "libprosody.h").unlink(missing_ok=True)
+    return out
+
+
+class BuildGoThenExt(build_ext):
+    """Builds libprosody.so before the cffi extension that links it."""
+
+    def run(self) -> None:
+        lib = build_go_library()
+        if self.inplace:
+            target = ROOT / "bindings" / "python" / "prosody"
+        else:
+            target = Path(self.build_lib) / "prosody"
+        target.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(lib, target / LIB_NAME)
+        super().run()
+
+
+# Keep setuptools' intermediate files out of the Makefile's build/lib and
+# out of the source tree.
+BUILD_BASE = ROOT / "build" / "python-build"
+BUILD_BASE.mkdir(parents=True, exist_ok=True)
+
+setup(
+    options={
+        "build": {"build_base": str(BUILD_BASE.relative_to(ROOT))},
+        "egg_info": {"egg_base": str(BUILD_BASE.relative_to(ROOT))},
+    },
+    cffi_modules=["bindings/python/build_ffi.py:ffibuilder"],
+    cmdclass={"build_ext": BuildGoThenExt},
+)
