@@ -134,7 +134,7 @@ func (d *dispatcher) close() {
 // the host and the engine goes on; the host's completion calls done on the
 // host's thread, which continues the key right there. No goroutine waits
 // for the host.
-func (d *dispatcher) StartMessage(ctx *event.Context, m *event.Message, done func(error)) {
+func (d *dispatcher) StartMessage(ctx *event.Context, m *event.Message, done event.Done) {
 	d.start(d.messageEvent(ctx, m), done)
 }
 
@@ -161,10 +161,15 @@ func (d *dispatcher) messageEvent(ctx *event.Context, m *event.Message) *pending
 	return ev
 }
 
+// doneChan receives an outcome for a goroutine waiting on it.
+type doneChan chan error
+
+func (c doneChan) Done(err error) { c <- err }
+
 // wait hands ev to the host and waits for its outcome.
 func (d *dispatcher) wait(ev *pendingEvent) error {
-	ch := make(chan error, 1)
-	d.start(ev, func(err error) { ch <- err })
+	ch := make(doneChan, 1)
+	d.start(ev, ch)
 	// The wait is for the host, outside the Go runtime: tell the executor,
 	// so this worker stops counting against its eager pool and other ready
 	// runs start now rather than when the starvation watchdog notices.
@@ -177,13 +182,13 @@ func (d *dispatcher) wait(ev *pendingEvent) error {
 // start hands ev to the host; done gets the host's outcome. Cancellation
 // does not end the event: it queues a notice, and the host's outcome
 // decides.
-func (d *dispatcher) start(ev *pendingEvent, done func(error)) {
+func (d *dispatcher) start(ev *pendingEvent, done event.Done) {
 	ev.done = done
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
 		ev.free()
-		done(errReleased)
+		done.Done(errReleased)
 		return
 	}
 	// Registered under d.mu so that close, which sets closed first, sees

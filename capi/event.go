@@ -35,7 +35,7 @@ type pendingEvent struct {
 	buf   unsafe.Pointer
 	state atomic.Int32
 	// done receives the outcome (set by dispatcher.start).
-	done func(error)
+	done event.Done
 
 	// The event's queue of timer operations (timers.go).
 	opMu   sync.Mutex
@@ -127,5 +127,5 @@ func (ev *pendingEvent) finish(err error) {
 	ev.state.Store(stateDone)
 	ev.free()
 	ev.disp.inFlight.Add(-1)
-	ev.done(err)
+	ev.done.Done(err)
 }

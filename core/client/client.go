@@ -247,7 +247,7 @@ func (c *Client) chain(h event.Handler, timeouts *middleware.Timeouts) (middlewa
 	// the synchronous chain (which still runs timers).
 	return invoke, &middleware.Async{
 		Retry: policy, Limiter: limiter, Timeouts: timeouts,
-		Start: func(ctx *event.Context, ev event.Event, done func(error)) {
+		Start: func(ctx *event.Context, ev event.Event, done event.Done) {
 			ah.StartMessage(ctx, ev.(*event.Message), done)
 		},
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/prosody-events/prosody-go/core/fault"
 	"github.com/prosody-events/prosody-go/core/filter"
 	"github.com/prosody-events/prosody-go/core/keyqueue"
+	"github.com/prosody-events/prosody-go/core/middleware"
 	"github.com/prosody-events/prosody-go/core/offsets"
 	"github.com/prosody-events/prosody-go/core/payload"
 	"github.com/prosody-events/prosody-go/core/timers"
@@ -76,7 +77,7 @@ type partition struct {
 }
 
 func newPartition(c *Consumer, topic string, id int32) *partition {
-	return &partition{
+	p := &partition{
 		c:       c,
 		topic:   topic,
 		id:      id,
@@ -90,6 +91,12 @@ func newPartition(c *Consumer, topic string, id int32) *partition {
 		idle:    make(chan struct{}),
 		marked:  offsets.None,
 	}
+	if async := c.opts.Async; async != nil {
+		// Messages of this partition waiting for a concurrency slot stop
+		// waiting when it is revoked or stopped.
+		p.scope.AfterFunc(async.CancelWaiting)
+	}
+	return p
 }
 
 // admit takes records into the partition, in offset order, and returns how
@@ -260,14 +267,26 @@ func (p *partition) startsAsync(it item) bool {
 	return isMessage
 }
 
+// asyncEvent is a message in flight through Options.Async: one allocation
+// carries the engine's whole state for it.
+type asyncEvent struct {
+	run middleware.AsyncRun
+	p   *partition
+	it  item
+	ctx *event.Context
+}
+
+// Done implements event.Done: the message's final outcome.
+func (a *asyncEvent) Done(err error) {
+	a.ctx.Invalidate()
+	a.p.afterAsync(a.it, err)
+}
+
 // startAsync starts a message through Options.Async and returns at once.
 func (p *partition) startAsync(it item) {
-	ctx := event.NewInvocation(p.scope, it.ev.EventKey())
-	ctx.SetEnv(p.env)
-	p.c.opts.Async.Run(ctx, it.ev, func(err error) {
-		ctx.Invalidate()
-		p.afterAsync(it, err)
-	})
+	a := &asyncEvent{p: p, it: it, ctx: event.NewInvocation(p.scope, it.ev.EventKey())}
+	a.ctx.SetEnv(p.env)
+	p.c.opts.Async.Run(&a.run, a.ctx, it.ev, a)
 }
 
 // afterAsync is run's loop body for a message that finished

@@ -71,12 +71,19 @@ type Handler interface {
 // AsyncHandler is a Handler whose messages finish away from the goroutine
 // that starts them: in a host language behind the C ABI, which completes
 // events in batches from its own thread. The engine then holds no goroutine
-// per message in flight. StartMessage must not block; it calls done exactly
-// once with the attempt's outcome, from any goroutine or thread, possibly
-// before it returns. Timers still go through OnTimer.
+// per message in flight. StartMessage must not block; it calls done.Done
+// exactly once with the attempt's outcome, from any goroutine or thread,
+// possibly before it returns. Timers still go through OnTimer.
 type AsyncHandler interface {
 	Handler
-	StartMessage(ctx *Context, msg *Message, done func(error))
+	StartMessage(ctx *Context, msg *Message, done Done)
+}
+
+// Done receives the outcome of an event handled asynchronously. It is an
+// interface rather than a func so that the engine's per-event state can be
+// the receiver, without a closure allocated per event.
+type Done interface {
+	Done(err error)
 }
 
 // HandlerFuncs adapts plain functions to Handler. A nil function accepts its

@@ -7,9 +7,9 @@ import (
 	"github.com/prosody-events/prosody-go/core/event"
 )
 
-// Starter begins one attempt of an event and calls done with its outcome
+// Starter begins one attempt of an event and reports its outcome to done
 // when it ends, without blocking (see event.AsyncHandler).
-type Starter func(ctx *event.Context, ev event.Event, done func(error))
+type Starter func(ctx *event.Context, ev event.Event, done event.Done)
 
 // Async runs events through the same layers as the synchronous chain built
 // by the client (retry policy, cancellation check, concurrency slot,
@@ -26,62 +26,87 @@ type Async struct {
 	Start    Starter
 }
 
-// Run starts ev in the invocation ctx and calls done once with its final
-// outcome. It never blocks.
-func (a *Async) Run(ctx *event.Context, ev event.Event, done func(error)) {
-	a.attempt(ctx, ev, 1, done)
+// CancelWaiting ends the waits for a concurrency slot of attempts whose
+// invocation is cancelled; the owner of the invocations' parent context
+// calls it when that context is cancelled (see Limiter.CancelWaiting).
+func (a *Async) CancelWaiting() { a.Limiter.CancelWaiting() }
+
+// AsyncRun is the state of one event going through Async. The caller
+// provides it (embedded in its own per-event state), so an event costs one
+// allocation here rather than a closure per layer.
+type AsyncRun struct {
+	a     *Async
+	ctx   *event.Context
+	ev    event.Event
+	n     int // the attempt number, from 1
+	out   event.Done
+	timer attemptTimer
 }
 
-func (a *Async) attempt(ctx *event.Context, ev event.Event, n int, done func(error)) {
+// Run starts ev in the invocation ctx, keeping its state in r, and reports
+// its final outcome to out once. It never blocks.
+func (a *Async) Run(r *AsyncRun, ctx *event.Context, ev event.Event, out event.Done) {
+	*r = AsyncRun{a: a, ctx: ctx, ev: ev, n: 1, out: out}
+	r.attempt()
+}
+
+func (r *AsyncRun) attempt() {
 	// The Cancellation layer: no attempt starts once the invocation is
 	// cancelled.
-	if err := ctx.Check(); err != nil {
-		done(err)
+	if err := r.ctx.Check(); err != nil {
+		r.out.Done(err)
 		return
 	}
-	a.Limiter.acquireAsync(ctx, func(err error) {
-		if err != nil {
-			done(err)
-			return
-		}
-		// The invocation may have been cancelled while it waited.
-		if err := ctx.Check(); err != nil {
-			a.Limiter.release()
-			done(err)
-			return
-		}
-		attempt, end := a.Timeouts.start(ctx)
-		a.Start(attempt, ev, func(err error) {
-			err = end(err)
-			a.Limiter.release()
-			a.after(ctx, ev, n, err, done)
-		})
-	})
+	r.a.Limiter.acquireAsync(r.ctx, r)
 }
 
-// after retries attempt n's failure when the policy says so, after its
-// backoff, or ends the event. A cancellation during the backoff ends it at
-// once with the cancellation cause.
-func (a *Async) after(ctx *event.Context, ev event.Event, n int, err error, done func(error)) {
-	delay, again := a.Retry.after(ctx, n, err)
-	if !again {
-		done(err)
+// slot is the Limiter's hand-over of a slot (or the end of the wait).
+func (r *AsyncRun) slot(err error) {
+	if err != nil {
+		r.out.Done(err)
 		return
 	}
+	// The invocation may have been cancelled while it waited.
+	if err := r.ctx.Check(); err != nil {
+		r.a.Limiter.release()
+		r.out.Done(err)
+		return
+	}
+	r.timer = r.a.Timeouts.startAttempt(r.ctx)
+	r.a.Start(r.timer.ctx(), r.ev, r)
+}
+
+// Done implements event.Done: the handler's outcome of the attempt.
+func (r *AsyncRun) Done(err error) {
+	err = r.timer.end(err)
+	r.a.Limiter.release()
+	r.after(err)
+}
+
+// after retries the attempt's failure when the policy says so, after its
+// backoff, or ends the event. A cancellation during the backoff ends it at
+// once with the cancellation cause.
+func (r *AsyncRun) after(err error) {
+	delay, again := r.a.Retry.after(r.ctx, r.n, err)
+	if !again {
+		r.out.Done(err)
+		return
+	}
+	r.n++
 	var once atomic.Bool
 	var timer atomic.Pointer[time.Timer]
-	stop := ctx.AfterFunc(func() {
+	stop := r.ctx.AfterFunc(func() {
 		if once.CompareAndSwap(false, true) {
 			if t := timer.Load(); t != nil {
 				t.Stop()
 			}
-			done(ctx.Cause())
+			r.out.Done(r.ctx.Cause())
 		}
 	})
 	timer.Store(time.AfterFunc(delay, func() {
 		if once.CompareAndSwap(false, true) {
 			stop()
-			a.attempt(ctx, ev, n+1, done)
+			r.attempt()
 		}
 	}))
 }

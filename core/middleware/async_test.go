@@ -20,9 +20,9 @@ type hostStarter struct {
 
 func newHostStarter() *hostStarter { return &hostStarter{started: make(chan struct{}, 1024)} }
 
-func (h *hostStarter) start(_ *event.Context, _ event.Event, done func(error)) {
+func (h *hostStarter) start(_ *event.Context, _ event.Event, done event.Done) {
 	h.mu.Lock()
-	h.attempts = append(h.attempts, done)
+	h.attempts = append(h.attempts, done.Done)
 	h.mu.Unlock()
 	h.started <- struct{}{}
 }
@@ -55,6 +55,11 @@ func (h *hostStarter) count() int {
 	defer h.mu.Unlock()
 	return len(h.attempts)
 }
+
+// doneFunc adapts a func to event.Done.
+type doneFunc func(error)
+
+func (f doneFunc) Done(err error) { f(err) }
 
 func waitOutcome(t *testing.T, ch <-chan error) error {
 	t.Helper()
@@ -94,7 +99,7 @@ func TestAsyncFollowsTheRetryPolicy(t *testing.T) {
 			ctx, cancel := newCtx()
 			defer cancel(nil)
 			out := make(chan error, 1)
-			a.Run(ctx, &event.Message{}, func(err error) { out <- err })
+			a.Run(new(AsyncRun), ctx, &event.Message{}, doneFunc(func(err error) { out <- err }))
 			for i, err := range tt.outcomes {
 				h.finish(t, i, err)
 			}
@@ -119,7 +124,7 @@ func TestAsyncBackoffEndsOnCancellation(t *testing.T) {
 		Limiter: NewLimiter(1), Timeouts: timeouts, Start: h.start}
 	ctx, cancel := newCtx()
 	out := make(chan error, 1)
-	a.Run(ctx, &event.Message{}, func(err error) { out <- err })
+	a.Run(new(AsyncRun), ctx, &event.Message{}, doneFunc(func(err error) { out <- err }))
 	h.finish(t, 0, errors.New("flaky"))
 	time.Sleep(10 * time.Millisecond) // into the hour-long backoff
 	cancel(event.ErrRevoked)
@@ -142,7 +147,7 @@ func TestAsyncSharesSlotsWithWaitingAttempts(t *testing.T) {
 	for i := 0; i < n; i++ {
 		ctx, cancel := newCtx()
 		defer cancel(nil)
-		a.Run(ctx, &event.Message{}, func(err error) { outs <- err })
+		a.Run(new(AsyncRun), ctx, &event.Message{}, doneFunc(func(err error) { outs <- err }))
 	}
 	// Only two start; each finish hands its slot to the next waiter.
 	time.Sleep(10 * time.Millisecond)
@@ -172,20 +177,31 @@ func TestAsyncWaiterCancelledBeforeItsSlot(t *testing.T) {
 	first, cancelFirst := newCtx()
 	defer cancelFirst(nil)
 	firstOut := make(chan error, 1)
-	a.Run(first, &event.Message{}, func(err error) { firstOut <- err })
+	a.Run(new(AsyncRun), first, &event.Message{}, doneFunc(func(err error) { firstOut <- err }))
 	second, cancelSecond := newCtx()
 	secondOut := make(chan error, 1)
-	a.Run(second, &event.Message{}, func(err error) { secondOut <- err })
+	a.Run(new(AsyncRun), second, &event.Message{}, doneFunc(func(err error) { secondOut <- err }))
+	third, cancelThird := newCtx()
+	defer cancelThird(nil)
+	thirdOut := make(chan error, 1)
+	a.Run(new(AsyncRun), third, &event.Message{}, doneFunc(func(err error) { thirdOut <- err }))
 	cancelSecond(event.ErrRevoked)
+	// The owner of the cancelled invocations (a partition) says so.
+	a.CancelWaiting()
 	if err := waitOutcome(t, secondOut); !errors.Is(err, event.ErrRevoked) {
 		t.Fatalf("waiting attempt ended with %v, want ErrRevoked", err)
 	}
+	// The third still waits, and gets the first's slot.
 	h.finish(t, 0, nil)
 	if err := waitOutcome(t, firstOut); err != nil {
 		t.Fatalf("first outcome %v", err)
 	}
-	if h.count() != 1 || l.InUse() != 0 {
-		t.Fatalf("attempts %d, slots in use %d; want 1 and 0", h.count(), l.InUse())
+	h.finish(t, 1, nil)
+	if err := waitOutcome(t, thirdOut); err != nil {
+		t.Fatalf("third outcome %v", err)
+	}
+	if h.count() != 2 || l.InUse() != 0 {
+		t.Fatalf("attempts %d, slots in use %d; want 2 and 0", h.count(), l.InUse())
 	}
 }
 
@@ -194,17 +210,17 @@ func TestAsyncAttemptTimeout(t *testing.T) {
 	defer timeouts.Stop()
 	// The handler ends its attempt when its context is cancelled, as a
 	// host does on a cancellation notice.
-	start := func(ctx *event.Context, _ event.Event, done func(error)) {
+	start := func(ctx *event.Context, _ event.Event, done event.Done) {
 		go func() {
 			<-ctx.Done()
-			done(errors.New("gave up"))
+			done.Done(errors.New("gave up"))
 		}()
 	}
 	a := &Async{Limiter: NewLimiter(1), Timeouts: timeouts, Start: start}
 	ctx, cancel := newCtx()
 	defer cancel(nil)
 	out := make(chan error, 1)
-	a.Run(ctx, &event.Message{}, func(err error) { out <- err })
+	a.Run(new(AsyncRun), ctx, &event.Message{}, doneFunc(func(err error) { out <- err }))
 	err := waitOutcome(t, out)
 	var te timeoutError
 	if !errors.As(err, &te) || fault.ClassOf(err) != fault.ClassTransient {

@@ -22,14 +22,21 @@ type Limiter struct {
 	waiting atomic.Int64 // len(queue), readable without the lock
 
 	mu    sync.Mutex
-	queue []*waiter // oldest first
+	queue []waiter // oldest first
 }
 
 // waiter is an attempt waiting for a slot: a sleeping goroutine (ch) or an
-// asynchronous attempt to start when its slot is handed over (fn).
+// asynchronous attempt (async, ctx) started when its slot is handed over.
 type waiter struct {
-	ch chan struct{}
-	fn func(error)
+	ch    chan struct{}
+	async slotWaiter
+	ctx   *event.Context
+}
+
+// slotWaiter is an asynchronous attempt waiting for a slot: slot(nil) when
+// one is handed over, slot(cause) when its wait is cancelled.
+type slotWaiter interface {
+	slot(err error)
 }
 
 // NewLimiter returns a Limiter with n slots (n >= 1).
@@ -70,30 +77,33 @@ func (l *Limiter) acquire(ctx *event.Context) error {
 		l.mu.Unlock()
 		return nil
 	}
-	w := &waiter{ch: make(chan struct{}, 1)}
-	l.queue = append(l.queue, w)
+	ch := make(chan struct{}, 1)
+	l.queue = append(l.queue, waiter{ch: ch})
 	l.mu.Unlock()
 	select {
-	case <-w.ch:
+	case <-ch:
 		return nil
 	case <-ctx.Done():
 	}
-	if l.remove(w) {
+	if l.remove(ch) {
 		return ctx.Cause()
 	}
 	// A slot was handed over just as the wait ended: pass it on.
-	<-w.ch
+	<-ch
 	l.release()
 	return ctx.Cause()
 }
 
 // acquireAsync calls start once a slot is taken for it, at once if one is
 // free, otherwise on the goroutine or thread of the release that hands it
-// one. If ctx is cancelled first, start gets the cancellation cause and no
-// slot. It never blocks.
-func (l *Limiter) acquireAsync(ctx *event.Context, start func(error)) {
+// one. It never blocks. A waiting attempt whose ctx is cancelled leaves
+// the queue when CancelWaiting runs (its start then gets the cause and no
+// slot): subscribing every waiter to its context's cancellation cost more
+// than the rest of an event's trip through the engine, and an invocation
+// is cancelled only with its partition, which calls CancelWaiting once.
+func (l *Limiter) acquireAsync(ctx *event.Context, w slotWaiter) {
 	if l.tryAcquire() {
-		start(nil)
+		w.slot(nil)
 		return
 	}
 	l.mu.Lock()
@@ -101,28 +111,42 @@ func (l *Limiter) acquireAsync(ctx *event.Context, start func(error)) {
 	if l.tryAcquire() {
 		l.waiting.Add(-1)
 		l.mu.Unlock()
-		start(nil)
+		w.slot(nil)
 		return
 	}
-	w := &waiter{fn: start}
-	l.queue = append(l.queue, w)
+	l.queue = append(l.queue, waiter{async: w, ctx: ctx})
 	l.mu.Unlock()
-	// Registered after queueing: if the slot comes first, remove fails and
-	// the callback does nothing; it goes away with the invocation.
-	ctx.AfterFunc(func() {
-		if l.remove(w) {
-			start(ctx.Cause())
-		}
-	})
 }
 
-// remove takes w out of the queue, reporting whether it was still there
-// (false: a slot was handed to it).
-func (l *Limiter) remove(w *waiter) bool {
+// CancelWaiting ends the waits of asynchronous attempts whose context is
+// cancelled: each is called with the cancellation cause, without a slot.
+func (l *Limiter) CancelWaiting() {
+	var cancelled []waiter
+	l.mu.Lock()
+	kept := l.queue[:0]
+	for _, w := range l.queue {
+		if w.async != nil && w.ctx.Err() != nil {
+			cancelled = append(cancelled, w)
+			l.waiting.Add(-1)
+			continue
+		}
+		kept = append(kept, w)
+	}
+	clear(l.queue[len(kept):])
+	l.queue = kept
+	l.mu.Unlock()
+	for _, w := range cancelled {
+		w.async.slot(w.ctx.Cause())
+	}
+}
+
+// remove takes the sleeper waiting on ch out of the queue, reporting
+// whether it was still there (false: a slot was handed to it).
+func (l *Limiter) remove(ch chan struct{}) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for i, q := range l.queue {
-		if q == w {
+		if q.ch == ch {
 			l.queue = append(l.queue[:i], l.queue[i+1:]...)
 			l.waiting.Add(-1)
 			return true
@@ -139,25 +163,32 @@ func (l *Limiter) release() {
 	if l.waiting.Load() == 0 {
 		return
 	}
-	var start []func(error)
+	var first slotWaiter
+	var more []slotWaiter
 	l.mu.Lock()
 	for len(l.queue) > 0 && l.tryAcquire() {
 		w := l.queue[0]
-		l.queue[0] = nil
+		l.queue[0] = waiter{}
 		l.queue = l.queue[1:]
 		l.waiting.Add(-1)
-		if w.fn != nil {
-			start = append(start, w.fn)
-		} else {
+		switch {
+		case w.async == nil:
 			w.ch <- struct{}{}
+		case first == nil:
+			first = w.async
+		default:
+			more = append(more, w.async)
 		}
 	}
 	if len(l.queue) == 0 {
-		l.queue = nil
+		l.queue = l.queue[:0:0]
 	}
 	l.mu.Unlock()
-	for _, fn := range start {
-		fn(nil)
+	if first != nil {
+		first.slot(nil)
+	}
+	for _, w := range more {
+		w.slot(nil)
 	}
 }
 

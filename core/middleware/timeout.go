@@ -89,35 +89,52 @@ func (t *Timeouts) Middleware() Middleware {
 			return next
 		}
 		return func(ctx *event.Context, ev event.Event) error {
-			attempt, end := t.start(ctx)
-			return end(next(attempt, ev))
+			a := t.startAttempt(ctx)
+			return a.end(next(a.ctx(), ev))
 		}
 	}
 }
 
-// start begins a timed attempt of ctx's invocation: it returns the
-// attempt's context and the function that ends the attempt, which turns
-// the attempt's error into the outcome to report. Without a limit the
-// attempt runs in ctx itself.
-func (t *Timeouts) start(ctx *event.Context) (*event.Context, func(error) error) {
+// attemptTimer is one timed attempt of an invocation.
+type attemptTimer struct {
+	parent, attempt *event.Context // attempt is nil without a limit
+	s               *slot
+}
+
+// startAttempt begins a timed attempt of ctx's invocation. Without a limit
+// the attempt runs in ctx itself.
+func (t *Timeouts) startAttempt(ctx *event.Context) attemptTimer {
 	if t.limit <= 0 {
-		return ctx, func(err error) error { return err }
+		return attemptTimer{parent: ctx}
 	}
 	attempt := ctx.Attempt()
-	s := t.begin(attempt)
-	return attempt, func(err error) error {
-		s.started.Store(0)
-		s.ctx.Store(nil)
-		timedOut := attempt.Cause() == event.ErrTimeout
-		attempt.Invalidate()
-		if err != nil && timedOut && ctx.Err() == nil {
-			// The handler gave up because of the timeout (or failed for some
-			// other reason while timed out): report the timeout, so the
-			// outcome is transient and the log says why.
-			return timeoutError{err}
-		}
+	return attemptTimer{parent: ctx, attempt: attempt, s: t.begin(attempt)}
+}
+
+// ctx is the context the attempt runs in.
+func (a *attemptTimer) ctx() *event.Context {
+	if a.attempt == nil {
+		return a.parent
+	}
+	return a.attempt
+}
+
+// end ends the attempt and turns its error into the outcome to report.
+func (a *attemptTimer) end(err error) error {
+	if a.attempt == nil {
 		return err
 	}
+	a.s.started.Store(0)
+	a.s.ctx.Store(nil)
+	timedOut := a.attempt.Cause() == event.ErrTimeout
+	a.attempt.Invalidate()
+	if err != nil && timedOut && a.parent.Err() == nil {
+		// The handler gave up because of the timeout (or failed for some
+		// other reason while timed out): report the timeout, so the
+		// outcome is transient and the log says why.
+		return timeoutError{err}
+	}
+	return err
 }
 
 func (t *Timeouts) now() int64 { return int64(time.Since(t.base)) + 1 } // never 0
