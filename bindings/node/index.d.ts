@@ -172,6 +172,13 @@ export declare class Context {
 /**
  * Handles a subscription's events: a plain object or a class instance.
  * Both callbacks are optional; an event without one is acknowledged.
+ *
+ * `signal` aborts when the attempt is cancelled (timeout, rebalance,
+ * shutdown). A callback that cannot reach its third argument (at most two
+ * plain parameters, no `arguments` or `eval` in its source) is passed a
+ * shared signal that never aborts, which saves creating one per event; it
+ * still sees cancellation through `context.shouldCancel` and
+ * `context.onCancel()`.
  */
 export interface EventHandler<P = JsonValue> {
   onMessage?: (context: Context, message: Message<P>, signal: AbortSignal) => MaybePromise<void>;

@@ -11,7 +11,26 @@
 // Options: --brokers (PROSODY_TEST_KAFKA or localhost:9094), --cassandra
 // (PROSODY_TEST_CASSANDRA or localhost:9042), --messages 200000,
 // --partitions 8, --keys 10000, --topic NAME (reuse a filled topic),
-// --only prosody,kafkajs,confluent, --rounds 1.
+// --only prosody,kafkajs,confluent, --rounds 1, --handler noop|read.
+//
+// What each consumer does per message. Every client runs with its
+// defaults:
+//   Prosody     subscribe({ onMessage }) with the default configuration
+//               (mode pipeline, maxConcurrency 32 events in flight across
+//               all partitions, one event per key at a time, offsets
+//               committed by the core). Before the handler runs, the key
+//               is decoded into a string and the payload's JSON text
+//               copied into a string (parsed only when read); the handler
+//               gets a Message, a Context and an AbortSignal.
+//   kafkajs     consumer.run({ eachMessage }) with its defaults (one
+//               partition's batch at a time, each message awaited in turn,
+//               auto-commit). key and value are Buffers, not decoded.
+//   confluent   its KafkaJS-compatible consumer.run({ eachMessage }), same
+//               defaults; key and value are Buffers copied from librdkafka.
+// --handler noop (the default) counts the message and returns, the
+// benchmark of the issue. --handler read makes every handler read what an
+// application reads: the key as a string and the parsed payload (for
+// kafkajs and confluent, key.toString() and JSON.parse(value)).
 "use strict";
 
 const crypto = require("node:crypto");
@@ -28,8 +47,12 @@ const { values: opt } = parseArgs({
     topic: { type: "string" },
     only: { type: "string", default: "kafkajs,prosody,confluent" },
     rounds: { type: "string", default: "1" },
+    handler: { type: "string", default: "noop" },
   },
 });
+if (opt.handler !== "noop" && opt.handler !== "read") throw new Error(`--handler must be noop or read, got ${opt.handler}`);
+const READ = opt.handler === "read";
+let sink = 0; // keeps the reads observable
 const N = Number(opt.messages);
 const brokers = opt.brokers.split(",");
 const run = (s) => `${s}-${Date.now().toString(36)}-${crypto.randomBytes(3).toString("hex")}`;
@@ -62,18 +85,41 @@ async function fill(topic) {
   console.error(`filled ${topic} with ${N} messages in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 }
 
-// Counts messages; resolves with the first->last rate once N arrived.
+// Counts messages; resolves with the first->last rate once N arrived, and
+// how busy the JS thread (event-loop utilisation) and the whole process
+// (CPU time in cores) were meanwhile.
 function counter() {
   let n = 0;
   let first = 0;
+  let elu;
+  let cpu;
   let done;
   const finished = new Promise((r) => (done = r));
   return {
     finished,
     hit() {
-      if (n === 0) first = performance.now();
-      if (++n === N) done({ rate: (N - 1) / ((performance.now() - first) / 1000) });
+      if (n === 0) {
+        first = performance.now();
+        elu = performance.eventLoopUtilization();
+        cpu = process.cpuUsage();
+      }
+      if (++n === N) {
+        const seconds = (performance.now() - first) / 1000;
+        const used = process.cpuUsage(cpu);
+        done({
+          rate: (N - 1) / seconds,
+          busy: performance.eventLoopUtilization(elu).utilization,
+          cores: (used.user + used.system) / 1e6 / seconds,
+        });
+      }
     },
+  };
+}
+
+function readBuffers(c) {
+  return async ({ message }) => {
+    sink += message.key.toString().length + (JSON.parse(message.value).seq & 1);
+    c.hit();
   };
 }
 
@@ -87,7 +133,13 @@ async function benchProsody(topic) {
     probePort: null,
     telemetryEnabled: false,
   });
-  await client.subscribe({ onMessage: async () => c.hit() });
+  const onMessage = READ
+    ? async (_ctx, m) => {
+        sink += m.key.length + (m.payload.seq & 1);
+        c.hit();
+      }
+    : async () => c.hit();
+  await client.subscribe({ onMessage });
   const r = await c.finished;
   await client.shutdown();
   return r;
@@ -100,7 +152,7 @@ async function benchKafkajs(topic) {
   const consumer = kafka.consumer({ groupId: run("bench-kafkajs") });
   await consumer.connect();
   await consumer.subscribe({ topic, fromBeginning: true });
-  await consumer.run({ eachMessage: async () => c.hit() });
+  await consumer.run({ eachMessage: READ ? readBuffers(c) : async () => c.hit() });
   const r = await c.finished;
   await consumer.disconnect();
   return r;
@@ -113,7 +165,7 @@ async function benchConfluent(topic) {
   const consumer = kafka.consumer({ kafkaJS: { groupId: run("bench-confluent"), fromBeginning: true } });
   await consumer.connect();
   await consumer.subscribe({ topic });
-  await consumer.run({ eachMessage: async () => c.hit() });
+  await consumer.run({ eachMessage: READ ? readBuffers(c) : async () => c.hit() });
   const r = await c.finished;
   await consumer.disconnect();
   return r;
@@ -130,19 +182,27 @@ async function main() {
     // Alternate the order between rounds so no client always goes first.
     const order = round % 2 === 0 ? names : [...names].reverse();
     for (const name of order) {
-      const { rate } = await BENCHES[name](topic);
+      const { rate, busy, cores } = await BENCHES[name](topic);
       (results[name] ??= []).push(rate);
-      console.error(`round ${round + 1} ${name}: ${Math.round(rate).toLocaleString("en-US")} msg/s`);
+      console.error(
+        `round ${round + 1} ${name}: ${Math.round(rate).toLocaleString("en-US")} msg/s ` +
+          `(JS thread busy ${Math.round(busy * 100)}%, process ${cores.toFixed(2)} cores)`,
+      );
     }
   }
-  const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+  const median = (xs) => {
+    const s = [...xs].sort((a, b) => a - b);
+    const h = Math.floor(s.length / 2);
+    return s.length % 2 === 1 ? s[h] : (s[h - 1] + s[h]) / 2;
+  };
   const base = results.kafkajs ? median(results.kafkajs) : null;
-  console.log(`topic ${topic}: ${N} messages, ${opt.partitions} partitions, ${opt.keys} keys`);
+  console.log(`topic ${topic}: ${N} messages, ${opt.partitions} partitions, ${opt.keys} keys, handler ${opt.handler}, median of ${opt.rounds}`);
   for (const [name, rates] of Object.entries(results)) {
     const m = median(rates);
     const ratio = base ? ` (${(m / base).toFixed(2)}x kafkajs)` : "";
     console.log(`${name.padEnd(10)} ${Math.round(m).toLocaleString("en-US").padStart(10)} msg/s${ratio}`);
   }
+  if (sink < 0) console.log(sink);
   process.exit(0);
 }
 

@@ -15,7 +15,21 @@ const KIND_CANCELLED = 3;
 const OUTCOME_OK = 0;
 const OUTCOME_TRANSIENT = 1;
 const OUTCOME_PERMANENT = 2;
-const STRIDE = 11; // fields per item in a batch (src/addon.cc)
+// A batch from the addon (src/addon.cc, Client::Drain): numbers per item
+// in a shared Float64Array, keys and trace fields in an array of strings,
+// payloads sliced from one string (or, when some payload of the batch is
+// not ASCII, in the array too), topic names by index.
+const NUM_STRIDE = 10;
+const N_KIND = 0;
+const N_EVENT = 1;
+const N_PARTITION = 2;
+const N_OFFSET = 3;
+const N_TIME = 4; // record timestamp or due time, epoch ms
+const N_TOPIC = 5;
+const N_KEY = 6; // index of the key in strs
+const N_PAYLOAD = 7; // payload start in text, or its index in strs
+const N_PAYLOAD_END = 8; // payload end in text, or -1: the payload is in strs
+const N_TRACE = 9; // index of traceparent, tracestate, baggage in strs, or -1
 
 const UNPARSED = Symbol("unparsed");
 
@@ -25,6 +39,9 @@ class Message {
   #offset; // a Number: Kafka offsets stay far below 2^53
   #timestampMs;
   #key;
+  // The payload's JSON text until it is parsed. It can be a slice of the
+  // batch's text (src/addon.cc), which keeps that text alive while this
+  // holds it; parsing lets go of it.
   #raw;
   #payload = UNPARSED;
 
@@ -57,6 +74,7 @@ class Message {
     if (this.#payload === UNPARSED) {
       try {
         this.#payload = JSON.parse(this.#raw);
+        this.#raw = null;
       } catch (e) {
         throw new PermanentError(`message payload is not JSON: ${e.message}`, { cause: e });
       }
@@ -84,12 +102,45 @@ class Message {
 
 const kEvent = Symbol("event");
 
-/** Per-attempt state, shared by the Context and the dispatcher. */
-// Handed to callbacks that declare fewer than three parameters (and so
-// cannot name the signal): creating an AbortSignal is the most expensive
-// step of dispatching an event in Node 20. It never aborts.
+// Handed to callbacks that cannot observe their third argument (see
+// observesSignal): creating an AbortSignal is the most expensive step of
+// dispatching an event in Node 20. It never aborts.
 const NEVER = new AbortController().signal;
 
+// The head of a function's source up to its parameter list, when it is a
+// plain function, arrow or method: `async`, `function`, `*`, and a name.
+const HEAD = /^(?:async\s*)?(?:function\b\s*)?(?:\*\s*)?(?:[A-Za-z_$][\w$]*\s*)?\(([^)]*)\)/;
+const ARROW_ONE = /^(?:async\s+)?[A-Za-z_$][\w$]*\s*=>/;
+const SIMPLE_PARAMS = /^[\w$\s,]*$/;
+// `arguments` and `eval` can reach any argument; bound and built-in
+// functions print as `function name() { [native code] }`, hiding theirs.
+const OPAQUE = /\barguments\b|\beval\b|\[native code\]/;
+
+/**
+ * Whether callback fn can see the AbortSignal passed as its third argument.
+ * Conservative: true unless its source shows at most two plain parameters
+ * (no default, rest or destructuring) and no use of `arguments` or `eval`.
+ * Bound, built-in and proxied functions, and any source this cannot read,
+ * count as observing. Checked once per subscribe.
+ */
+function observesSignal(fn) {
+  if (fn.length >= 3) return true;
+  let src;
+  try {
+    src = Function.prototype.toString.call(fn);
+  } catch {
+    return true;
+  }
+  if (OPAQUE.test(src)) return true;
+  if (ARROW_ONE.test(src)) return false;
+  const m = HEAD.exec(src);
+  if (m === null || !SIMPLE_PARAMS.test(m[1])) return true;
+  let count = 0;
+  for (const p of m[1].split(",")) if (p.trim() !== "") count++;
+  return count >= 3;
+}
+
+/** Per-attempt state, shared by the Context and the dispatcher. */
 class EventState {
   constructor(id, kind, wantsSignal) {
     this.id = id;
@@ -180,6 +231,24 @@ class Context {
   }
 }
 
+// Successful outcomes go into a buffer shared with the addon, which sends
+// them with its next prosody_events_complete (after the current batch, or
+// within the loop turn): no native call per event.
+const okIds = native.completionIds;
+const okCount = native.completionCount;
+const OK_CAPACITY = okIds.length;
+
+function completeOk(id) {
+  const n = okCount[0];
+  if (n >= OK_CAPACITY) {
+    native.complete(id, OUTCOME_OK);
+    return;
+  }
+  okIds[n] = id;
+  okCount[0] = n + 1;
+  if (n === 0) native.armCompletions();
+}
+
 /**
  * Runs a handler for the batches of one subscription. Every ready item
  * becomes a handler call on this thread; many keys run at once (the core
@@ -190,67 +259,108 @@ class Dispatcher {
     this.handler = handler;
     this.onMessage = typeof handler.onMessage === "function" ? handler.onMessage : null;
     this.onTimer = typeof handler.onTimer === "function" ? handler.onTimer : null;
+    this.messageSignal = this.onMessage !== null && observesSignal(this.onMessage);
+    this.timerSignal = this.onTimer !== null && observesSignal(this.onTimer);
     this.inflight = new Map(); // event id -> EventState
     this.onBatch = this.onBatch.bind(this);
   }
 
-  onBatch(flat) {
-    for (let i = 0; i < flat.length; i += STRIDE) {
-      const kind = flat[i];
-      const id = flat[i + 1];
+  onBatch(n, nums, strs, text, topics) {
+    // Decided once per batch: whether handlers must run inside spans.
+    const traced = telemetry.active();
+    for (let i = 0, b = 0; i < n; i++, b += NUM_STRIDE) {
+      const kind = nums[b + N_KIND];
+      const id = nums[b + N_EVENT];
       if (kind === KIND_CANCELLED) {
         const s = this.inflight.get(id);
         if (s !== undefined) s.cancel();
         continue;
       }
-      this.start(kind, id, flat, i);
+      const fn = kind === KIND_MESSAGE ? this.onMessage : this.onTimer;
+      if (fn === null) {
+        // No callback for this kind: acknowledged as handled.
+        completeOk(id);
+        continue;
+      }
+      const key = strs[nums[b + N_KEY]];
+      const state = new EventState(id, kind, kind === KIND_MESSAGE ? this.messageSignal : this.timerSignal);
+      this.inflight.set(id, state);
+      let arg;
+      if (kind === KIND_MESSAGE) {
+        const p = nums[b + N_PAYLOAD];
+        const end = nums[b + N_PAYLOAD_END];
+        const raw = end < 0 ? strs[p] : text.slice(p, end);
+        arg = new Message(topics[nums[b + N_TOPIC]], nums[b + N_PARTITION], nums[b + N_OFFSET], nums[b + N_TIME], key, raw);
+      } else {
+        arg = { key, time: new Date(nums[b + N_TIME]) };
+      }
+      if (traced) {
+        const t = nums[b + N_TRACE];
+        if (t < 0) this.startTraced(fn, state, arg, "", "", "");
+        else this.startTraced(fn, state, arg, strs[t], strs[t + 1], strs[t + 2]);
+      } else {
+        this.start(fn, state, arg);
+      }
     }
   }
 
-  start(kind, id, flat, i) {
-    const fn = kind === KIND_MESSAGE ? this.onMessage : this.onTimer;
-    if (fn === null) {
-      // No callback for this kind: acknowledged as handled.
-      native.complete(id, OUTCOME_OK);
+  start(fn, state, arg) {
+    let result;
+    try {
+      result = fn.call(this.handler, new Context(state), arg, state.controller === null ? NEVER : state.controller.signal);
+    } catch (err) {
+      this.finish(state, err, true);
       return;
     }
-    const state = new EventState(id, kind, fn.length >= 3 || fn.length === 0);
-    this.inflight.set(id, state);
+    this.settle(state, result);
+  }
+
+  startTraced(fn, state, arg, traceparent, tracestate, baggage) {
+    const message = state.kind === KIND_MESSAGE;
+    const attributes = message
+      ? { "messaging.destination.name": arg.topic, "messaging.kafka.partition": arg.partition, "messaging.kafka.message.key": arg.key }
+      : { "prosody.timer.key": arg.key };
     const ctx = new Context(state);
-    const arg =
-      kind === KIND_MESSAGE
-        ? new Message(flat[i + 2], flat[i + 3], flat[i + 4], flat[i + 5], flat[i + 6], flat[i + 7])
-        : { key: flat[i + 6], time: new Date(flat[i + 5]) };
     const signal = state.controller === null ? NEVER : state.controller.signal;
     const handler = this.handler;
     let result;
-    if (telemetry.available()) {
-      const attributes =
-        kind === KIND_MESSAGE
-          ? { "messaging.destination.name": flat[i + 2], "messaging.kafka.partition": flat[i + 3], "messaging.kafka.message.key": flat[i + 6] }
-          : { "prosody.timer.key": flat[i + 6] };
-      result = telemetry.runInSpan(kind === KIND_MESSAGE ? "onMessage" : "onTimer", flat[i + 8], flat[i + 9], flat[i + 10], attributes, async () =>
+    try {
+      result = telemetry.runInSpan(message ? "onMessage" : "onTimer", traceparent, tracestate, baggage, attributes, async () =>
         fn.call(handler, ctx, arg, signal),
       );
-    } else {
+    } catch (err) {
+      this.finish(state, err, true);
+      return;
+    }
+    this.settle(state, result);
+  }
+
+  // A value completes the event at once; a thenable when it settles (one
+  // microtask for an async callback that did not wait).
+  settle(state, result) {
+    if (result !== null && typeof result === "object") {
+      let then;
       try {
-        result = fn.call(handler, ctx, arg, signal);
+        then = result.then;
+        if (typeof then === "function") {
+          then.call(
+            result,
+            (v) => this.finish(state, v, false),
+            (err) => this.finish(state, err, true),
+          );
+          return;
+        }
       } catch (err) {
+        // A thenable whose then throws fails its own event, not the batch.
         this.finish(state, err, true);
         return;
       }
     }
-    if (result !== null && typeof result === "object" && typeof result.then === "function") {
-      result.then(
-        (v) => this.finish(state, v, false),
-        (err) => this.finish(state, err, true),
-      );
-    } else {
-      this.finish(state, result, false);
-    }
+    this.finish(state, result, false);
   }
 
   finish(state, value, failed) {
+    if (state.done) return; // a thenable that settled twice
     if (state.ops > 0) {
       // Wait for the attempt's timer operations before completing it.
       new Promise((resolve) => (state.opsIdle = resolve)).then(() => this.finish(state, value, failed));
@@ -260,7 +370,11 @@ class Dispatcher {
     let message;
     if (failed) {
       outcome = isPermanentFailure(value) ? OUTCOME_PERMANENT : OUTCOME_TRANSIENT;
-      message = value instanceof Error ? `${value.name}: ${value.message}` : String(value);
+      try {
+        message = value instanceof Error ? `${value.name}: ${value.message}` : String(value);
+      } catch {
+        message = "the handler failed with a value that cannot be shown";
+      }
     } else if (value !== undefined) {
       // The resolved value is serialised as JSON (response values are a
       // later feature); one that cannot be is a permanent failure.
@@ -274,8 +388,9 @@ class Dispatcher {
     state.done = true;
     this.inflight.delete(state.id);
     state.wake();
-    native.complete(state.id, outcome, message);
+    if (outcome === OUTCOME_OK) completeOk(state.id);
+    else native.complete(state.id, outcome, message);
   }
 }
 
-module.exports = { Message, Context, Dispatcher, KIND_MESSAGE, KIND_TIMER };
+module.exports = { Message, Context, Dispatcher, observesSignal, KIND_MESSAGE, KIND_TIMER };

@@ -91,4 +91,28 @@ function runInSpan(name, traceparent, tracestate, baggage, attributes, fn) {
   );
 }
 
-module.exports = { inject, extract, runInSpan, available: () => api !== null };
+// A context holding one value of our own: with a context manager
+// registered, api.context.with(PROBE, ...) makes it the active context;
+// without one (the API's no-op manager) the active context stays ROOT.
+const PROBE = api === null ? null : api.ROOT_CONTEXT.setValue(Symbol("prosody.probe"), true);
+const probeActive = () => api.context.active() === PROBE;
+
+/**
+ * Whether a span around a handler can make any difference: true when an
+ * application registered a context manager (the handler could see the
+ * span, its parent and the baggage through the active context) or a
+ * tracer provider (spans are recorded), false when the API is missing or
+ * both are the API's no-ops. Checked once per batch, so registering either
+ * takes effect with the next batch.
+ */
+function active() {
+  if (api === null) return false;
+  if (api.context.with(PROBE, probeActive)) return true;
+  const provider = api.trace.getTracerProvider();
+  const delegate = typeof provider.getDelegate === "function" ? provider.getDelegate() : provider;
+  // The constructor's name is the only public mark of the no-op provider;
+  // anything else (including a renamed class) counts as a real one.
+  return delegate?.constructor?.name !== "NoopTracerProvider";
+}
+
+module.exports = { inject, extract, runInSpan, active, available: () => api !== null };

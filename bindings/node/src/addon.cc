@@ -7,11 +7,14 @@
 // queue and wake the JS thread through one uv_async_t (many completions,
 // one wake-up). Ready events are not pushed at all: the JS loop watches the
 // client's eventfd with uv_poll_t and drains it with prosody_client_poll,
-// handing JS one array per batch. Event outcomes from JS are buffered and
-// sent with one prosody_events_complete per loop turn.
+// handing JS one batch per poll (numbers in a shared Float64Array, keys in
+// one array, ASCII payloads in one string). Event outcomes from JS are buffered and sent with one
+// prosody_events_complete right after each batch's callback, and once per
+// loop turn for outcomes that come later.
 #include <napi.h>
 #include <uv.h>
 
+#include <algorithm>
 #include <cstring>
 #include <deque>
 #include <mutex>
@@ -85,7 +88,8 @@ struct Dispatch {
   // Node exits, but an idle client must not hold the process.
   int pending = 0;
 
-  // Buffered event outcomes, flushed once per loop turn.
+  // Buffered event outcomes, completed after each batch's callback (its
+  // handlers' microtasks have run by then) and once per loop turn.
   std::vector<prosody_completion> completions;
   std::deque<std::string> completionMessages;
 
@@ -119,13 +123,16 @@ struct Dispatch {
     uv_async_send(&async);
   }
 
-  void QueueCompletion(uint64_t id, int32_t outcome, const char* message) {
-    prosody_completion c{id, outcome, nullptr};
-    if (message != nullptr) {
-      completionMessages.emplace_back(message);
-    }
-    completions.push_back(c);
-    if (message != nullptr) completions.back().message = completionMessages.back().c_str();
+  // Successful outcomes are written by JS straight into a shared buffer
+  // (lib/events.js): okIds[0..okCount[0]) are event handles, no native
+  // call per event. JS calls armCompletions() when it writes the first one,
+  // so that a flush is due. Failures, which carry a message, go through
+  // complete() and QueueCompletion.
+  static constexpr uint32_t kOkCapacity = 4096;
+  double* okIds = nullptr;
+  int32_t* okCount = nullptr;
+
+  void Arm() {
     if (!idleActive) {
       idleActive = true;
       uv_idle_start(&idle, [](uv_idle_t* h) {
@@ -135,10 +142,32 @@ struct Dispatch {
     }
   }
 
+  void QueueCompletion(uint64_t id, int32_t outcome, const char* message) {
+    prosody_completion c{id, outcome, nullptr};
+    if (message != nullptr) {
+      completionMessages.emplace_back(message);
+    }
+    completions.push_back(c);
+    if (message != nullptr) completions.back().message = completionMessages.back().c_str();
+    Arm();
+  }
+
+  // Completes the buffered outcomes with one prosody_events_complete, on
+  // this thread. Handing them to a completion thread instead was measured
+  // to halve throughput: the extra wake-up adds to every event's round
+  // trip, and each event holds a max_concurrency slot until its completion
+  // arrives.
   void FlushCompletions() {
     if (idleActive) {
       uv_idle_stop(&idle);
       idleActive = false;
+    }
+    if (okCount != nullptr && *okCount > 0) {
+      int32_t n = std::min<int32_t>(*okCount, kOkCapacity);
+      for (int32_t i = 0; i < n; i++) {
+        completions.push_back(prosody_completion{static_cast<uint64_t>(okIds[i]), PROSODY_OUTCOME_OK, nullptr});
+      }
+      *okCount = 0;
     }
     if (completions.empty()) return;
     char* err = nullptr;
@@ -319,8 +348,8 @@ class Client : public Napi::ObjectWrap<Client> {
     });
   }
 
-  // subscribe(onBatch): onBatch(flat) is called on the JS thread with a
-  // flat array of ready items (see Drain).
+  // subscribe(onBatch): onBatch(n, nums, strs, text, topics) is called on
+  // the JS thread with each batch of ready items (see Drain).
   Napi::Value Subscribe(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     uint64_t h = Handle(env);
@@ -361,6 +390,9 @@ class Client : public Napi::ObjectWrap<Client> {
     uint64_t h = handle_;
     handle_ = 0;
     StopPolling();
+    // Outcomes given before the release reach the library before it fails
+    // what is left.
+    GetDispatch(env)->FlushCompletions();
     return StartOp(env, [&](Op* op, char** err) { return prosody_client_release(h, OnDone, op, err); });
   }
 
@@ -431,11 +463,144 @@ class Client : public Napi::ObjectWrap<Client> {
     }
   }
 
-  // Fields per ready item in the flat array handed to JS:
-  // kind, event, topic, partition, offset, timestamp or due time (ms), key,
-  // payload (JSON text), traceparent, tracestate, baggage.
-  static constexpr uint32_t kStride = 11;
+  // A batch reaches JS as onBatch(n, nums, strs, text, topics):
+  //   nums   Float64Array shared with this object (overwritten by the next
+  //          batch), kNumStride numbers per item (the N_* constants of
+  //          lib/events.js): kind, event, partition, offset, timestamp or
+  //          due time (ms), topic index, index of the key in strs, payload
+  //          start and end in text (end -1: the payload is strs[start]),
+  //          index of traceparent, tracestate and baggage in strs (-1: all
+  //          three are empty);
+  //   strs   the batch's keys and trace fields, one string each;
+  //   text   when every payload of the batch is ASCII (the common case for
+  //          JSON), one Latin-1 string holding them all back to back: a
+  //          single copy, sliced in JS. Otherwise null, and each payload
+  //          is its own string in strs. Keys are never sliced from a shared
+  //          string: applications keep keys (in maps, caches), and a slice
+  //          would keep the whole batch alive;
+  //   topics the names of the topics seen so far (topic index -> string).
+  // Cancellation notices carry only kind and event.
+  static constexpr uint32_t kNumStride = 10;
   static constexpr size_t kBatch = 256;
+
+  Napi::Reference<Napi::Float64Array> nums_;
+  double* numsData_ = nullptr;
+  Napi::Reference<Napi::Array> topics_;
+  std::vector<std::string> topicNames_;
+  std::string text_;  // reused buffer for the batch's ASCII payloads
+
+  double TopicIndex(Napi::Env env, const char* p, size_t len) {
+    for (size_t i = 0; i < topicNames_.size(); i++) {
+      const std::string& t = topicNames_[i];
+      if (t.size() == len && std::memcmp(t.data(), p, len) == 0) return static_cast<double>(i);
+    }
+    topicNames_.emplace_back(p, len);
+    uint32_t i = static_cast<uint32_t>(topicNames_.size() - 1);
+    topics_.Value().Set(i, Napi::String::New(env, p, len));
+    return static_cast<double>(i);
+  }
+
+  static bool Ascii(const void* data, size_t len) {
+    const unsigned char* p = static_cast<const unsigned char*>(data);
+    uint64_t acc = 0;
+    size_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+      uint64_t w;
+      std::memcpy(&w, p + i, 8);
+      acc |= w;
+    }
+    for (; i < len; i++) acc |= p[i];
+    return (acc & 0x8080808080808080ull) == 0;
+  }
+
+  // V8 strings hold at most 2^29 - 24 characters; a batch's payload text
+  // stays well below that, or the batch falls back to one string each.
+  static constexpr size_t kMaxText = size_t{1} << 28;
+
+  // Fills nums for evs[0..n), puts the keys and trace fields (and, when
+  // *text stays null, the payloads) in strs; returns strs.
+  napi_value BatchText(Napi::Env env, const prosody_event* evs, size_t n, napi_value* text) {
+    bool ascii = true;
+    size_t total = 0;
+    for (size_t i = 0; i < n && ascii; i++) {
+      const prosody_event& e = evs[i];
+      if (e.kind == PROSODY_EVENT_CANCELLED) continue;
+      ascii = Ascii(e.payload, e.payload_len);
+      total += e.payload_len;
+    }
+    if (total > kMaxText) ascii = false;
+    if (ascii) {
+      text_.clear();
+      text_.reserve(total);
+    }
+    napi_value strs;
+    napi_create_array(env, &strs);
+    uint32_t si = 0;
+    auto put = [&](const char* p, size_t len) {
+      napi_value v;
+      napi_status st;
+      if (len == 0) {
+        st = napi_create_string_latin1(env, "", 0, &v);
+      } else if (Ascii(p, len)) {
+        st = napi_create_string_latin1(env, p, len, &v);
+      } else {
+        st = napi_create_string_utf8(env, p, len, &v);
+      }
+      if (st != napi_ok) {
+        // Too long for a JS string: the field reads as undefined (a
+        // payload then fails to parse, permanently).
+        napi_value ignored;
+        napi_get_and_clear_last_exception(env, &ignored);
+        napi_get_undefined(env, &v);
+      }
+      napi_set_element(env, strs, si++, v);
+    };
+    double* num = numsData_;
+    for (size_t i = 0; i < n; i++, num += kNumStride) {
+      const prosody_event& e = evs[i];
+      FillNumbers(env, e, num);
+      if (e.kind == PROSODY_EVENT_CANCELLED) continue;
+      num[6] = si;
+      put(e.key, e.key_len);
+      if (ascii) {
+        num[7] = static_cast<double>(text_.size());
+        if (e.payload_len != 0) text_.append(reinterpret_cast<const char*>(e.payload), e.payload_len);
+        num[8] = static_cast<double>(text_.size());
+      } else {
+        num[7] = si;
+        num[8] = -1;
+        put(reinterpret_cast<const char*>(e.payload), e.payload_len);
+      }
+      if (e.traceparent_len + e.tracestate_len + e.baggage_len != 0) {
+        num[9] = si;
+        put(e.traceparent, e.traceparent_len);
+        put(e.tracestate, e.tracestate_len);
+        put(e.baggage, e.baggage_len);
+      } else {
+        num[9] = -1;
+      }
+    }
+    if (ascii) {
+      if (napi_create_string_latin1(env, text_.data(), text_.size(), text) != napi_ok) {
+        napi_value ignored;
+        napi_get_and_clear_last_exception(env, &ignored);
+        napi_create_string_latin1(env, "", 0, text);  // the payloads read as "": not JSON
+      }
+    } else {
+      napi_get_null(env, text);
+    }
+    return strs;
+  }
+
+  void FillNumbers(Napi::Env env, const prosody_event& e, double* num) {
+    num[0] = e.kind;
+    num[1] = static_cast<double>(e.event);
+    if (e.kind == PROSODY_EVENT_CANCELLED) return;
+    num[2] = e.partition;
+    num[3] = static_cast<double>(e.offset);
+    num[4] = static_cast<double>(e.kind == PROSODY_EVENT_TIMER ? e.time_ms : e.timestamp_ms);
+    num[5] = TopicIndex(env, e.topic, e.topic_len);
+  }
 
   void Drain() {
     Napi::Env env(env_);
@@ -444,6 +609,13 @@ class Client : public Napi::ObjectWrap<Client> {
     // Outcomes from the previous batch go first: they free the library's
     // slots for the events we are about to take.
     d->FlushCompletions();
+    if (nums_.IsEmpty()) {
+      Napi::ArrayBuffer ab = Napi::ArrayBuffer::New(env, kBatch * kNumStride * sizeof(double));
+      Napi::Float64Array nums = Napi::Float64Array::New(env, kBatch * kNumStride, ab, 0);
+      nums_ = Napi::Reference<Napi::Float64Array>::New(nums, 1);
+      numsData_ = static_cast<double*>(ab.Data());
+      topics_ = Napi::Persistent(Napi::Array::New(env));
+    }
     prosody_event evs[kBatch];
     for (;;) {
       if (handle_ == 0 || onBatch_.IsEmpty()) return;
@@ -453,33 +625,18 @@ class Client : public Napi::ObjectWrap<Client> {
       prosody_free(err);
       if (status != PROSODY_OK || n == 0) return;
       Napi::HandleScope scope(env);
-      Napi::Array flat = Napi::Array::New(env, n * kStride);
-      Napi::String empty = Napi::String::New(env, "");
-      for (size_t i = 0; i < n; i++) {
-        const prosody_event& e = evs[i];
-        uint32_t b = static_cast<uint32_t>(i) * kStride;
-        flat.Set(b + 0, Napi::Number::New(env, e.kind));
-        flat.Set(b + 1, Napi::Number::New(env, (double)e.event));
-        if (e.kind == PROSODY_EVENT_CANCELLED) continue;
-        auto str = [&](const char* p, size_t len) -> Napi::Value {
-          return len == 0 ? empty : Napi::String::New(env, p, len);
-        };
-        // Copied now: the bytes are borrowed until the event completes.
-        flat.Set(b + 2, str(e.topic, e.topic_len));
-        flat.Set(b + 3, Napi::Number::New(env, e.partition));
-        flat.Set(b + 4, Napi::Number::New(env, (double)e.offset));
-        flat.Set(b + 5, Napi::Number::New(env, (double)(e.kind == PROSODY_EVENT_TIMER ? e.time_ms : e.timestamp_ms)));
-        flat.Set(b + 6, str(e.key, e.key_len));
-        flat.Set(b + 7, str(reinterpret_cast<const char*>(e.payload), e.payload_len));
-        flat.Set(b + 8, str(e.traceparent, e.traceparent_len));
-        flat.Set(b + 9, str(e.tracestate, e.tracestate_len));
-        flat.Set(b + 10, str(e.baggage, e.baggage_len));
-      }
+      // Copied now: the bytes are borrowed until the event completes.
+      napi_value text;
+      napi_value strs = BatchText(env, evs, n, &text);
       try {
-        onBatch_.MakeCallback(Value(), {flat});
+        onBatch_.MakeCallback(Value(), {Napi::Number::New(env, static_cast<double>(n)), nums_.Value(),
+                                        Napi::Value(env, strs), Napi::Value(env, text), topics_.Value()});
       } catch (const Napi::Error& err) {
         napi_fatal_exception(env, err.Value());
       }
+      // The handlers' microtasks ran when the callback returned: what they
+      // completed goes out now rather than from the idle handle.
+      d->FlushCompletions();
       if (n < kBatch) return;
     }
   }
@@ -497,6 +654,13 @@ Napi::Value Complete(const Napi::CallbackInfo& info) {
   bool hasMsg = info.Length() > 2 && info[2].IsString();
   if (hasMsg) msg = info[2].As<Napi::String>().Utf8Value();
   GetDispatch(info.Env())->QueueCompletion(id, outcome, hasMsg ? msg.c_str() : nullptr);
+  return info.Env().Undefined();
+}
+
+// armCompletions(): JS wrote the first successful outcome into the shared
+// buffer (completionIds / completionCount); flush it this loop turn.
+Napi::Value ArmCompletions(const Napi::CallbackInfo& info) {
+  GetDispatch(info.Env())->Arm();
   return info.Env().Undefined();
 }
 
@@ -653,6 +817,17 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("Client", Client::Init(env));
   exports.Set("Admin", Admin::Init(env));
   exports.Set("complete", Napi::Function::New(env, Complete));
+  {
+    // Owned by the Dispatch (never freed), so that the teardown flush can
+    // still read them whatever V8 has collected by then.
+    d->okIds = new double[Dispatch::kOkCapacity]();
+    d->okCount = new int32_t[1]();
+    Napi::ArrayBuffer ids = Napi::ArrayBuffer::New(env, d->okIds, Dispatch::kOkCapacity * sizeof(double));
+    Napi::ArrayBuffer count = Napi::ArrayBuffer::New(env, d->okCount, sizeof(int32_t));
+    exports.Set("completionIds", Napi::Float64Array::New(env, Dispatch::kOkCapacity, ids, 0));
+    exports.Set("completionCount", Napi::Int32Array::New(env, 1, count, 0));
+  }
+  exports.Set("armCompletions", Napi::Function::New(env, ArmCompletions));
   exports.Set("shouldCancel", Napi::Function::New(env, ShouldCancel));
   exports.Set("schedule", Napi::Function::New(env, Schedule));
   exports.Set("clearAndSchedule", Napi::Function::New(env, ClearAndSchedule));

@@ -64,3 +64,27 @@ test("without an active span, send carries no trace and the handler starts a new
     await client.shutdown();
   }
 });
+
+test("trace context reaches the handler when the batch text is not all ASCII", async () => {
+  const topic = unique("otel-utf8");
+  const client = new prosody.ProsodyClient(mockConfig({ subscribedTopics: topic }));
+  try {
+    assert.equal(require("../lib/telemetry").active(), true, "a context manager and a tracer provider are registered");
+    const seen = deferred();
+    await client.subscribe({
+      onMessage: (_ctx, m) => seen.resolve({ span: api.trace.getSpan(api.context.active()), key: m.key, payload: m.payload }),
+    });
+    let sender;
+    await api.trace.getTracer("test").startActiveSpan("produce", async (span) => {
+      sender = span.spanContext();
+      await client.send(topic, "ключ", { text: "naïve ☕" });
+      span.end();
+    });
+    const { span, key, payload } = await seen.promise;
+    assert.equal(key, "ключ");
+    assert.deepEqual(payload, { text: "naïve ☕" });
+    assert.equal(span.spanContext().traceId, sender.traceId);
+  } finally {
+    await client.shutdown();
+  }
+});
