@@ -134,8 +134,17 @@ func (d *dispatcher) close() {
 // the host and the engine goes on; the host's completion calls done on the
 // host's thread, which continues the key right there. No goroutine waits
 // for the host.
-func (d *dispatcher) StartMessage(ctx *event.Context, m *event.Message, done event.Done) {
-	d.start(d.messageEvent(ctx, m), done)
+func (d *dispatcher) StartMessage(ctx *event.Context, _ *event.Message, prepared event.Prepared, done event.Done) {
+	ev := prepared.(*pendingEvent)
+	ev.ctx = ctx
+	d.start(ev, done)
+}
+
+// PrepareMessage implements event.AsyncHandler: the message's copy for the
+// host is made here, on the goroutine that admits it, rather than on the
+// host's thread when a slot frees up.
+func (d *dispatcher) PrepareMessage(m *event.Message) event.Prepared {
+	return d.messageEvent(nil, m)
 }
 
 // OnMessage implements event.Handler, for callers that run the

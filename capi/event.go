@@ -116,6 +116,9 @@ func (ev *pendingEvent) fill(out *C.prosody_event) {
 	}
 }
 
+// Discard implements event.Prepared: the attempt never reached the host.
+func (ev *pendingEvent) Discard() { ev.free() }
+
 func (ev *pendingEvent) free() {
 	C.free(ev.buf)
 	ev.buf = nil

@@ -247,8 +247,9 @@ func (c *Client) chain(h event.Handler, timeouts *middleware.Timeouts) (middlewa
 	// the synchronous chain (which still runs timers).
 	return invoke, &middleware.Async{
 		Retry: policy, Limiter: limiter, Timeouts: timeouts,
-		Start: func(ctx *event.Context, ev event.Event, done event.Done) {
-			ah.StartMessage(ctx, ev.(*event.Message), done)
+		Prepare: func(ev event.Event) event.Prepared { return ah.PrepareMessage(ev.(*event.Message)) },
+		Start: func(ctx *event.Context, ev event.Event, prepared event.Prepared, done event.Done) {
+			ah.StartMessage(ctx, ev.(*event.Message), prepared, done)
 		},
 	}
 }

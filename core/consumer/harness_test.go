@@ -208,7 +208,7 @@ func startStyled(t *testing.T, opts Options, h event.Handler, slots int, async b
 		opts.Async = &middleware.Async{
 			Retry:   &middleware.RetryPolicy{MaxRetries: middleware.Unlimited, Base: 5 * time.Millisecond, MaxDelay: 50 * time.Millisecond},
 			Limiter: limiter, Timeouts: timeouts,
-			Start: func(ctx *event.Context, ev event.Event, done event.Done) {
+			Start: func(ctx *event.Context, ev event.Event, _ event.Prepared, done event.Done) {
 				go func() { done.Done(h.OnMessage(ctx, ev.(*event.Message))) }()
 			},
 		}

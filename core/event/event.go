@@ -71,12 +71,26 @@ type Handler interface {
 // AsyncHandler is a Handler whose messages finish away from the goroutine
 // that starts them: in a host language behind the C ABI, which completes
 // events in batches from its own thread. The engine then holds no goroutine
-// per message in flight. StartMessage must not block; it calls done.Done
-// exactly once with the attempt's outcome, from any goroutine or thread,
-// possibly before it returns. Timers still go through OnTimer.
+// per message in flight. Timers still go through OnTimer.
+//
+// Each attempt of a message is prepared, then started. PrepareMessage does
+// the work that needs no context (copying the message for the host, say)
+// early, on the goroutine that admits the message, so that StartMessage,
+// which may run on the host's own thread as it completes another event, is
+// cheap. StartMessage must not block; it calls done.Done exactly once with
+// the attempt's outcome, from any goroutine or thread, possibly before it
+// returns. A prepared attempt that never starts (its invocation was
+// cancelled first) is discarded.
 type AsyncHandler interface {
 	Handler
-	StartMessage(ctx *Context, msg *Message, done Done)
+	PrepareMessage(msg *Message) Prepared
+	StartMessage(ctx *Context, msg *Message, prepared Prepared, done Done)
+}
+
+// Prepared is an attempt readied by AsyncHandler.PrepareMessage.
+type Prepared interface {
+	// Discard releases an attempt that will not start.
+	Discard()
 }
 
 // Done receives the outcome of an event handled asynchronously. It is an

@@ -7,9 +7,12 @@ import (
 	"github.com/prosody-events/prosody-go/core/event"
 )
 
-// Starter begins one attempt of an event and reports its outcome to done
-// when it ends, without blocking (see event.AsyncHandler).
-type Starter func(ctx *event.Context, ev event.Event, done event.Done)
+// Starter begins one prepared attempt of an event and reports its outcome
+// to done when it ends, without blocking (see event.AsyncHandler).
+type Starter func(ctx *event.Context, ev event.Event, prepared event.Prepared, done event.Done)
+
+// Preparer readies an attempt of ev ahead of its start.
+type Preparer func(ev event.Event) event.Prepared
 
 // Async runs events through the same layers as the synchronous chain built
 // by the client (retry policy, cancellation check, concurrency slot,
@@ -23,6 +26,7 @@ type Async struct {
 	Retry    *RetryPolicy // nil: a single attempt
 	Limiter  *Limiter
 	Timeouts *Timeouts
+	Prepare  Preparer // nil: attempts need no preparing
 	Start    Starter
 }
 
@@ -41,6 +45,7 @@ type AsyncRun struct {
 	n     int // the attempt number, from 1
 	out   event.Done
 	timer attemptTimer
+	prep  event.Prepared // the next attempt, readied
 }
 
 // Run starts ev in the invocation ctx, keeping its state in r, and reports
@@ -57,23 +62,32 @@ func (r *AsyncRun) attempt() {
 		r.out.Done(err)
 		return
 	}
+	if r.a.Prepare != nil {
+		r.prep = r.a.Prepare(r.ev)
+	}
 	r.a.Limiter.acquireAsync(r.ctx, r)
 }
 
 // slot is the Limiter's hand-over of a slot (or the end of the wait).
 func (r *AsyncRun) slot(err error) {
-	if err != nil {
-		r.out.Done(err)
-		return
+	if err == nil {
+		// The invocation may have been cancelled while it waited.
+		if err = r.ctx.Check(); err != nil {
+			r.a.Limiter.release()
+		}
 	}
-	// The invocation may have been cancelled while it waited.
-	if err := r.ctx.Check(); err != nil {
-		r.a.Limiter.release()
+	if err != nil {
+		if r.prep != nil {
+			r.prep.Discard()
+			r.prep = nil
+		}
 		r.out.Done(err)
 		return
 	}
 	r.timer = r.a.Timeouts.startAttempt(r.ctx)
-	r.a.Start(r.timer.ctx(), r.ev, r)
+	prep := r.prep
+	r.prep = nil
+	r.a.Start(r.timer.ctx(), r.ev, prep, r)
 }
 
 // Done implements event.Done: the handler's outcome of the attempt.

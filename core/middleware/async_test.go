@@ -3,6 +3,7 @@ package middleware
 import (
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,7 +21,7 @@ type hostStarter struct {
 
 func newHostStarter() *hostStarter { return &hostStarter{started: make(chan struct{}, 1024)} }
 
-func (h *hostStarter) start(_ *event.Context, _ event.Event, done event.Done) {
+func (h *hostStarter) start(_ *event.Context, _ event.Event, _ event.Prepared, done event.Done) {
 	h.mu.Lock()
 	h.attempts = append(h.attempts, done.Done)
 	h.mu.Unlock()
@@ -210,7 +211,7 @@ func TestAsyncAttemptTimeout(t *testing.T) {
 	defer timeouts.Stop()
 	// The handler ends its attempt when its context is cancelled, as a
 	// host does on a cancellation notice.
-	start := func(ctx *event.Context, _ event.Event, done event.Done) {
+	start := func(ctx *event.Context, _ event.Event, _ event.Prepared, done event.Done) {
 		go func() {
 			<-ctx.Done()
 			done.Done(errors.New("gave up"))
@@ -225,5 +226,78 @@ func TestAsyncAttemptTimeout(t *testing.T) {
 	var te timeoutError
 	if !errors.As(err, &te) || fault.ClassOf(err) != fault.ClassTransient {
 		t.Fatalf("outcome %v, want a transient timeout", err)
+	}
+}
+
+// countedPrep is a prepared attempt that records what became of it.
+type countedPrep struct {
+	id        int
+	discarded *atomic.Int32
+}
+
+func (p *countedPrep) Discard() { p.discarded.Add(1) }
+
+func TestAsyncPreparesEachAttemptAndDiscardsUnstarted(t *testing.T) {
+	var prepared, discarded atomic.Int32
+	var startedWith []int
+	var mu sync.Mutex
+	var dones []event.Done
+	timeouts := NewTimeouts(0)
+	defer timeouts.Stop()
+	a := &Async{
+		Retry:    &RetryPolicy{MaxRetries: 1, Base: time.Millisecond, MaxDelay: time.Millisecond},
+		Limiter:  NewLimiter(1),
+		Timeouts: timeouts,
+		Prepare: func(event.Event) event.Prepared {
+			return &countedPrep{id: int(prepared.Add(1)), discarded: &discarded}
+		},
+		Start: func(_ *event.Context, _ event.Event, p event.Prepared, done event.Done) {
+			mu.Lock()
+			startedWith = append(startedWith, p.(*countedPrep).id)
+			dones = append(dones, done)
+			mu.Unlock()
+		},
+	}
+	first, cancelFirst := newCtx()
+	defer cancelFirst(nil)
+	out := make(chan error, 2)
+	a.Run(new(AsyncRun), first, &event.Message{}, doneFunc(func(err error) { out <- err }))
+	// A second event waits for the only slot, prepared, then is cancelled.
+	second, cancelSecond := newCtx()
+	a.Run(new(AsyncRun), second, &event.Message{}, doneFunc(func(err error) { out <- err }))
+	cancelSecond(event.ErrRevoked)
+	a.CancelWaiting()
+	if err := waitOutcome(t, out); !errors.Is(err, event.ErrRevoked) {
+		t.Fatalf("cancelled waiter: %v", err)
+	}
+	if discarded.Load() != 1 {
+		t.Fatalf("%d prepared attempts discarded, want 1", discarded.Load())
+	}
+	// The first fails once (transient) and is retried with a fresh preparation.
+	mu.Lock()
+	d := dones[0]
+	mu.Unlock()
+	d.Done(errors.New("flaky"))
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mu.Lock()
+		n := len(dones)
+		mu.Unlock()
+		if n == 2 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	mu.Lock()
+	d = dones[len(dones)-1]
+	got := append([]int(nil), startedWith...)
+	mu.Unlock()
+	d.Done(nil)
+	if err := waitOutcome(t, out); err != nil {
+		t.Fatalf("first event: %v", err)
+	}
+	// Attempts 1 and 3 are the first event's; 2 was the discarded waiter.
+	if len(got) != 2 || got[0] != 1 || got[1] != 3 {
+		t.Fatalf("attempts started with preparations %v, want [1 3]", got)
 	}
 }
