@@ -31,8 +31,9 @@ test-go: ## Go tests with the race detector (needs the services: make services-u
 test-python: ## build the Python package into build/python-venv; mypy --strict and pytest (mock + services)
 	bindings/python/run-tests.sh
 
-test-node: ## build the Node package (addon + libprosody.so); tsc --strict and node --test (mock + services)
+test-node: ## build the Node package (addon + libprosody.so); tsc --strict, node --test (mock + services), npm pack install check
 	bindings/node/run-tests.sh
+	bindings/node/pack-check.sh
 
 demo: ## mock-mode demos: Go (two clients, per-key order, timers), then the Python and Node quick starts
 	$(GO) run ./cmd/prosody-demo
