@@ -23,7 +23,7 @@ try:
 except ImportError:  # pragma: no cover - exercised when the extra is absent
     AVAILABLE = False
 
-__all__ = ["AVAILABLE", "inject", "handler_scope", "message_spans_follow"]
+__all__ = ["AVAILABLE", "inject", "handler_scope", "sdk_installed", "message_spans_follow"]
 
 _NO_SCOPE: AbstractContextManager[Any] = nullcontext()
 
@@ -39,7 +39,7 @@ if AVAILABLE:
         _baggage.inject(carrier)
         return carrier
 
-    def _sdk_installed() -> bool:
+    def sdk_installed() -> bool:
         # Without an SDK the global provider is the API's proxy; spans would
         # be non-recording, so attaching the extracted context is enough.
         return not isinstance(_trace.get_tracer_provider(), _trace.ProxyTracerProvider)
@@ -51,7 +51,7 @@ if AVAILABLE:
         parent = None
         if carrier:
             parent = _baggage.extract(carrier, context=_tracecontext.extract(carrier))
-        if _sdk_installed():
+        if sdk_installed():
             if follows_from and parent is not None:
                 link_ctx = _trace.get_current_span(parent).get_span_context()
                 links = [_trace.Link(link_ctx)] if link_ctx.is_valid else []
@@ -84,6 +84,9 @@ else:
 
     def inject() -> dict[str, str]:
         return {}
+
+    def sdk_installed() -> bool:
+        return False
 
     def handler_scope(
         name: str, carrier: Mapping[str, str], follows_from: bool

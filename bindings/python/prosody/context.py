@@ -11,6 +11,7 @@ from .errors import PermanentError, PermanentStateError, TransientError
 
 if TYPE_CHECKING:
     from ._dispatch import Dispatcher
+    from ._task import HandlerTask
 
 __all__ = ["Context"]
 
@@ -48,7 +49,7 @@ class Context:
         self._cancelled = False
         self._cancel_waiter: asyncio.Future[None] | None = None
         self._done = False
-        self._task: asyncio.Task[None] | None = None
+        self._task: HandlerTask | None = None  # set while the handler waits
 
     # ---- timers ----
 

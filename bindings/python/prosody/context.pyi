@@ -24,10 +24,11 @@ V = TypeVar("V", default=JSONValue)
 P = TypeVar("P", default=JSONValue)
 
 class Context:
+    _disp: Any
     _event: int
     _cancelled: bool
     _done: bool
-    _task: asyncio.Task[None] | None
+    _task: asyncio.Future[None] | None
     def __init__(self, disp: Any, event: int) -> None: ...
     def _cancel(self) -> None: ...
     async def schedule(self, time: datetime) -> None: ...

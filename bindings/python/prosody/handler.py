@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Mapping
 from typing import TYPE_CHECKING, Any, Generic, Protocol
@@ -11,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol
 from typing_extensions import TypeVar
 
 from . import _otel
+from ._task import report_to_sentry as _report_to_sentry
 from .message import JSONValue, Message
 from .timer import Timer
 
@@ -135,13 +135,3 @@ async def _race(call: Awaitable[None], shutdown_event: _Waitable) -> None:
         if not task.done():
             task.cancel()
     await task
-
-
-def _report_to_sentry(e: BaseException) -> None:
-    if not os.environ.get("SENTRY_DSN"):
-        return
-    try:
-        import sentry_sdk  # type: ignore[import-not-found, unused-ignore]
-    except ImportError:
-        return
-    sentry_sdk.capture_exception(e)
