@@ -112,8 +112,19 @@ test("idempotenceCacheSize 0 is refused from the option and from the variable", 
   });
 });
 
-// The Go runtime copies the environment when the library loads, so the
-// variables are set for a child process, as an application would set them.
+// The library is loaded by now; variables the core reads are still seen when
+// they change afterwards in this process.
+test("PROSODY_* variables set after the library loaded are seen", () => {
+  new ProsodyClient(mockConfig()).shutdown();
+  withEnv({ PROSODY_MAX_CONCURRENCY: "lots" }, () => {
+    assert.throws(() => new ProsodyClient(mockConfig()), /PROSODY_MAX_CONCURRENCY/);
+  });
+  const c = new ProsodyClient(mockConfig());
+  assert.equal(c.consumerState, ConsumerState.Configured);
+  c.shutdown();
+});
+
+// Set for a child process, as an application would set them before start.
 test("options fall back to PROSODY_* variables; explicit options win", () => {
   const { execFileSync } = require("node:child_process");
   const script = `

@@ -78,8 +78,26 @@ def test_unknown_keyword_warns_and_construction_continues() -> None:
     client._release()
 
 
+def test_environment_changes_after_load_are_seen(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The library is loaded by now (earlier tests made clients); variables set
+    # afterwards in this process still count, and so does their removal.
+    mock_client()._release()
+    monkeypatch.setenv("PROSODY_MAX_CONCURRENCY", "lots")
+    with pytest.raises(ValueError, match="PROSODY_MAX_CONCURRENCY"):
+        mock_client()
+    monkeypatch.setenv("PROSODY_MAX_CONCURRENCY", "4")
+    monkeypatch.setenv("PROSODY_SOURCE_SYSTEM", "set-late")
+    client = mock_client()
+    assert client.source_system == "set-late"
+    client._release()
+    monkeypatch.delenv("PROSODY_SOURCE_SYSTEM")
+    client = mock_client(group_id="g-late")
+    assert client.source_system == "g-late"
+    client._release()
+
+
 def test_environment_fallback_and_explicit_precedence() -> None:
-    # In a fresh process: the Go runtime reads the environment when the library loads.
+    # In a fresh process, where the variables exist before the library loads.
     code = (
         "import warnings, prosody\n"
         "c = prosody.ProsodyClient(mock=True, probe_port=None)\n"
