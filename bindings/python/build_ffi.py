@@ -48,7 +48,7 @@ def header_cdef(header: Path) -> str:
     return "\n".join(out) + "\n"
 
 
-CDEF = header_cdef(INCLUDE_DIR / "prosody.h") + """
+HELPER_DECLS = """
 /* Helpers compiled into this extension (HELPERS below), for the event loop's hot path. */
 typedef struct prosody_py_row {
   uint64_t event;
@@ -71,7 +71,9 @@ size_t prosody_py_pack(const prosody_event *events, size_t n, prosody_py_row *ro
                        size_t capacity);
 int prosody_py_complete(const uint64_t *ok, size_t n_ok, const prosody_completion *failed,
                         size_t n_failed);
+"""
 
+CDEF = header_cdef(INCLUDE_DIR / "prosody.h") + HELPER_DECLS + """
 /* Trampolines into Python (prosody/_native.py). */
 extern "Python" void _prosody_on_done(void *user_data, int status, const char *message);
 extern "Python" void _prosody_on_times(void *user_data, int status, const int64_t *times_ms,
@@ -105,22 +107,6 @@ HELPERS = r"""
 #include <string.h>
 #include <unistd.h>
 
-typedef struct prosody_py_row {
-  uint64_t event;
-  int64_t kind;
-  int64_t partition;
-  int64_t offset;
-  int64_t timestamp_ms;
-  int64_t time_ms;
-  int64_t topic_start;
-  int64_t topic_end;
-  int64_t key_start;
-  int64_t key_end;
-  int64_t payload_end;
-  int64_t traceparent_end;
-  int64_t tracestate_end;
-  int64_t baggage_end;
-} prosody_py_row;
 
 static size_t pp_put(char *arena, size_t pos, const void *bytes, size_t len) {
   if (len) memcpy(arena + pos, bytes, len);
@@ -291,7 +277,7 @@ ffibuilder = FFI()
 ffibuilder.cdef(CDEF)
 ffibuilder.set_source(
     "prosody._prosody_cffi",
-    '#include "prosody.h"\n' + HELPERS,
+    '#include "prosody.h"\n' + HELPER_DECLS + HELPERS,
     include_dirs=[str(INCLUDE_DIR)],
     library_dirs=[str(LIB_DIR)],
     libraries=["prosody"],
