@@ -220,11 +220,19 @@ func startStyled(t *testing.T, opts Options, h event.Handler, slots int, async b
 	return c
 }
 
-// styles names the handler styles tests run under.
-var styles = []struct {
-	name  string
-	async bool
-}{{"sync", false}, {"async", true}}
+// eachTargetAndStyle runs fn as a subtest for every target and both
+// handler styles (synchronous, and asynchronous as behind the C ABI).
+func eachTargetAndStyle(t *testing.T, fn func(t *testing.T, tg target, async bool)) {
+	styles := []struct {
+		name  string
+		async bool
+	}{{"sync", false}, {"async", true}}
+	for _, tg := range targets(t) {
+		for _, st := range styles {
+			t.Run(tg.name+"/"+st.name, func(t *testing.T) { fn(t, tg, st.async) })
+		}
+	}
+}
 
 func stopConsumer(t *testing.T, c *Consumer) {
 	t.Helper()

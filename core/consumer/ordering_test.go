@@ -69,11 +69,7 @@ func (o *orderObserver) handled() int {
 // one (as behind the C ABI) that finishes each message on another
 // goroutine, where the engine holds no goroutine per message in flight.
 func TestPerKeyOrderUnderConcurrency(t *testing.T) {
-	for _, tg := range targets(t) {
-		for _, st := range styles {
-			t.Run(tg.name+"/"+st.name, func(t *testing.T) { testPerKeyOrder(t, tg, st.async) })
-		}
-	}
+	eachTargetAndStyle(t, testPerKeyOrder)
 }
 
 func testPerKeyOrder(t *testing.T, tg target, async bool) {

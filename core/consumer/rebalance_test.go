@@ -67,11 +67,7 @@ func (o *replayObserver) distinct() int {
 // handled, per-key order holds, a key never runs on two members at once,
 // and duplicates appear only as replays of a key's suffix.
 func TestRebalanceLosesNothing(t *testing.T) {
-	for _, tg := range targets(t) {
-		for _, st := range styles {
-			t.Run(tg.name+"/"+st.name, func(t *testing.T) { testRebalanceLosesNothing(t, tg, st.async) })
-		}
-	}
+	eachTargetAndStyle(t, testRebalanceLosesNothing)
 }
 
 func testRebalanceLosesNothing(t *testing.T, tg target, async bool) {
