@@ -284,9 +284,21 @@ func (a *asyncEvent) Done(err error) {
 
 // startAsync starts a message through Options.Async and returns at once.
 func (p *partition) startAsync(it item) {
+	a := p.newAsyncEvent(it)
+	p.c.opts.Async.Run(&a.run, a.ctx, it.ev, a)
+}
+
+// startAsyncNext starts the next message of a key whose previous message
+// just ended, ahead of messages not yet started (Async.RunNext).
+func (p *partition) startAsyncNext(it item) {
+	a := p.newAsyncEvent(it)
+	p.c.opts.Async.RunNext(&a.run, a.ctx, it.ev, a)
+}
+
+func (p *partition) newAsyncEvent(it item) *asyncEvent {
 	a := &asyncEvent{p: p, it: it, ctx: event.NewInvocation(p.scope, it.ev.EventKey())}
 	a.ctx.SetEnv(p.env)
-	p.c.opts.Async.Run(&a.run, a.ctx, it.ev, a)
+	return a
 }
 
 // afterAsync is run's loop body for a message that finished
@@ -298,7 +310,7 @@ func (p *partition) afterAsync(it item, err error) {
 	switch {
 	case !ok:
 	case p.startsAsync(next):
-		p.startAsync(next)
+		p.startAsyncNext(next)
 	default:
 		p.c.exec.mu.Lock()
 		p.c.exec.submitLocked([]task{{p: p, it: next}})

@@ -46,12 +46,25 @@ type AsyncRun struct {
 	out   event.Done
 	timer attemptTimer
 	prep  event.Prepared // the next attempt, readied
+	next  bool           // continues started work: waits at the front
 }
 
 // Run starts ev in the invocation ctx, keeping its state in r, and reports
 // its final outcome to out once. It never blocks.
 func (a *Async) Run(r *AsyncRun, ctx *event.Context, ev event.Event, out event.Done) {
 	*r = AsyncRun{a: a, ctx: ctx, ev: ev, n: 1, out: out}
+	r.attempt()
+}
+
+// RunNext is Run for an event that continues work already under way (the
+// next event of a key whose previous one just ended, from that event's
+// outcome): it waits for a slot ahead of events not yet started, and gets
+// the slot of the event whose outcome started it. Finishing what was
+// started first keeps a partition's oldest offsets moving, so its window
+// of uncommitted offsets is not held by a key's next event waiting behind
+// every other event.
+func (a *Async) RunNext(r *AsyncRun, ctx *event.Context, ev event.Event, out event.Done) {
+	*r = AsyncRun{a: a, ctx: ctx, ev: ev, n: 1, out: out, next: true}
 	r.attempt()
 }
 
@@ -65,7 +78,7 @@ func (r *AsyncRun) attempt() {
 	if r.a.Prepare != nil {
 		r.prep = r.a.Prepare(r.ev)
 	}
-	r.a.Limiter.acquireAsync(r.ctx, r)
+	r.a.Limiter.acquireAsync(r.ctx, r, r.next)
 }
 
 // slot is the Limiter's hand-over of a slot (or the end of the wait).
@@ -93,8 +106,10 @@ func (r *AsyncRun) slot(err error) {
 // Done implements event.Done: the handler's outcome of the attempt.
 func (r *AsyncRun) Done(err error) {
 	err = r.timer.end(err)
-	r.a.Limiter.release()
+	// The outcome goes out before the slot is released, so an event it
+	// starts (RunNext) is first in line for the slot.
 	r.after(err)
+	r.a.Limiter.release()
 }
 
 // after retries the attempt's failure when the policy says so, after its

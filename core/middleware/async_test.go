@@ -301,3 +301,43 @@ func TestAsyncPreparesEachAttemptAndDiscardsUnstarted(t *testing.T) {
 		t.Fatalf("attempts started with preparations %v, want [1 3]", got)
 	}
 }
+
+// An event started from another's outcome (RunNext) gets that event's slot
+// ahead of events that were already waiting.
+func TestAsyncRunNextTakesTheSlotFirst(t *testing.T) {
+	h := newHostStarter()
+	timeouts := NewTimeouts(0)
+	defer timeouts.Stop()
+	a := &Async{Limiter: NewLimiter(1), Timeouts: timeouts, Start: h.start}
+	var order []string
+	var mu sync.Mutex
+	record := func(name string) event.Done {
+		return doneFunc(func(error) { mu.Lock(); order = append(order, name); mu.Unlock() })
+	}
+	ctx, cancel := newCtx()
+	defer cancel(nil)
+	nextDone := record("next")
+	a.Run(new(AsyncRun), ctx, &event.Message{}, doneFunc(func(error) {
+		// The first event's outcome starts the next event of its key.
+		a.RunNext(new(AsyncRun), ctx, &event.Message{}, nextDone)
+	}))
+	a.Run(new(AsyncRun), ctx, &event.Message{}, record("waiting"))
+	h.finish(t, 0, nil) // the first ends: its slot goes to "next"
+	h.finish(t, 1, nil) // attempt 2 must be "next"'s
+	h.finish(t, 2, nil)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mu.Lock()
+		n := len(order)
+		mu.Unlock()
+		if n == 2 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(order) != 2 || order[0] != "next" || order[1] != "waiting" {
+		t.Fatalf("completion order %v, want [next waiting]", order)
+	}
+}

@@ -101,7 +101,9 @@ func (l *Limiter) acquire(ctx *event.Context) error {
 // slot): subscribing every waiter to its context's cancellation cost more
 // than the rest of an event's trip through the engine, and an invocation
 // is cancelled only with its partition, which calls CancelWaiting once.
-func (l *Limiter) acquireAsync(ctx *event.Context, w slotWaiter) {
+//
+// A waiter with front set goes ahead of every other waiter.
+func (l *Limiter) acquireAsync(ctx *event.Context, w slotWaiter, front bool) {
 	if l.tryAcquire() {
 		w.slot(nil)
 		return
@@ -114,7 +116,13 @@ func (l *Limiter) acquireAsync(ctx *event.Context, w slotWaiter) {
 		w.slot(nil)
 		return
 	}
-	l.queue = append(l.queue, waiter{async: w, ctx: ctx})
+	if front {
+		l.queue = append(l.queue, waiter{})
+		copy(l.queue[1:], l.queue)
+		l.queue[0] = waiter{async: w, ctx: ctx}
+	} else {
+		l.queue = append(l.queue, waiter{async: w, ctx: ctx})
+	}
 	l.mu.Unlock()
 }
 
