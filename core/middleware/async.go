@@ -75,7 +75,10 @@ func (r *AsyncRun) attempt() {
 		r.out.Done(err)
 		return
 	}
-	if r.a.Prepare != nil {
+	// Prepared now, off the thread that will start it, if it will wait
+	// briefly; an attempt far back in the queue is prepared when its slot
+	// comes, so that thousands of waiting attempts do not each hold a copy.
+	if r.a.Prepare != nil && r.a.Limiter.shortWait() {
 		r.prep = r.a.Prepare(r.ev)
 	}
 	r.a.Limiter.acquireAsync(r.ctx, r, r.next)
@@ -100,6 +103,9 @@ func (r *AsyncRun) slot(err error) {
 	r.timer = r.a.Timeouts.startAttempt(r.ctx)
 	prep := r.prep
 	r.prep = nil
+	if prep == nil && r.a.Prepare != nil {
+		prep = r.a.Prepare(r.ev)
+	}
 	r.a.Start(r.timer.ctx(), r.ev, prep, r)
 }
 

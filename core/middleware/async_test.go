@@ -341,3 +341,46 @@ func TestAsyncRunNextTakesTheSlotFirst(t *testing.T) {
 		t.Fatalf("completion order %v, want [next waiting]", order)
 	}
 }
+
+// Attempts far back in the queue are prepared only when their slot comes.
+func TestAsyncPreparesLateWhenTheWaitIsLong(t *testing.T) {
+	var prepared atomic.Int32
+	var nilPrep atomic.Int32
+	h := newHostStarter()
+	timeouts := NewTimeouts(0)
+	defer timeouts.Stop()
+	a := &Async{
+		Limiter:  NewLimiter(1),
+		Timeouts: timeouts,
+		Prepare: func(event.Event) event.Prepared {
+			prepared.Add(1)
+			return &countedPrep{discarded: new(atomic.Int32)}
+		},
+		Start: func(ctx *event.Context, ev event.Event, p event.Prepared, done event.Done) {
+			if p == nil {
+				nilPrep.Add(1)
+			}
+			h.start(ctx, ev, p, done)
+		},
+	}
+	const n = 20
+	ctx, cancel := newCtx()
+	defer cancel(nil)
+	outs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		a.Run(new(AsyncRun), ctx, &event.Message{}, doneFunc(func(err error) { outs <- err }))
+	}
+	// One running and 16 waiting (16 x 1 slot) were prepared at once.
+	if got := prepared.Load(); got != 17 {
+		t.Fatalf("%d attempts prepared up front, want 17", got)
+	}
+	for i := 0; i < n; i++ {
+		h.finish(t, i, nil)
+		if err := waitOutcome(t, outs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if prepared.Load() != n || nilPrep.Load() != 0 {
+		t.Fatalf("prepared %d, started unprepared %d; want %d and 0", prepared.Load(), nilPrep.Load(), n)
+	}
+}

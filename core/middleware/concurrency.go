@@ -19,10 +19,11 @@ import (
 type Limiter struct {
 	size    int64
 	used    atomic.Int64
-	waiting atomic.Int64 // len(queue), readable without the lock
+	waiting atomic.Int64 // len(queue) + len(ahead), readable without the lock
 
 	mu    sync.Mutex
 	queue []waiter // oldest first
+	ahead []waiter // served before queue (acquireAsync with front), oldest first
 }
 
 // waiter is an attempt waiting for a slot: a sleeping goroutine (ch) or an
@@ -46,6 +47,11 @@ func NewLimiter(n int) *Limiter {
 	}
 	return &Limiter{size: int64(n)}
 }
+
+// shortWait reports whether an attempt asking for a slot now would wait
+// behind no more than a few rounds of the slots (16 times as many attempts
+// as there are slots).
+func (l *Limiter) shortWait() bool { return l.waiting.Load() < 16*l.size }
 
 // InUse is the number of slots taken.
 func (l *Limiter) InUse() int { return int(l.used.Load()) }
@@ -117,9 +123,7 @@ func (l *Limiter) acquireAsync(ctx *event.Context, w slotWaiter, front bool) {
 		return
 	}
 	if front {
-		l.queue = append(l.queue, waiter{})
-		copy(l.queue[1:], l.queue)
-		l.queue[0] = waiter{async: w, ctx: ctx}
+		l.ahead = append(l.ahead, waiter{async: w, ctx: ctx})
 	} else {
 		l.queue = append(l.queue, waiter{async: w, ctx: ctx})
 	}
@@ -131,21 +135,44 @@ func (l *Limiter) acquireAsync(ctx *event.Context, w slotWaiter, front bool) {
 func (l *Limiter) CancelWaiting() {
 	var cancelled []waiter
 	l.mu.Lock()
-	kept := l.queue[:0]
-	for _, w := range l.queue {
+	l.ahead = l.dropCancelledLocked(l.ahead, &cancelled)
+	l.queue = l.dropCancelledLocked(l.queue, &cancelled)
+	l.mu.Unlock()
+	for _, w := range cancelled {
+		w.async.slot(w.ctx.Cause())
+	}
+}
+
+// dropCancelledLocked moves the cancelled asynchronous waiters of q to
+// cancelled and returns the rest. The caller holds l.mu.
+func (l *Limiter) dropCancelledLocked(q []waiter, cancelled *[]waiter) []waiter {
+	kept := q[:0]
+	for _, w := range q {
 		if w.async != nil && w.ctx.Err() != nil {
-			cancelled = append(cancelled, w)
+			*cancelled = append(*cancelled, w)
 			l.waiting.Add(-1)
 			continue
 		}
 		kept = append(kept, w)
 	}
-	clear(l.queue[len(kept):])
-	l.queue = kept
-	l.mu.Unlock()
-	for _, w := range cancelled {
-		w.async.slot(w.ctx.Cause())
+	clear(q[len(kept):])
+	return kept
+}
+
+// popLocked takes the next waiter: ahead first. The caller holds l.mu and
+// knows one waits.
+func (l *Limiter) popLocked() waiter {
+	q := &l.queue
+	if len(l.ahead) > 0 {
+		q = &l.ahead
 	}
+	w := (*q)[0]
+	(*q)[0] = waiter{}
+	*q = (*q)[1:]
+	if len(*q) == 0 {
+		*q = (*q)[:0:0] // let the emptied array go
+	}
+	return w
 }
 
 // remove takes the sleeper waiting on ch out of the queue, reporting
@@ -174,10 +201,8 @@ func (l *Limiter) release() {
 	var first slotWaiter
 	var more []slotWaiter
 	l.mu.Lock()
-	for len(l.queue) > 0 && l.tryAcquire() {
-		w := l.queue[0]
-		l.queue[0] = waiter{}
-		l.queue = l.queue[1:]
+	for len(l.ahead)+len(l.queue) > 0 && l.tryAcquire() {
+		w := l.popLocked()
 		l.waiting.Add(-1)
 		switch {
 		case w.async == nil:
@@ -187,9 +212,6 @@ func (l *Limiter) release() {
 		default:
 			more = append(more, w.async)
 		}
-	}
-	if len(l.queue) == 0 {
-		l.queue = l.queue[:0:0]
 	}
 	l.mu.Unlock()
 	if first != nil {
