@@ -47,92 +47,66 @@ def _ttl_seconds(ttl: timedelta | int | None) -> int | None:
     return int(ttl)
 
 
-def _config(d: Any, keyset_limit: Any = None, capacity: Any = None) -> dict[str, Any]:
-    return {
-        "name": d.name,
-        "kind": d.kind,
-        "payload": d.payload,
-        "ttl_seconds": _ttl_seconds(d.ttl),
-        "read_uncommitted": d.read_uncommitted,
-        "keyset_limit": keyset_limit,
-        "capacity": capacity,
-    }
+@dataclass(frozen=True)
+class _Definition:
+    """The fields every state definition has; subclasses set kind and payload."""
+
+    kind: ClassVar[str]
+    payload: ClassVar[str]
+    name: str
+    ttl: timedelta | int | None = None
+    read_uncommitted: bool | None = None
+
+    def to_config(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "payload": self.payload,
+            "ttl_seconds": _ttl_seconds(self.ttl),
+            "read_uncommitted": self.read_uncommitted,
+            "keyset_limit": getattr(self, "keyset_limit", None),
+            "capacity": getattr(self, "capacity", None),
+        }
 
 
 @dataclass(frozen=True)
-class ValueDefinition(Generic[T]):
+class ValueDefinition(_Definition, Generic[T]):
     kind: ClassVar[str] = "value"
     payload: ClassVar[str] = "json"
-    name: str
-    ttl: timedelta | int | None = None
-    read_uncommitted: bool | None = None
-
-    def to_config(self) -> dict[str, Any]:
-        return _config(self)
 
 
 @dataclass(frozen=True)
-class MapDefinition(Generic[V]):
+class MapDefinition(_Definition, Generic[V]):
     kind: ClassVar[str] = "map"
     payload: ClassVar[str] = "json"
-    name: str
-    ttl: timedelta | int | None = None
-    read_uncommitted: bool | None = None
     keyset_limit: int | None = None
 
-    def to_config(self) -> dict[str, Any]:
-        return _config(self, keyset_limit=self.keyset_limit)
-
 
 @dataclass(frozen=True)
-class DequeDefinition(Generic[T]):
+class DequeDefinition(_Definition, Generic[T]):
     kind: ClassVar[str] = "deque"
     payload: ClassVar[str] = "json"
-    name: str
-    ttl: timedelta | int | None = None
-    read_uncommitted: bool | None = None
     capacity: int | None = None
-
-    def to_config(self) -> dict[str, Any]:
-        return _config(self, capacity=self.capacity)
 
 
 @dataclass(frozen=True)
-class MessageValueDefinition(Generic[P]):
+class MessageValueDefinition(_Definition, Generic[P]):
     kind: ClassVar[str] = "value"
     payload: ClassVar[str] = "message"
-    name: str
-    ttl: timedelta | int | None = None
-    read_uncommitted: bool | None = None
-
-    def to_config(self) -> dict[str, Any]:
-        return _config(self)
 
 
 @dataclass(frozen=True)
-class MessageMapDefinition(Generic[P]):
+class MessageMapDefinition(_Definition, Generic[P]):
     kind: ClassVar[str] = "map"
     payload: ClassVar[str] = "message"
-    name: str
-    ttl: timedelta | int | None = None
-    read_uncommitted: bool | None = None
     keyset_limit: int | None = None
-
-    def to_config(self) -> dict[str, Any]:
-        return _config(self, keyset_limit=self.keyset_limit)
 
 
 @dataclass(frozen=True)
-class MessageDequeDefinition(Generic[P]):
+class MessageDequeDefinition(_Definition, Generic[P]):
     kind: ClassVar[str] = "deque"
     payload: ClassVar[str] = "message"
-    name: str
-    ttl: timedelta | int | None = None
-    read_uncommitted: bool | None = None
     capacity: int | None = None
-
-    def to_config(self) -> dict[str, Any]:
-        return _config(self, capacity=self.capacity)
 
 
 def value(name: str, *, ttl: timedelta | int | None = None, read_uncommitted: bool | None = None) -> ValueDefinition[Any]:
@@ -194,18 +168,11 @@ def _same(x: Any) -> Any:
     return x
 
 
-class ValueState(Generic[T]):
+class _State:
+    """What every state handle does: clear, commit, roll back."""
+
     def __init__(self, native: Any) -> None:
         self._native = native
-
-    async def get(self) -> T | None:
-        result: T | None = await self._native.get()
-        return result
-
-    async def set(self, value: T) -> None:
-        if value is None:
-            raise NullValueError("cannot store None; use clear() to delete the value")
-        await self._native.set(value)
 
     async def clear(self) -> None:
         await self._native.clear()
@@ -217,10 +184,18 @@ class ValueState(Generic[T]):
         await self._native.rollback()
 
 
-class MapState(Generic[V]):
-    def __init__(self, native: Any) -> None:
-        self._native = native
+class ValueState(_State, Generic[T]):
+    async def get(self) -> T | None:
+        result: T | None = await self._native.get()
+        return result
 
+    async def set(self, value: T) -> None:
+        if value is None:
+            raise NullValueError("cannot store None; use clear() to delete the value")
+        await self._native.set(value)
+
+
+class MapState(_State, Generic[V]):
     async def get(self, key: str, default: Any = None) -> Any:
         result = await self._native.get(key)
         return default if result is None else result
@@ -238,15 +213,6 @@ class MapState(Generic[V]):
     async def remove(self, key: str) -> None:
         await self._native.remove(key)
 
-    async def clear(self) -> None:
-        await self._native.clear()
-
-    async def commit(self) -> None:
-        await self._native.commit()
-
-    async def rollback(self) -> None:
-        await self._native.rollback()
-
     def items(self, direction: Direction = Direction.FORWARD) -> _StateScan[tuple[str, V]]:
         return _StateScan(self._native.scan(direction.value), _same)
 
@@ -260,10 +226,7 @@ class MapState(Generic[V]):
         return _StateScan(self._native.keys("forward"), _same)
 
 
-class DequeState(Generic[T]):
-    def __init__(self, native: Any) -> None:
-        self._native = native
-
+class DequeState(_State, Generic[T]):
     async def append(self, item: T) -> None:
         await self._native.push_back(item)
 
@@ -295,15 +258,6 @@ class DequeState(Generic[T]):
 
     async def is_empty(self) -> bool:
         return bool(await self._native.is_empty())
-
-    async def clear(self) -> None:
-        await self._native.clear()
-
-    async def commit(self) -> None:
-        await self._native.commit()
-
-    async def rollback(self) -> None:
-        await self._native.rollback()
 
     def values(self, direction: Direction = Direction.FORWARD) -> _StateScan[T]:
         return _StateScan(self._native.scan(direction.value), _same)
