@@ -22,7 +22,7 @@ async function withClient(extra, fn) {
   }
 }
 
-test("observesSignal: only callbacks that cannot reach their third argument skip the signal", () => {
+test("observesSignal: only callbacks that cannot reach their third argument share the never-aborting signal", () => {
   const cannot = {
     noParams: () => {},
     asyncNoParams: async () => {},
