@@ -28,8 +28,11 @@
  * Threading. Every function is thread-safe and may be called from any
  * thread. No function blocks on I/O: calls that talk to Kafka take a
  * completion callback and return at once; the rest only take short
- * internal locks. Callbacks (completion, notify, log) run on library-owned
- * threads; they must not block for long, and may call back into this API.
+ * internal locks. The Go runtime inside runs GOMAXPROCS = its default + 1
+ * (a host thread keeps one of its processors between calls) unless the
+ * GOMAXPROCS environment variable is set when the library loads.
+ * Callbacks (completion, notify, log) run on library-owned threads; they
+ * must not block for long, and may call back into this API.
  *
  * Fork. The Go runtime inside the library does not survive fork(). In a
  * child process every function returns PROSODY_ERR_AFTER_FORK ("used after
