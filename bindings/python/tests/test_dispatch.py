@@ -217,19 +217,27 @@ async def test_contextvars_are_per_handler_and_kept_across_waits() -> None:
     assert t1.get_context()[VAR] == "handler-1"
 
 
-@pytest.mark.skipif(sys.version_info < (3, 11), reason="asyncio.timeout and TaskGroup are 3.11+")
 async def test_timeout_and_task_group_work_from_the_first_step() -> None:
+    # asyncio.timeout and TaskGroup need the current task from the handler's
+    # first step; Python 3.10 has neither, so there the same handlers use
+    # wait_for and gather, which need it too.
     disp = FakeDispatcher(asyncio.get_running_loop())
 
     async def times_out(ctx: Context, item: Any) -> None:
-        async with asyncio.timeout(0.01):
-            await asyncio.sleep(10)
+        if sys.version_info >= (3, 11):
+            async with asyncio.timeout(0.01):
+                await asyncio.sleep(10)
+        else:
+            await asyncio.wait_for(asyncio.sleep(10), 0.01)
 
     async def in_time(ctx: Context, item: Any) -> None:
-        async with asyncio.timeout(10):
-            async with asyncio.TaskGroup() as tg:
-                tg.create_task(asyncio.sleep(0.001))
-                tg.create_task(asyncio.sleep(0.002))
+        if sys.version_info >= (3, 11):
+            async with asyncio.timeout(10):
+                async with asyncio.TaskGroup() as tg:
+                    tg.create_task(asyncio.sleep(0.001))
+                    tg.create_task(asyncio.sleep(0.002))
+        else:
+            await asyncio.wait_for(asyncio.gather(asyncio.sleep(0.001), asyncio.sleep(0.002)), 10)
 
     t1, _, _ = await start(disp, times_out, event=1)
     t2, _, _ = await start(disp, in_time, event=2)
