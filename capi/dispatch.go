@@ -69,18 +69,34 @@ var one = [8]byte{1} // eventfd increments are native-endian uint64
 // push queues an item and wakes the host if the queue was empty.
 func (d *dispatcher) push(it readyItem) {
 	d.mu.Lock()
+	n := d.pushLocked(it)
+	d.mu.Unlock()
+	n.call()
+}
+
+// wake is the notify callback to call once d.mu is released, if any.
+type wake struct {
+	fn C.prosody_notify_fn
+	ud C.uintptr_t
+}
+
+func (w wake) call() {
+	if w.fn != nil {
+		C.prosodyInt_call_notify(w.fn, w.ud)
+	}
+}
+
+// pushLocked queues an item; when the queue was empty it makes the event
+// fd readable and returns the notify callback to call after unlocking. The
+// caller holds d.mu.
+func (d *dispatcher) pushLocked(it readyItem) wake {
 	wasEmpty := d.head == len(d.queue)
 	d.queue = append(d.queue, it)
-	var fn C.prosody_notify_fn
-	var ud C.uintptr_t
-	if wasEmpty {
-		_, _ = syscall.Write(d.efd, one[:])
-		fn, ud = d.notify, d.ud
+	if !wasEmpty {
+		return wake{}
 	}
-	d.mu.Unlock()
-	if fn != nil {
-		C.prosodyInt_call_notify(fn, ud)
-	}
+	_, _ = syscall.Write(d.efd, one[:])
+	return wake{d.notify, d.ud}
 }
 
 // poll moves up to len(out) items into out and returns how many. It resets
@@ -200,12 +216,14 @@ func (d *dispatcher) start(ev *pendingEvent, done event.Done) {
 		done.Done(errReleased)
 		return
 	}
-	// Registered under d.mu so that close, which sets closed first, sees
-	// every event it must fail.
+	// Registered and queued under d.mu so that close, which sets closed
+	// first, sees every event it must fail; counted before the host can
+	// see it, so a completion never makes inFlight negative.
 	events.add(ev.id, ev)
-	d.mu.Unlock()
-	d.push(readyItem{ev: ev})
 	d.inFlight.Add(1)
+	n := d.pushLocked(readyItem{ev: ev})
+	d.mu.Unlock()
+	n.call()
 	if !d.watching.Load() && d.watching.CompareAndSwap(false, true) {
 		d.watchCancellation()
 	}
