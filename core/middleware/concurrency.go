@@ -22,8 +22,47 @@ type Limiter struct {
 	waiting atomic.Int64 // len(queue) + len(ahead), readable without the lock
 
 	mu    sync.Mutex
-	queue []waiter // oldest first
-	ahead []waiter // served before queue (acquireAsync with front), oldest first
+	queue waitQueue
+	ahead waitQueue // served before queue (acquireAsync with front)
+}
+
+// waitQueue is a FIFO of waiters that reuses its array: waiters come and go
+// once per event when slots are scarce.
+type waitQueue struct {
+	buf  []waiter
+	head int // buf[head:] waits, oldest first
+}
+
+func (q *waitQueue) len() int        { return len(q.buf) - q.head }
+func (q *waitQueue) push(w waiter)   { q.buf = append(q.buf, w) }
+func (q *waitQueue) items() []waiter { return q.buf[q.head:] }
+
+func (q *waitQueue) pop() waiter {
+	w := q.buf[q.head]
+	q.buf[q.head] = waiter{}
+	q.head++
+	if q.head == len(q.buf) {
+		q.buf, q.head = q.buf[:0], 0
+		if cap(q.buf) > 1<<12 {
+			q.buf = nil // a burst: do not keep its array
+		}
+	}
+	return w
+}
+
+// keep drops the waiters for which keep returns false, in place.
+func (q *waitQueue) keep(keep func(waiter) bool) {
+	kept := q.buf[:q.head]
+	for _, w := range q.items() {
+		if keep(w) {
+			kept = append(kept, w)
+		}
+	}
+	clear(q.buf[len(kept):])
+	q.buf = kept
+	if q.head == len(q.buf) {
+		q.buf, q.head = q.buf[:0], 0
+	}
 }
 
 // waiter is an attempt waiting for a slot: a sleeping goroutine (ch) or an
@@ -84,7 +123,7 @@ func (l *Limiter) acquire(ctx *event.Context) error {
 		return nil
 	}
 	ch := make(chan struct{}, 1)
-	l.queue = append(l.queue, waiter{ch: ch})
+	l.queue.push(waiter{ch: ch})
 	l.mu.Unlock()
 	select {
 	case <-ch:
@@ -123,9 +162,9 @@ func (l *Limiter) acquireAsync(ctx *event.Context, w slotWaiter, front bool) {
 		return
 	}
 	if front {
-		l.ahead = append(l.ahead, waiter{async: w, ctx: ctx})
+		l.ahead.push(waiter{async: w, ctx: ctx})
 	} else {
-		l.queue = append(l.queue, waiter{async: w, ctx: ctx})
+		l.queue.push(waiter{async: w, ctx: ctx})
 	}
 	l.mu.Unlock()
 }
@@ -134,45 +173,21 @@ func (l *Limiter) acquireAsync(ctx *event.Context, w slotWaiter, front bool) {
 // cancelled: each is called with the cancellation cause, without a slot.
 func (l *Limiter) CancelWaiting() {
 	var cancelled []waiter
+	keep := func(w waiter) bool {
+		if w.async != nil && w.ctx.Err() != nil {
+			cancelled = append(cancelled, w)
+			l.waiting.Add(-1)
+			return false
+		}
+		return true
+	}
 	l.mu.Lock()
-	l.ahead = l.dropCancelledLocked(l.ahead, &cancelled)
-	l.queue = l.dropCancelledLocked(l.queue, &cancelled)
+	l.ahead.keep(keep)
+	l.queue.keep(keep)
 	l.mu.Unlock()
 	for _, w := range cancelled {
 		w.async.slot(w.ctx.Cause())
 	}
-}
-
-// dropCancelledLocked moves the cancelled asynchronous waiters of q to
-// cancelled and returns the rest. The caller holds l.mu.
-func (l *Limiter) dropCancelledLocked(q []waiter, cancelled *[]waiter) []waiter {
-	kept := q[:0]
-	for _, w := range q {
-		if w.async != nil && w.ctx.Err() != nil {
-			*cancelled = append(*cancelled, w)
-			l.waiting.Add(-1)
-			continue
-		}
-		kept = append(kept, w)
-	}
-	clear(q[len(kept):])
-	return kept
-}
-
-// popLocked takes the next waiter: ahead first. The caller holds l.mu and
-// knows one waits.
-func (l *Limiter) popLocked() waiter {
-	q := &l.queue
-	if len(l.ahead) > 0 {
-		q = &l.ahead
-	}
-	w := (*q)[0]
-	(*q)[0] = waiter{}
-	*q = (*q)[1:]
-	if len(*q) == 0 {
-		*q = (*q)[:0:0] // let the emptied array go
-	}
-	return w
 }
 
 // remove takes the sleeper waiting on ch out of the queue, reporting
@@ -180,14 +195,18 @@ func (l *Limiter) popLocked() waiter {
 func (l *Limiter) remove(ch chan struct{}) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for i, q := range l.queue {
-		if q.ch == ch {
-			l.queue = append(l.queue[:i], l.queue[i+1:]...)
-			l.waiting.Add(-1)
-			return true
+	found := false
+	l.queue.keep(func(w waiter) bool {
+		if w.ch == ch {
+			found = true
+			return false
 		}
+		return true
+	})
+	if found {
+		l.waiting.Add(-1)
 	}
-	return false
+	return found
 }
 
 // release frees a slot, handing it to the oldest waiter if there is one.
@@ -201,8 +220,13 @@ func (l *Limiter) release() {
 	var first slotWaiter
 	var more []slotWaiter
 	l.mu.Lock()
-	for len(l.ahead)+len(l.queue) > 0 && l.tryAcquire() {
-		w := l.popLocked()
+	for l.ahead.len()+l.queue.len() > 0 && l.tryAcquire() {
+		var w waiter
+		if l.ahead.len() > 0 {
+			w = l.ahead.pop()
+		} else {
+			w = l.queue.pop()
+		}
 		l.waiting.Add(-1)
 		switch {
 		case w.async == nil:
