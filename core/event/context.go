@@ -89,10 +89,19 @@ func NewContext(parent context.Context, key string) *Context {
 // together with it, so the common single-attempt event costs one
 // allocation, not two.
 func NewInvocation(parent context.Context, key string) *Context {
-	pair := &struct{ c, attempt Context }{}
-	c := &pair.c
+	return new(Invocation).Init(parent, key)
+}
+
+// Invocation is the memory of an invocation's context and of its first
+// attempt's. The engine embeds it in per-event state it allocates anyway,
+// so that an event's contexts cost no allocation of their own.
+type Invocation struct{ c, attempt Context }
+
+// Init is NewInvocation in inv, which must be zero and used only once.
+func (inv *Invocation) Init(parent context.Context, key string) *Context {
+	c := &inv.c
 	c.parent, c.key = parent, key
-	c.spare.Store(&pair.attempt)
+	c.spare.Store(&inv.attempt)
 	c.valid.Store(true)
 	return c
 }

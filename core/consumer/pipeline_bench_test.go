@@ -1,0 +1,124 @@
+package consumer
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/prosody-events/prosody-go/core/config"
+	"github.com/prosody-events/prosody-go/core/event"
+	"github.com/prosody-events/prosody-go/core/filter"
+	"github.com/prosody-events/prosody-go/core/middleware"
+)
+
+// BenchmarkPipeline measures the engine's own work per message, without
+// Kafka: records already fetched go through admit, the key queues, the
+// executor, the default middleware chain and a no-op handler, and their
+// offsets are finished. One op is one message. cmd/prosody-bench gives the
+// end-to-end figure against a real broker; this one isolates the code path
+// this package owns, so that a change to it can be compared with
+// `go test -bench Pipeline -count 6` and benchstat.
+func BenchmarkPipeline(b *testing.B) {
+	const partitions, keys = 8, 10_000
+	def := config.Default()
+	var handled atomic.Int64
+	done := make(chan struct{})
+	target := int64(b.N)
+	h := event.HandlerFuncs{Message: func(*event.Context, *event.Message) error {
+		if handled.Add(1) == target {
+			close(done)
+		}
+		return nil
+	}}
+	timeouts := middleware.NewTimeouts(def.HandlerTimeout())
+	defer timeouts.Stop()
+	invoke := middleware.Chain(middleware.HandlerInvoker(h),
+		middleware.Retry(middleware.RetryPolicy{MaxRetries: middleware.Unlimited, Base: def.RetryBase, MaxDelay: def.MaxRetryDelay}),
+		middleware.Cancellation(),
+		middleware.NewLimiter(def.MaxConcurrency).Middleware(),
+		timeouts.Middleware(),
+	)
+	c := &Consumer{
+		opts:       Options{GroupID: "bench", MaxUncommitted: def.MaxUncommitted, ShutdownTimeout: time.Second},
+		invoke:     invoke,
+		log:        slog.New(slog.NewTextHandler(io.Discard, nil)),
+		eventTypes: filter.NewEventTypes(nil),
+		exec:       newExecutor(),
+	}
+	defer c.exec.close()
+
+	// A pool of records per partition, made before the timer starts and
+	// reused with fresh offsets: admit copies what it keeps, and a live heap
+	// of b.N records would make the benchmark about the garbage collector.
+	// Keys spread over the partitions as a key partitioner would.
+	const pool = 4096
+	filler := make([]byte, 120)
+	for i := range filler {
+		filler[i] = 'x'
+	}
+	records := make([][]*sarama.ConsumerMessage, partitions)
+	for i := 0; len(records[partitions-1]) < pool; i++ {
+		k := i % keys
+		part := k % partitions
+		if len(records[part]) == pool {
+			continue
+		}
+		records[part] = append(records[part], &sarama.ConsumerMessage{
+			Topic: "bench", Partition: int32(part), Timestamp: time.Now(),
+			Key:   fmt.Appendf(nil, "key-%d", k),
+			Value: fmt.Appendf(nil, `{"id":"e-%d","type":"bench","seq":%d,"data":"%s"}`, i, i, filler),
+		})
+	}
+
+	ps := make([]*partition, partitions)
+	for i := range ps {
+		ps[i] = newPartition(c, "bench", int32(i))
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	var feeders sync.WaitGroup
+	for i, p := range ps {
+		feeders.Add(1)
+		go func(p *partition, pool []*sarama.ConsumerMessage, share int) {
+			defer feeders.Done()
+			// The claim loop's intake, without sarama: bursts of up to
+			// maxBurst, waiting for room when the partition is full.
+			burst := make([]*sarama.ConsumerMessage, 0, maxBurst)
+			for off := 0; off < share; {
+				burst = burst[:0]
+				for k := off; k < share && len(burst) < maxBurst; k++ {
+					r := pool[k%len(pool)]
+					r.Offset = int64(k)
+					burst = append(burst, r)
+					if k%len(pool) == len(pool)-1 {
+						break // the rest of the pool may still be in use
+					}
+				}
+				n := p.admit(burst)
+				off += n
+				if n == 0 {
+					<-p.room
+				}
+			}
+		}(p, records[i], b.N/partitions+boolInt(i < b.N%partitions))
+	}
+	<-done
+	b.StopTimer()
+	feeders.Wait()
+	for _, p := range ps {
+		p.drain(time.Second, ErrStopped)
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
