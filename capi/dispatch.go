@@ -74,29 +74,41 @@ func (d *dispatcher) push(it readyItem) {
 	n.call()
 }
 
-// wake is the notify callback to call once d.mu is released, if any.
+// wake is the host's wake-up to make once d.mu is released, if any: the
+// eventfd write and the notify callback.
 type wake struct {
-	fn C.prosody_notify_fn
-	ud C.uintptr_t
+	needed bool
+	efd    int
+	fn     C.prosody_notify_fn
+	ud     C.uintptr_t
 }
 
 func (w wake) call() {
+	if !w.needed {
+		return
+	}
+	_, _ = syscall.Write(w.efd, one[:])
 	if w.fn != nil {
 		C.prosodyInt_call_notify(w.fn, w.ud)
 	}
 }
 
-// pushLocked queues an item; when the queue was empty it makes the event
-// fd readable and returns the notify callback to call after unlocking. The
+// pushLocked queues an item. When the queue was empty it returns the
+// wake-up to make once d.mu is released: the eventfd write is a system call,
+// and the engine's goroutines and the host's threads all queue here. The
 // caller holds d.mu.
+//
+// Writing the fd after unlocking can leave it readable with nothing queued
+// (the host polled the item in between); the host's next poll returns
+// nothing and resets it. It never leaves an item queued behind an unreadable
+// fd: the poll that resets the fd takes every item queued before it.
 func (d *dispatcher) pushLocked(it readyItem) wake {
 	wasEmpty := d.head == len(d.queue)
 	d.queue = append(d.queue, it)
 	if !wasEmpty {
 		return wake{}
 	}
-	_, _ = syscall.Write(d.efd, one[:])
-	return wake{d.notify, d.ud}
+	return wake{needed: true, efd: d.efd, fn: d.notify, ud: d.ud}
 }
 
 // poll moves up to len(out) items into out and returns how many. It resets
@@ -209,18 +221,21 @@ func (d *dispatcher) wait(ev *pendingEvent) error {
 // decides.
 func (d *dispatcher) start(ev *pendingEvent, done event.Done) {
 	ev.done = done
+	// Registered and counted before it is queued, so a completion never
+	// makes inFlight negative, and outside d.mu, which the host's poll
+	// needs. close sets closed and then fails every registered event of d:
+	// an event registered in between is failed once, by whichever of close
+	// and this takes it from the table.
+	d.inFlight.Add(1)
+	events.add(ev.id, ev)
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
-		ev.free()
-		done.Done(errReleased)
+		if _, err := events.take(ev.id); err == nil {
+			ev.finish(errReleased)
+		}
 		return
 	}
-	// Registered and queued under d.mu so that close, which sets closed
-	// first, sees every event it must fail; counted before the host can
-	// see it, so a completion never makes inFlight negative.
-	events.add(ev.id, ev)
-	d.inFlight.Add(1)
 	n := d.pushLocked(readyItem{ev: ev})
 	d.mu.Unlock()
 	n.call()

@@ -41,26 +41,50 @@ var lastID atomic.Uint64
 func newID(k kind) uint64 { return lastID.Add(1)<<8 | uint64(k) }
 
 // table maps handles of one kind to their objects.
+//
+// It is split into shards by id because the events table is touched for
+// every event by the engine's goroutines (add), the host's completing
+// thread (take) and the cancellation watch (each): with one lock the host
+// thread kept waiting for it, and a host thread that blocks in Go costs two
+// thread switches to resume.
 type table[T any] struct {
-	kind kind
-	mu   sync.RWMutex
-	m    map[uint64]T
+	kind   kind
+	shards [tableShards]tableShard[T]
 }
 
-func newTable[T any](k kind) *table[T] { return &table[T]{kind: k, m: make(map[uint64]T)} }
+const tableShards = 16
+
+type tableShard[T any] struct {
+	mu sync.RWMutex
+	m  map[uint64]T
+	_  [32]byte // a shard per cache line
+}
+
+func newTable[T any](k kind) *table[T] {
+	t := &table[T]{kind: k}
+	for i := range t.shards {
+		t.shards[i].m = make(map[uint64]T)
+	}
+	return t
+}
+
+// shard is where id lives; consecutive ids go to consecutive shards.
+func (t *table[T]) shard(id uint64) *tableShard[T] { return &t.shards[(id>>8)%tableShards] }
 
 func (t *table[T]) add(id uint64, v T) {
-	t.mu.Lock()
-	t.m[id] = v
-	t.mu.Unlock()
+	sh := t.shard(id)
+	sh.mu.Lock()
+	sh.m[id] = v
+	sh.mu.Unlock()
 }
 
 // get returns the object of a live handle, or an INVALID_HANDLE error that
 // says what is wrong with it.
 func (t *table[T]) get(id uint64) (T, error) {
-	t.mu.RLock()
-	v, ok := t.m[id]
-	t.mu.RUnlock()
+	sh := t.shard(id)
+	sh.mu.RLock()
+	v, ok := sh.m[id]
+	sh.mu.RUnlock()
 	if !ok {
 		return v, t.invalid(id)
 	}
@@ -70,10 +94,11 @@ func (t *table[T]) get(id uint64) (T, error) {
 // take removes a live handle and returns its object; only one caller can
 // take a given handle, which makes release and completion exactly-once.
 func (t *table[T]) take(id uint64) (T, error) {
-	t.mu.Lock()
-	v, ok := t.m[id]
-	delete(t.m, id)
-	t.mu.Unlock()
+	sh := t.shard(id)
+	sh.mu.Lock()
+	v, ok := sh.m[id]
+	delete(sh.m, id)
+	sh.mu.Unlock()
 	if !ok {
 		return v, t.invalid(id)
 	}
@@ -92,24 +117,30 @@ func (t *table[T]) invalid(id uint64) error {
 
 // takeWhere removes and returns every object for which match is true.
 func (t *table[T]) takeWhere(match func(T) bool) []T {
-	t.mu.Lock()
-	defer t.mu.Unlock()
 	var out []T
-	for id, v := range t.m {
-		if match(v) {
-			out = append(out, v)
-			delete(t.m, id)
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		for id, v := range sh.m {
+			if match(v) {
+				out = append(out, v)
+				delete(sh.m, id)
+			}
 		}
+		sh.mu.Unlock()
 	}
 	return out
 }
 
-// each calls f for every entry, under the read lock: f must be quick and
-// must not touch the table.
+// each calls f for every entry, a shard at a time under its read lock: f
+// must be quick and must not touch the table.
 func (t *table[T]) each(f func(T)) {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	for _, v := range t.m {
-		f(v)
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.RLock()
+		for _, v := range sh.m {
+			f(v)
+		}
+		sh.mu.RUnlock()
 	}
 }
