@@ -311,8 +311,10 @@ int prosody_client_unsubscribe(uint64_t client, prosody_completion_fn done, void
 
 /* Stores in *fd the client's Linux eventfd (non-blocking, close-on-exec).
  * It is readable while the ready queue is non-empty and is reset by
- * prosody_client_poll when the queue becomes empty; the host only waits on
- * it (never reads, writes or closes it). It is the same fd for the client's
+ * prosody_client_poll when the queue becomes empty; it can also be readable
+ * with nothing queued (after a race with a poll), and the next poll then
+ * returns no items and resets it. The host only waits on it (never reads,
+ * writes or closes it). It is the same fd for the client's
  * whole life, across subscriptions, and is closed when the release
  * completes. Errors: INVALID_ARGUMENT, INVALID_HANDLE, AFTER_FORK. */
 int prosody_client_event_fd(uint64_t client, int *fd, char **error_message);
