@@ -26,27 +26,6 @@ type item struct {
 	ev     event.Event
 	offset int64
 	hash   uint64 // of the event's key, in the partition's key queue
-	// inv is the memory for the event's contexts, allocated with the
-	// message (admit); nil for timers, whose contexts are allocated when
-	// they run.
-	inv *event.Invocation
-}
-
-// invocation returns the memory for its contexts, allocating it for a
-// timer. It is called once per event: an invocation's contexts are not
-// reused.
-func (it item) invocation() *event.Invocation {
-	if it.inv != nil {
-		return it.inv
-	}
-	return new(event.Invocation)
-}
-
-// burstRecord is an admitted message with the memory of its contexts; admit
-// allocates a burst's records at once.
-type burstRecord struct {
-	msg event.Message
-	inv event.Invocation
 }
 
 // partition is the state of one assigned partition: which offsets are
@@ -160,13 +139,12 @@ func (p *partition) admit(rs []*sarama.ConsumerMessage) int {
 	}
 	p.mu.Unlock()
 
-	// Decode outside the lock; one allocation holds the burst's messages
-	// and the memory of their contexts.
-	recs := make([]burstRecord, len(taken))
+	// Decode outside the lock; one Message allocation serves the burst.
+	msgs := make([]event.Message, len(taken))
 	items, skipped := p.itemBuf[:0], p.skipBuf[:0]
 	for i, r := range taken {
 		taken[i] = nil
-		msg := &recs[i].msg
+		msg := &msgs[i]
 		if reason, err := decode(&p.dec, r, now, msg); err != nil {
 			p.c.stats.undecodable.Add(1)
 			p.log.Error("undecodable record skipped", slog.Int64("offset", r.Offset),
@@ -182,7 +160,7 @@ func (p *partition) admit(rs []*sarama.ConsumerMessage) int {
 			skipped = append(skipped, p.filterOut(msg, filter.ReasonEventType))
 			continue
 		}
-		items = append(items, item{ev: msg, offset: r.Offset, hash: p.keys.Hash(msg.Key), inv: &recs[i].inv})
+		items = append(items, item{ev: msg, offset: r.Offset, hash: p.keys.Hash(msg.Key)})
 	}
 	p.takeBuf = taken[:0]
 
@@ -296,6 +274,7 @@ type asyncEvent struct {
 	p   *partition
 	it  item
 	ctx *event.Context
+	inv event.Invocation // ctx's memory
 }
 
 // Done implements event.Done: the message's final outcome.
@@ -318,7 +297,8 @@ func (p *partition) startAsyncNext(it item) {
 }
 
 func (p *partition) newAsyncEvent(it item) *asyncEvent {
-	a := &asyncEvent{p: p, it: it, ctx: it.invocation().Init(p.scope, it.ev.EventKey())}
+	a := &asyncEvent{p: p, it: it}
+	a.ctx = a.inv.Init(p.scope, it.ev.EventKey())
 	a.ctx.SetEnv(p.env)
 	return a
 }
@@ -423,7 +403,7 @@ func (p *partition) stopTimers() {
 }
 
 func (p *partition) invoke(it item) (err error) {
-	ctx := it.invocation().Init(p.scope, it.ev.EventKey())
+	ctx := event.NewInvocation(p.scope, it.ev.EventKey())
 	ctx.SetEnv(p.env)
 	defer ctx.Invalidate()
 	defer func() {
