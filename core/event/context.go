@@ -237,11 +237,17 @@ func (c *Context) Done() <-chan struct{} {
 // function that unregisters it. Implementing it lets context.AfterFunc,
 // context.WithCancel and children made by WithTimeout follow this context
 // without a goroutine each.
+//
+// As with context.AfterFunc, f runs in a goroutine of its own when c is
+// already cancelled. The standard library relies on that: it registers a
+// child context here while holding that child's lock, with a callback that
+// takes the lock; calling it on the spot deadlocked a handler whose first
+// Done (or WithCancel) raced with its partition's revocation.
 func (c *Context) AfterFunc(f func()) (stop func() bool) {
 	c.mu.Lock()
 	if c.cause != nil {
 		c.mu.Unlock()
-		f()
+		go f()
 		return func() bool { return false }
 	}
 	w := c.waitersLocked()

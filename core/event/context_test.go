@@ -119,3 +119,50 @@ func TestAttempt(t *testing.T) {
 		}
 	}
 }
+
+// Cancelling takes no lock unless something waits, so a Done or AfterFunc
+// that races with the cancellation must still see it: the channel closes
+// and the callback runs, exactly once, whichever side gets there first.
+func TestCancelRacesWithWaiters(t *testing.T) {
+	tests := []struct {
+		name string
+		wait func(c *Context, fired chan<- struct{})
+	}{
+		{"Done", func(c *Context, fired chan<- struct{}) {
+			<-c.Done()
+			fired <- struct{}{}
+		}},
+		{"AfterFunc", func(c *Context, fired chan<- struct{}) {
+			c.AfterFunc(func() { fired <- struct{}{} })
+		}},
+		{"parent", func(c *Context, fired chan<- struct{}) {
+			// A child made while the parent is being cancelled.
+			child := NewContext(c, "child")
+			<-child.Done()
+			fired <- struct{}{}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for i := 0; i < 2000; i++ {
+				c := NewContext(context.Background(), "k")
+				fired := make(chan struct{}, 2)
+				go tt.wait(c, fired)
+				go c.Cancel(ErrRevoked)
+				select {
+				case <-fired:
+				case <-time.After(5 * time.Second):
+					t.Fatalf("round %d: the waiter never saw the cancellation", i)
+				}
+				select {
+				case <-fired:
+					t.Fatalf("round %d: the waiter fired twice", i)
+				case <-time.After(time.Microsecond):
+				}
+				if !errors.Is(c.Cause(), ErrRevoked) {
+					t.Fatalf("round %d: Cause = %v", i, c.Cause())
+				}
+			}
+		})
+	}
+}
