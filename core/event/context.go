@@ -41,8 +41,16 @@ type Context struct {
 	parent context.Context
 	key    string
 	valid  atomic.Bool
-	// cancelled mirrors cause != nil so Err and ShouldCancel need no lock.
-	cancelled atomic.Bool
+	// state is why the context was cancelled, nil while it is not. It is
+	// set once, by compare-and-swap: cancelling (which every event does
+	// twice, when its attempt and its invocation end) takes no lock unless
+	// something waits on the context.
+	state atomic.Pointer[cancelState]
+	// waiting is set once a Done channel, an AfterFunc or a timer exists;
+	// cancel then takes mu to fire them. Set after they are registered and
+	// before state is read again, so that cancel (which sets state, then
+	// reads waiting) or the registering call sees the other.
+	waiting atomic.Bool
 	// spare is an attempt context allocated with this one (NewInvocation),
 	// handed out by the first Attempt; nil once used or when there is none.
 	spare atomic.Pointer[Context]
@@ -50,14 +58,21 @@ type Context struct {
 	// hint); shared by all contexts of a partition.
 	env *Env
 
-	mu    sync.Mutex
-	cause error
-	err   error    // context.Canceled or DeadlineExceeded
-	w     *waiters // made on first Done, AfterFunc or timeout
+	mu sync.Mutex
+	w  *waiters // made on first Done, AfterFunc or timeout
 }
+
+// cancelState is a cancellation's cause and the error Err returns
+// (context.Canceled or DeadlineExceeded).
+type cancelState struct{ cause, err error }
+
+// invalidated is the state of every context whose handler returned, shared
+// so that ending an event allocates nothing.
+var invalidated = &cancelState{ErrInvalidContext, context.Canceled}
 
 // waiters is the part of a Context needed only once something waits on it.
 type waiters struct {
+	fired      bool              // done closed and callbacks run, once
 	done       chan struct{}     // made on first Done
 	callbacks  map[uint64]func() // AfterFunc registrations
 	nextID     uint64            //
@@ -138,6 +153,7 @@ func (c *Context) WithTimeout(d time.Duration) (*Context, func()) {
 	if d > 0 {
 		child.mu.Lock()
 		child.waitersLocked().timer = time.AfterFunc(d, child.CancelTimeout)
+		child.waiting.Store(true)
 		child.mu.Unlock()
 	}
 	return child, child.Invalidate
@@ -184,10 +200,8 @@ func (c *Context) Invalidate() {
 
 // Cause returns why the invocation was cancelled, or nil while it runs.
 func (c *Context) Cause() error {
-	if c.cancelled.Load() {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		return c.cause
+	if st := c.state.Load(); st != nil {
+		return st.cause
 	}
 	if c.parent.Err() != nil {
 		return causeOf(c.parent)
@@ -207,10 +221,8 @@ func (c *Context) Deadline() (time.Time, bool) { return c.parent.Deadline() }
 
 // Err implements context.Context.
 func (c *Context) Err() error {
-	if c.cancelled.Load() {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		return c.err
+	if st := c.state.Load(); st != nil {
+		return st.err
 	}
 	return c.parent.Err()
 }
@@ -221,16 +233,23 @@ func (c *Context) Value(key any) any { return c.parent.Value(key) }
 // Done implements context.Context.
 func (c *Context) Done() <-chan struct{} {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.w == nil || c.w.done == nil {
-		if c.cause != nil {
-			return closedChan
-		}
-		w := c.waitersLocked()
-		w.done = make(chan struct{})
-		c.subscribeLocked()
+	if c.w != nil && c.w.done != nil {
+		defer c.mu.Unlock()
+		return c.w.done
 	}
-	return c.w.done
+	if c.state.Load() != nil || (c.w != nil && c.w.fired) {
+		c.mu.Unlock()
+		return closedChan
+	}
+	w := c.waitersLocked()
+	w.done = make(chan struct{})
+	c.subscribeLocked()
+	c.waiting.Store(true)
+	c.mu.Unlock()
+	if c.state.Load() != nil {
+		c.fire() // cancelled meanwhile, perhaps before it saw waiting
+	}
+	return w.done
 }
 
 // AfterFunc arranges for f to run once c is cancelled, and returns a
@@ -245,7 +264,7 @@ func (c *Context) Done() <-chan struct{} {
 // Done (or WithCancel) raced with its partition's revocation.
 func (c *Context) AfterFunc(f func()) (stop func() bool) {
 	c.mu.Lock()
-	if c.cause != nil {
+	if c.state.Load() != nil || (c.w != nil && c.w.fired) {
 		c.mu.Unlock()
 		go f()
 		return func() bool { return false }
@@ -258,7 +277,13 @@ func (c *Context) AfterFunc(f func()) (stop func() bool) {
 	w.nextID++
 	w.callbacks[id] = f
 	c.subscribeLocked()
+	c.waiting.Store(true)
 	c.mu.Unlock()
+	if c.state.Load() != nil {
+		// Cancelled meanwhile, perhaps before it saw waiting; not on this
+		// goroutine, for the reason above.
+		go c.fire()
+	}
 	return func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -279,23 +304,35 @@ func (c *Context) subscribeLocked() {
 	w.stopParent = context.AfterFunc(parent, func() { c.cancel(causeOf(parent), parent.Err()) })
 }
 
-// cancel records the first cause, closes Done and runs the callbacks.
+// cancel records the first cause, then closes Done and runs the callbacks
+// if anything waits.
 func (c *Context) cancel(cause, err error) {
 	if cause == nil {
 		cause = err
 	}
+	st := invalidated
+	if cause != st.cause || err != st.err {
+		st = &cancelState{cause, err}
+	}
+	if !c.state.CompareAndSwap(nil, st) {
+		return
+	}
+	if c.waiting.Load() {
+		c.fire()
+	}
+}
+
+// fire closes Done, runs the callbacks and drops the subscriptions of a
+// cancelled context, once: cancel and a Done or AfterFunc call that raced
+// with it may both call it.
+func (c *Context) fire() {
 	c.mu.Lock()
-	if c.cause != nil {
+	w := c.w
+	if w == nil || w.fired {
 		c.mu.Unlock()
 		return
 	}
-	c.cause, c.err = cause, err
-	c.cancelled.Store(true)
-	w := c.w
-	if w == nil {
-		c.mu.Unlock()
-		return // nothing waits, nothing to stop
-	}
+	w.fired = true
 	if w.done != nil {
 		close(w.done)
 	}
