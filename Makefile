@@ -27,6 +27,7 @@ test: services-up test-go test-c test-python test-node ## start the services if 
 
 test-go: ## Go tests with the race detector (needs the services: make services-up)
 	$(GOTEST) ./...
+	$(GOTEST) -tags capitest ./capi
 
 test-python: ## build the Python package into build/python-venv; mypy --strict and pytest (mock + services)
 	bindings/python/run-tests.sh
@@ -44,6 +45,7 @@ lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) vet -tags capitest ./capi
 
 fmt: ## format the Go sources
 	gofmt -w $$(git ls-files '*.go')

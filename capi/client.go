@@ -9,7 +9,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"syscall"
 	"unsafe"
 
 	"github.com/prosody-events/prosody-go/core/client"
@@ -86,7 +85,7 @@ func prosodyGo_client_new(cfgJSON *C.char, out *C.uint64_t, errOut **C.char) (st
 	}
 	c, err := client.New(cfg, client.WithLogger(newLogger(level)))
 	if err != nil {
-		syscall.Close(disp.efd)
+		disp.closeFd()
 		return fail(errOut, configError(err))
 	}
 	e := &clientEntry{c: c, disp: disp}
@@ -109,7 +108,7 @@ func prosodyGo_client_release(id C.uint64_t, cb C.prosody_completion_fn, ud C.ui
 	async("prosody_client_release", completion{fn: cb, ud: ud}, func() error {
 		e.disp.close()
 		err := e.c.Close(context.Background())
-		syscall.Close(e.disp.efd)
+		e.disp.closeFd()
 		return err
 	})
 	return C.PROSODY_OK

@@ -33,8 +33,16 @@ type dispatcher struct {
 	queue  []readyItem
 	head   int // queue[head:] is waiting
 	closed bool
-	notify C.prosody_notify_fn
-	ud     C.uintptr_t
+
+	// wakeMu orders the host's wake-ups (the eventfd write and the notify
+	// call), which are made after mu is released, with what ends them: a
+	// change of notify callback and the closing of the fd. Those take it
+	// exclusively, so once they return no wake-up uses the old callback or
+	// the fd.
+	wakeMu   sync.RWMutex
+	notify   C.prosody_notify_fn
+	ud       C.uintptr_t
+	fdClosed bool
 
 	// inFlight counts the events handed to the host and not finished; the
 	// cancellation watch runs while it is above zero.
@@ -59,9 +67,21 @@ func newDispatcher() (*dispatcher, error) {
 // setNotify installs the host's notify callback of a new subscription (nil
 // to remove it).
 func (d *dispatcher) setNotify(fn C.prosody_notify_fn, ud C.uintptr_t) {
-	d.mu.Lock()
+	d.wakeMu.Lock()
 	d.notify, d.ud = fn, ud
-	d.mu.Unlock()
+	d.wakeMu.Unlock()
+}
+
+// closeFd closes the event fd once no wake-up is using it; later wake-ups
+// do nothing.
+func (d *dispatcher) closeFd() {
+	d.wakeMu.Lock()
+	defer d.wakeMu.Unlock()
+	if !d.fdClosed {
+		d.fdClosed = true
+		d.notify, d.ud = nil, 0
+		_ = syscall.Close(d.efd)
+	}
 }
 
 var one = [8]byte{1} // eventfd increments are native-endian uint64
@@ -69,46 +89,39 @@ var one = [8]byte{1} // eventfd increments are native-endian uint64
 // push queues an item and wakes the host if the queue was empty.
 func (d *dispatcher) push(it readyItem) {
 	d.mu.Lock()
-	n := d.pushLocked(it)
+	wake := d.pushLocked(it)
 	d.mu.Unlock()
-	n.call()
-}
-
-// wake is the host's wake-up to make once d.mu is released, if any: the
-// eventfd write and the notify callback.
-type wake struct {
-	needed bool
-	efd    int
-	fn     C.prosody_notify_fn
-	ud     C.uintptr_t
-}
-
-func (w wake) call() {
-	if !w.needed {
-		return
-	}
-	_, _ = syscall.Write(w.efd, one[:])
-	if w.fn != nil {
-		C.prosodyInt_call_notify(w.fn, w.ud)
+	if wake {
+		d.wake()
 	}
 }
 
-// pushLocked queues an item. When the queue was empty it returns the
-// wake-up to make once d.mu is released: the eventfd write is a system call,
-// and the engine's goroutines and the host's threads all queue here. The
-// caller holds d.mu.
+// pushLocked queues an item and reports whether the queue was empty: the
+// caller then calls wake once d.mu is released. The eventfd write is a
+// system call, and the engine's goroutines and the host's threads all
+// queue here. The caller holds d.mu.
 //
 // Writing the fd after unlocking can leave it readable with nothing queued
 // (the host polled the item in between); the host's next poll returns
 // nothing and resets it. It never leaves an item queued behind an unreadable
 // fd: the poll that resets the fd takes every item queued before it.
-func (d *dispatcher) pushLocked(it readyItem) wake {
+func (d *dispatcher) pushLocked(it readyItem) bool {
 	wasEmpty := d.head == len(d.queue)
 	d.queue = append(d.queue, it)
-	if !wasEmpty {
-		return wake{}
+	return wasEmpty
+}
+
+// wake makes the event fd readable and calls the notify callback, if any.
+func (d *dispatcher) wake() {
+	d.wakeMu.RLock()
+	defer d.wakeMu.RUnlock()
+	if d.fdClosed {
+		return
 	}
-	return wake{needed: true, efd: d.efd, fn: d.notify, ud: d.ud}
+	_, _ = syscall.Write(d.efd, one[:])
+	if d.notify != nil {
+		C.prosodyInt_call_notify(d.notify, d.ud)
+	}
 }
 
 // poll moves up to len(out) items into out and returns how many. It resets
@@ -150,9 +163,9 @@ func (d *dispatcher) poll(out []C.prosody_event) int {
 func (d *dispatcher) close() {
 	d.mu.Lock()
 	d.closed = true
-	d.notify, d.ud = nil, 0
 	d.queue, d.head = nil, 0
 	d.mu.Unlock()
+	d.setNotify(nil, 0)
 	for _, ev := range events.takeWhere(func(ev *pendingEvent) bool { return ev.disp == d }) {
 		ev.finish(errReleased)
 	}
@@ -221,24 +234,25 @@ func (d *dispatcher) wait(ev *pendingEvent) error {
 // decides.
 func (d *dispatcher) start(ev *pendingEvent, done event.Done) {
 	ev.done = done
-	// Registered and counted before it is queued, so a completion never
-	// makes inFlight negative, and outside d.mu, which the host's poll
-	// needs. close sets closed and then fails every registered event of d:
-	// an event registered in between is failed once, by whichever of close
-	// and this takes it from the table.
-	d.inFlight.Add(1)
-	events.add(ev.id, ev)
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
-		if _, err := events.take(ev.id); err == nil {
-			ev.finish(errReleased)
-		}
+		ev.free()
+		done.Done(errReleased)
 		return
 	}
-	n := d.pushLocked(readyItem{ev: ev})
+	// Registered and queued under d.mu, so that close, which sets closed
+	// first, sees every event it must fail, and so that the cancellation
+	// watch, which finds events in the table, cannot queue a notice for an
+	// event before the event itself; counted before the host can see it, so
+	// a completion never makes inFlight negative.
+	events.add(ev.id, ev)
+	d.inFlight.Add(1)
+	wake := d.pushLocked(readyItem{ev: ev})
 	d.mu.Unlock()
-	n.call()
+	if wake {
+		d.wake()
+	}
 	if !d.watching.Load() && d.watching.CompareAndSwap(false, true) {
 		d.watchCancellation()
 	}
