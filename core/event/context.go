@@ -247,7 +247,10 @@ func (c *Context) Done() <-chan struct{} {
 	c.waiting.Store(true)
 	c.mu.Unlock()
 	if c.state.Load() != nil {
-		c.fire() // cancelled meanwhile, perhaps before it saw waiting
+		// Cancelled meanwhile, perhaps before it saw waiting. The channel
+		// closes now; callbacks run elsewhere, not on a goroutine that may
+		// hold a lock they take.
+		c.fire(true)
 	}
 	return w.done
 }
@@ -280,9 +283,9 @@ func (c *Context) AfterFunc(f func()) (stop func() bool) {
 	c.waiting.Store(true)
 	c.mu.Unlock()
 	if c.state.Load() != nil {
-		// Cancelled meanwhile, perhaps before it saw waiting; not on this
-		// goroutine, for the reason above.
-		go c.fire()
+		// Cancelled meanwhile, perhaps before it saw waiting; callbacks
+		// not on this goroutine, for the reason above.
+		c.fire(true)
 	}
 	return func() bool {
 		c.mu.Lock()
@@ -318,14 +321,16 @@ func (c *Context) cancel(cause, err error) {
 		return
 	}
 	if c.waiting.Load() {
-		c.fire()
+		c.fire(false)
 	}
 }
 
 // fire closes Done, runs the callbacks and drops the subscriptions of a
 // cancelled context, once: cancel and a Done or AfterFunc call that raced
-// with it may both call it.
-func (c *Context) fire() {
+// with it may both call it. With elsewhere, the callbacks and the
+// unsubscribing run on a new goroutine: the caller is not the canceller
+// and may hold locks they take.
+func (c *Context) fire(elsewhere bool) {
 	c.mu.Lock()
 	w := c.w
 	if w == nil || w.fired {
@@ -340,13 +345,20 @@ func (c *Context) fire() {
 	w.callbacks = nil
 	stop, timer := w.stopParent, w.timer
 	c.mu.Unlock()
-	if stop != nil {
-		stop()
+	finish := func() {
+		if stop != nil {
+			stop()
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		for _, f := range callbacks {
+			f()
+		}
 	}
-	if timer != nil {
-		timer.Stop()
+	if elsewhere && (stop != nil || timer != nil || len(callbacks) > 0) {
+		go finish()
+		return
 	}
-	for _, f := range callbacks {
-		f()
-	}
+	finish()
 }

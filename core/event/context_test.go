@@ -3,6 +3,7 @@ package event
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -164,5 +165,34 @@ func TestCancelRacesWithWaiters(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A Done or AfterFunc call that races with the cancellation may finish
+// firing it, but must not run the callbacks itself: its caller may hold a
+// lock a callback takes (found in review: the first version of lock-free
+// cancellation deadlocked here within a thousand rounds).
+func TestRacingDoneDoesNotRunCallbacks(t *testing.T) {
+	for i := 0; i < 50000; i++ {
+		c := NewContext(context.Background(), "k")
+		var mu sync.Mutex
+		ran := make(chan struct{})
+		c.AfterFunc(func() { mu.Lock(); mu.Unlock(); close(ran) })
+		start := make(chan struct{})
+		go func() { <-start; c.Cancel(ErrRevoked) }()
+		out := make(chan struct{})
+		go func() {
+			mu.Lock()
+			close(start)
+			<-c.Done()
+			mu.Unlock()
+			close(out)
+		}()
+		select {
+		case <-out:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("round %d: Done's caller ran a callback that takes a lock it holds", i)
+		}
+		<-ran
 	}
 }
