@@ -27,7 +27,6 @@ import (
 	"github.com/prosody-events/prosody-go/core/config"
 	"github.com/prosody-events/prosody-go/core/consumer"
 	"github.com/prosody-events/prosody-go/core/event"
-	"github.com/prosody-events/prosody-go/core/middleware"
 	"github.com/prosody-events/prosody-go/internal/benchkit"
 )
 
@@ -207,14 +206,8 @@ func engine(addrs []string, topic string, n int) (time.Duration, error) {
 		}
 		return nil
 	}}
-	timeouts := middleware.NewTimeouts(def.HandlerTimeout())
+	invoke, timeouts := benchkit.PipelineChain(def, h)
 	defer timeouts.Stop()
-	invoke := middleware.Chain(middleware.HandlerInvoker(h),
-		middleware.Retry(middleware.RetryPolicy{MaxRetries: middleware.Unlimited, Base: def.RetryBase, MaxDelay: def.MaxRetryDelay}),
-		middleware.Cancellation(),
-		middleware.NewLimiter(def.MaxConcurrency).Middleware(),
-		timeouts.Middleware(),
-	)
 	start := time.Now()
 	c, err := consumer.Start(consumer.Options{
 		Brokers: addrs, GroupID: "bench-prosody-" + suffix(), Topics: []string{topic},

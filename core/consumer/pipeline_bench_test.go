@@ -14,7 +14,7 @@ import (
 	"github.com/prosody-events/prosody-go/core/config"
 	"github.com/prosody-events/prosody-go/core/event"
 	"github.com/prosody-events/prosody-go/core/filter"
-	"github.com/prosody-events/prosody-go/core/middleware"
+	"github.com/prosody-events/prosody-go/internal/benchkit"
 )
 
 // BenchmarkPipeline measures the engine's own work per message, without
@@ -36,14 +36,8 @@ func BenchmarkPipeline(b *testing.B) {
 		}
 		return nil
 	}}
-	timeouts := middleware.NewTimeouts(def.HandlerTimeout())
+	invoke, timeouts := benchkit.PipelineChain(def, h)
 	defer timeouts.Stop()
-	invoke := middleware.Chain(middleware.HandlerInvoker(h),
-		middleware.Retry(middleware.RetryPolicy{MaxRetries: middleware.Unlimited, Base: def.RetryBase, MaxDelay: def.MaxRetryDelay}),
-		middleware.Cancellation(),
-		middleware.NewLimiter(def.MaxConcurrency).Middleware(),
-		timeouts.Middleware(),
-	)
 	c := &Consumer{
 		opts:       Options{GroupID: "bench", MaxUncommitted: def.MaxUncommitted, ShutdownTimeout: time.Second},
 		invoke:     invoke,
