@@ -106,10 +106,9 @@ func prosodyGo_client_release(id C.uint64_t, cb C.prosody_completion_fn, ud C.ui
 		return fail(errOut, fmt.Errorf("prosody_client_release: %w", err))
 	}
 	async("prosody_client_release", completion{fn: cb, ud: ud}, func() error {
+		defer e.disp.closeFd()
 		e.disp.close()
-		err := e.c.Close(context.Background())
-		e.disp.closeFd()
-		return err
+		return e.c.Close(context.Background())
 	})
 	return C.PROSODY_OK
 }

@@ -34,14 +34,22 @@ type dispatcher struct {
 	head   int // queue[head:] is waiting
 	closed bool
 
-	// wakeMu orders the host's wake-ups (the eventfd write and the notify
-	// call), which are made after mu is released, with what ends them: a
-	// change of notify callback and the closing of the fd. Those take it
-	// exclusively, so once they return no wake-up uses the old callback or
-	// the fd.
-	wakeMu   sync.RWMutex
-	notify   C.prosody_notify_fn
-	ud       C.uintptr_t
+	// The host's notify callback. notifyMu (not mu) guards it, with the
+	// count of calls in progress: removing the callback waits until no
+	// call of it runs, so the host may free its user_data once unsubscribe
+	// or release completes. No lock is held during a call, since notify may
+	// call back into the library (and so wake the host again).
+	notifyMu   sync.Mutex
+	notifyIdle sync.Cond // signalled when notifying drops to 0
+	notify     C.prosody_notify_fn
+	ud         C.uintptr_t
+	notifying  int
+
+	// fdMu orders the eventfd writes, made after mu is released, with the
+	// closing of the fd (closeFd takes it exclusively), so that no write
+	// reaches the fd number after it is closed and perhaps reused. Only the
+	// write holds it: the notify callback may call back into the library.
+	fdMu     sync.RWMutex
 	fdClosed bool
 
 	// inFlight counts the events handed to the host and not finished; the
@@ -61,25 +69,32 @@ func newDispatcher() (*dispatcher, error) {
 	if fd < 0 {
 		return nil, errorf(C.PROSODY_ERR_INTERNAL, "creating the event fd: %v", err)
 	}
-	return &dispatcher{efd: int(fd)}, nil
+	d := &dispatcher{efd: int(fd)}
+	d.notifyIdle.L = &d.notifyMu
+	return d, nil
 }
 
-// setNotify installs the host's notify callback of a new subscription (nil
-// to remove it).
+// setNotify installs the host's notify callback of a new subscription, or
+// removes it (nil): removing returns once no call of the old callback is in
+// progress. Only library goroutines remove it, never a notify call itself.
 func (d *dispatcher) setNotify(fn C.prosody_notify_fn, ud C.uintptr_t) {
-	d.wakeMu.Lock()
+	d.notifyMu.Lock()
+	defer d.notifyMu.Unlock()
 	d.notify, d.ud = fn, ud
-	d.wakeMu.Unlock()
+	if fn == nil {
+		for d.notifying > 0 {
+			d.notifyIdle.Wait()
+		}
+	}
 }
 
-// closeFd closes the event fd once no wake-up is using it; later wake-ups
-// do nothing.
+// closeFd closes the event fd once no write is using it; later writes do
+// nothing. Call it after close.
 func (d *dispatcher) closeFd() {
-	d.wakeMu.Lock()
-	defer d.wakeMu.Unlock()
+	d.fdMu.Lock()
+	defer d.fdMu.Unlock()
 	if !d.fdClosed {
 		d.fdClosed = true
-		d.notify, d.ud = nil, 0
 		_ = syscall.Close(d.efd)
 	}
 }
@@ -89,39 +104,61 @@ var one = [8]byte{1} // eventfd increments are native-endian uint64
 // push queues an item and wakes the host if the queue was empty.
 func (d *dispatcher) push(it readyItem) {
 	d.mu.Lock()
-	wake := d.pushLocked(it)
+	w := d.pushLocked(it)
 	d.mu.Unlock()
-	if wake {
-		d.wake()
-	}
+	w.call()
 }
 
-// pushLocked queues an item and reports whether the queue was empty: the
-// caller then calls wake once d.mu is released. The eventfd write is a
-// system call, and the engine's goroutines and the host's threads all
-// queue here. The caller holds d.mu.
+// pushLocked queues an item. When the queue was empty it returns the
+// wake-up to make once d.mu is released: the eventfd write is a system
+// call, and the engine's goroutines and the host's threads all queue here.
+// The caller holds d.mu.
 //
 // Writing the fd after unlocking can leave it readable with nothing queued
 // (the host polled the item in between); the host's next poll returns
 // nothing and resets it. It never leaves an item queued behind an unreadable
 // fd: the poll that resets the fd takes every item queued before it.
-func (d *dispatcher) pushLocked(it readyItem) bool {
+func (d *dispatcher) pushLocked(it readyItem) wake {
 	wasEmpty := d.head == len(d.queue)
 	d.queue = append(d.queue, it)
-	return wasEmpty
+	if !wasEmpty {
+		return wake{}
+	}
+	return wake{d: d}
 }
 
-// wake makes the event fd readable and calls the notify callback, if any.
-func (d *dispatcher) wake() {
-	d.wakeMu.RLock()
-	defer d.wakeMu.RUnlock()
-	if d.fdClosed {
+// wake is a wake-up of the host to make once d.mu is released: the eventfd
+// write and the notify callback.
+type wake struct {
+	d *dispatcher // nil: no wake-up
+}
+
+func (w wake) call() {
+	d := w.d
+	if d == nil {
 		return
 	}
-	_, _ = syscall.Write(d.efd, one[:])
-	if d.notify != nil {
-		C.prosodyInt_call_notify(d.notify, d.ud)
+	d.fdMu.RLock()
+	if !d.fdClosed {
+		_, _ = syscall.Write(d.efd, one[:])
 	}
+	d.fdMu.RUnlock()
+	d.notifyMu.Lock()
+	fn, ud := d.notify, d.ud
+	if fn == nil {
+		d.notifyMu.Unlock()
+		return
+	}
+	d.notifying++
+	d.notifyMu.Unlock()
+	defer func() {
+		d.notifyMu.Lock()
+		if d.notifying--; d.notifying == 0 {
+			d.notifyIdle.Broadcast()
+		}
+		d.notifyMu.Unlock()
+	}()
+	C.prosodyInt_call_notify(fn, ud)
 }
 
 // poll moves up to len(out) items into out and returns how many. It resets
@@ -130,6 +167,10 @@ func (d *dispatcher) wake() {
 func (d *dispatcher) poll(out []C.prosody_event) int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.closed {
+		// Released: the fd may be closed (and its number reused) by now.
+		return 0
+	}
 	n := 0
 	for n < len(out) && d.head < len(d.queue) {
 		it := d.queue[d.head]
@@ -248,11 +289,9 @@ func (d *dispatcher) start(ev *pendingEvent, done event.Done) {
 	// a completion never makes inFlight negative.
 	events.add(ev.id, ev)
 	d.inFlight.Add(1)
-	wake := d.pushLocked(readyItem{ev: ev})
+	w := d.pushLocked(readyItem{ev: ev})
 	d.mu.Unlock()
-	if wake {
-		d.wake()
-	}
+	w.call()
 	if !d.watching.Load() && d.watching.CompareAndSwap(false, true) {
 		d.watchCancellation()
 	}

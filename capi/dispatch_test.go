@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"syscall"
 	"testing"
 	"time"
 
@@ -77,4 +78,79 @@ func containsEvent(items []polled, id uint64) bool {
 		}
 	}
 	return false
+}
+
+// The notify callback may call back into the library (prosody.h), and a
+// completion made there queues the key's next event and wakes the host
+// again from inside the callback. That must not deadlock while another
+// thread removes the callback (found in review: holding a read lock across
+// notify did, once a writer waited).
+func TestNotifyMayReenterWhileTheCallbackIsRemoved(t *testing.T) {
+	d, err := newDispatcher()
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, done := testReentrantNotify(d)
+	finished := make(chan struct{})
+	go func() { d.start(first, done); close(finished) }()
+	select {
+	case <-finished:
+	case <-time.After(5 * time.Second):
+		// No cleanup: closing would wait on the deadlocked goroutines.
+		t.Fatal("deadlock: the completion made inside notify never returned")
+	}
+	d.close()
+	d.closeFd()
+}
+
+// A poll that raced with the client's release must not read the fd number
+// after the release closed it: the host may have reused the number (found
+// in review).
+func TestPollAfterReleaseLeavesAReusedFdAlone(t *testing.T) {
+	d, err := newDispatcher()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p [2]int
+	if err := syscall.Pipe2(p[:], syscall.O_NONBLOCK); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(p[1])
+	d.close()
+	d.closeFd()
+	// The host's next descriptor takes the released number.
+	if err := syscall.Dup2(p[0], d.efd); err != nil {
+		t.Fatal(err)
+	}
+	syscall.Close(p[0])
+	defer syscall.Close(d.efd)
+	if _, err := syscall.Write(p[1], []byte("hostdata")); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(testPoll(d)); n != 0 {
+		t.Fatalf("poll after release returned %d items", n)
+	}
+	var buf [16]byte
+	if n, _ := syscall.Read(d.efd, buf[:]); n != 8 {
+		t.Fatalf("the poll consumed the host's bytes from the reused fd %d (%d of 8 left)", d.efd, n)
+	}
+}
+
+// Removing the notify callback (unsubscribe, release) returns only once no
+// call of it is in progress, so the host may free its user_data when they
+// complete.
+func TestRemovingNotifyWaitsForCallsInProgress(t *testing.T) {
+	d, err := newDispatcher()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.closeFd()
+	defer d.close()
+	testSlowNotify(d)
+	go d.push(readyItem{ev: testEvent(d, event.NewContext(context.Background(), "k")), cancel: true})
+	<-slowNotify.entered
+	d.setNotify(nil, 0)
+	if !slowNotify.left.Load() {
+		t.Fatal("the notify callback was removed while a call of it was still running")
+	}
 }

@@ -148,7 +148,14 @@ typedef void (*prosody_times_fn)(void *user_data, int status, const int64_t *tim
  * empty to non-empty: once per wake-up, not once per event. The host should
  * then call prosody_client_poll until it returns fewer items than it asked
  * for. Keep it short (set a flag, write to a pipe, wake a loop): it runs on
- * the thread that delivers events. */
+ * the thread that delivers events. It can also run on the host's own
+ * thread, inside prosody_event_complete, prosody_events_complete or
+ * prosody_event_release (finishing an event can queue its key's next one),
+ * so it must not wait for a lock the host holds around those calls. It may
+ * call back into this API. It can find the queue empty again (a poll raced
+ * with it). Unsubscribe and release complete only after every call of the
+ * subscription's notify has returned, so user_data may be freed once they
+ * complete; a notify must therefore never wait for them to complete. */
 typedef void (*prosody_notify_fn)(void *user_data);
 
 /* One log record. Every pointer is valid only during the callback. */
