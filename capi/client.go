@@ -34,6 +34,7 @@ type clientEntry struct {
 	mu         sync.Mutex
 	subscribed bool
 	subDone    chan struct{}
+	notify     *notifier // the subscription's notify callback, if any
 }
 
 //export prosodyGo_version
@@ -176,7 +177,8 @@ func prosodyGo_client_subscribe(id C.uint64_t, h *C.prosody_handler_config, cb C
 	e.subscribed = true
 	subDone := make(chan struct{})
 	e.subDone = subDone
-	e.disp.setNotify(h.notify, C.prosodyInt_handler_user_data(h))
+	notify := e.disp.notify.install(h.notify, C.prosodyInt_handler_user_data(h))
+	e.notify = notify
 	async(fn, done, func() error {
 		defer close(subDone)
 		err := e.c.Subscribe(e.disp)
@@ -184,7 +186,7 @@ func prosodyGo_client_subscribe(id C.uint64_t, h *C.prosody_handler_config, cb C
 			e.mu.Lock()
 			e.subscribed = false
 			e.mu.Unlock()
-			e.disp.setNotify(nil, 0)
+			e.disp.notify.remove(notify)
 		}
 		return err
 	})
@@ -209,11 +211,13 @@ func prosodyGo_client_unsubscribe(id C.uint64_t, cb C.prosody_completion_fn, ud 
 		return fail(errOut, errorf(C.PROSODY_ERR_STATE, "%s: the client is not subscribed", fn))
 	}
 	e.subscribed = false
-	subDone := e.subDone
+	subDone, notify := e.subDone, e.notify
 	async(fn, done, func() error {
 		<-subDone
 		err := e.c.Unsubscribe(context.Background())
-		e.disp.setNotify(nil, 0)
+		// This subscription's callback only: the host may have subscribed
+		// again meanwhile.
+		e.disp.notify.remove(notify)
 		return err
 	})
 	return C.PROSODY_OK

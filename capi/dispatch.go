@@ -34,16 +34,7 @@ type dispatcher struct {
 	head   int // queue[head:] is waiting
 	closed bool
 
-	// The host's notify callback. notifyMu (not mu) guards it, with the
-	// count of calls in progress: removing the callback waits until no
-	// call of it runs, so the host may free its user_data once unsubscribe
-	// or release completes. No lock is held during a call, since notify may
-	// call back into the library (and so wake the host again).
-	notifyMu   sync.Mutex
-	notifyIdle sync.Cond // signalled when notifying drops to 0
-	notify     C.prosody_notify_fn
-	ud         C.uintptr_t
-	notifying  int
+	notify notifiers // the host's notify callback (notify.go)
 
 	// fdMu orders the eventfd writes, made after mu is released, with the
 	// closing of the fd (closeFd takes it exclusively), so that no write
@@ -70,22 +61,8 @@ func newDispatcher() (*dispatcher, error) {
 		return nil, errorf(C.PROSODY_ERR_INTERNAL, "creating the event fd: %v", err)
 	}
 	d := &dispatcher{efd: int(fd)}
-	d.notifyIdle.L = &d.notifyMu
+	d.notify.init()
 	return d, nil
-}
-
-// setNotify installs the host's notify callback of a new subscription, or
-// removes it (nil): removing returns once no call of the old callback is in
-// progress. Only library goroutines remove it, never a notify call itself.
-func (d *dispatcher) setNotify(fn C.prosody_notify_fn, ud C.uintptr_t) {
-	d.notifyMu.Lock()
-	defer d.notifyMu.Unlock()
-	d.notify, d.ud = fn, ud
-	if fn == nil {
-		for d.notifying > 0 {
-			d.notifyIdle.Wait()
-		}
-	}
 }
 
 // closeFd closes the event fd once no write is using it; later writes do
@@ -143,22 +120,7 @@ func (w wake) call() {
 		_, _ = syscall.Write(d.efd, one[:])
 	}
 	d.fdMu.RUnlock()
-	d.notifyMu.Lock()
-	fn, ud := d.notify, d.ud
-	if fn == nil {
-		d.notifyMu.Unlock()
-		return
-	}
-	d.notifying++
-	d.notifyMu.Unlock()
-	defer func() {
-		d.notifyMu.Lock()
-		if d.notifying--; d.notifying == 0 {
-			d.notifyIdle.Broadcast()
-		}
-		d.notifyMu.Unlock()
-	}()
-	C.prosodyInt_call_notify(fn, ud)
+	d.notify.call()
 }
 
 // poll moves up to len(out) items into out and returns how many. It resets
@@ -206,7 +168,7 @@ func (d *dispatcher) close() {
 	d.closed = true
 	d.queue, d.head = nil, 0
 	d.mu.Unlock()
-	d.setNotify(nil, 0)
+	d.notify.removeCurrent()
 	for _, ev := range events.takeWhere(func(ev *pendingEvent) bool { return ev.disp == d }) {
 		ev.finish(errReleased)
 	}

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -80,6 +81,19 @@ func containsEvent(items []polled, id uint64) bool {
 	return false
 }
 
+// startNext is the completion of an event whose key has a next event: it
+// starts that one, as the engine's continuation does.
+type startNext struct {
+	d    *dispatcher
+	next *pendingEvent
+}
+
+func (s startNext) Done(error) {
+	if s.next != nil {
+		s.d.start(s.next, startNext{d: s.d})
+	}
+}
+
 // The notify callback may call back into the library (prosody.h), and a
 // completion made there queues the key's next event and wakes the host
 // again from inside the callback. That must not deadlock while another
@@ -90,9 +104,23 @@ func TestNotifyMayReenterWhileTheCallbackIsRemoved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first, done := testReentrantNotify(d)
+	var tok *notifier
+	entered := false
+	tok = installTestNotify(d, func() {
+		if entered {
+			return
+		}
+		entered = true
+		go d.notify.remove(tok) // an unsubscribe or release on another thread
+		time.Sleep(20 * time.Millisecond)
+		for _, it := range testPoll(d) {
+			_ = testComplete(it.id)
+		}
+	})
+	first := testEvent(d, event.NewContext(context.Background(), "k"))
+	second := testEvent(d, event.NewContext(context.Background(), "k"))
 	finished := make(chan struct{})
-	go func() { d.start(first, done); close(finished) }()
+	go func() { d.start(first, startNext{d: d, next: second}); close(finished) }()
 	select {
 	case <-finished:
 	case <-time.After(5 * time.Second):
@@ -101,6 +129,90 @@ func TestNotifyMayReenterWhileTheCallbackIsRemoved(t *testing.T) {
 	}
 	d.close()
 	d.closeFd()
+}
+
+// A notify that completes events inside the call, each completion queuing
+// the key's next event, runs again after it returns instead of nesting once
+// per event (found in review: a chain of 60,000 events overflowed the
+// stack), and no wake-up is lost.
+func TestNotifyCallsNeitherNestNorGetLost(t *testing.T) {
+	d, err := newDispatcher()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.closeFd()
+	defer d.close()
+	const chain = 500
+	evs := make([]*pendingEvent, chain)
+	for i := range evs {
+		evs[i] = testEvent(d, event.NewContext(context.Background(), "k"))
+	}
+	depth, maxDepth, handled := 0, 0, 0
+	installTestNotify(d, func() {
+		depth++
+		maxDepth = max(maxDepth, depth)
+		for _, it := range testPoll(d) {
+			handled++
+			_ = testComplete(it.id)
+		}
+		depth--
+	})
+	var next func(i int) event.Done
+	next = func(i int) event.Done {
+		return doneFunc(func(error) {
+			if i+1 < chain {
+				d.start(evs[i+1], next(i+1))
+			}
+		})
+	}
+	d.start(evs[0], next(0))
+	if handled != chain {
+		t.Fatalf("the host was woken for %d of %d events", handled, chain)
+	}
+	if maxDepth != 1 {
+		t.Fatalf("notify calls nested %d deep", maxDepth)
+	}
+}
+
+type doneFunc func(error)
+
+func (f doneFunc) Done(err error) { f(err) }
+
+// Subscribing again, with or without a notify callback, never waits for
+// the previous callback's calls (a host may subscribe from inside one), and
+// an older subscription's removal leaves a newer callback in place (found
+// in review).
+func TestNotifyInstallAndRemovalAcrossSubscriptions(t *testing.T) {
+	d, err := newDispatcher()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.closeFd()
+	defer d.close()
+	installedInside := make(chan struct{})
+	a := installTestNotify(d, func() {
+		d.notify.install(nil, 0) // subscribe again, watching only the fd
+		close(installedInside)
+	})
+	go d.push(readyItem{ev: testEvent(d, event.NewContext(context.Background(), "k")), cancel: true})
+	select {
+	case <-installedInside:
+	case <-time.After(5 * time.Second):
+		t.Fatal("installing a callback from inside notify waited for that very call")
+	}
+	d.notify.remove(a)
+	testPoll(d)
+
+	calledB := make(chan struct{}, 1)
+	a = installTestNotify(d, func() {})
+	installTestNotify(d, func() { calledB <- struct{}{} })
+	d.notify.remove(a) // the old subscription's unsubscribe completes
+	d.push(readyItem{ev: testEvent(d, event.NewContext(context.Background(), "k")), cancel: true})
+	select {
+	case <-calledB:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the old subscription's removal removed the new subscription's callback")
+	}
 }
 
 // A poll that raced with the client's release must not read the fd number
@@ -146,11 +258,17 @@ func TestRemovingNotifyWaitsForCallsInProgress(t *testing.T) {
 	}
 	defer d.closeFd()
 	defer d.close()
-	testSlowNotify(d)
+	entered := make(chan struct{})
+	var left atomic.Bool
+	tok := installTestNotify(d, func() {
+		close(entered)
+		time.Sleep(50 * time.Millisecond)
+		left.Store(true)
+	})
 	go d.push(readyItem{ev: testEvent(d, event.NewContext(context.Background(), "k")), cancel: true})
-	<-slowNotify.entered
-	d.setNotify(nil, 0)
-	if !slowNotify.left.Load() {
+	<-entered
+	d.notify.remove(tok)
+	if !left.Load() {
 		t.Fatal("the notify callback was removed while a call of it was still running")
 	}
 }

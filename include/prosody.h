@@ -152,8 +152,11 @@ typedef void (*prosody_times_fn)(void *user_data, int status, const int64_t *tim
  * thread, inside prosody_event_complete, prosody_events_complete or
  * prosody_event_release (finishing an event can queue its key's next one),
  * so it must not wait for a lock the host holds around those calls. It may
- * call back into this API. It can find the queue empty again (a poll raced
- * with it). Unsubscribe and release complete only after every call of the
+ * call back into this API. Calls of one subscription's notify never
+ * overlap or nest: a wake-up that comes during a call (from another thread,
+ * or from events the call itself completes) makes it run once more after
+ * it returns. It can find the queue empty (a poll raced with it).
+ * Unsubscribe and release complete only after every call of that
  * subscription's notify has returned, so user_data may be freed once they
  * complete; a notify must therefore never wait for them to complete. */
 typedef void (*prosody_notify_fn)(void *user_data);
