@@ -187,8 +187,10 @@ func prosodyGo_client_subscribe(id C.uint64_t, h *C.prosody_handler_config, cb C
 			e.subscribed = false
 			e.mu.Unlock()
 			e.disp.notify.remove(notify)
+			return err
 		}
-		return err
+		e.disp.wakeIfPending()
+		return nil
 	})
 	return C.PROSODY_OK
 }

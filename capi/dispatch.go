@@ -123,6 +123,18 @@ func (w wake) call() {
 	d.notify.call()
 }
 
+// wakeIfPending wakes the host if items are queued: a new subscription's
+// notify callback is otherwise first called only when the queue next goes
+// from empty to non-empty.
+func (d *dispatcher) wakeIfPending() {
+	d.mu.Lock()
+	pending := d.head < len(d.queue)
+	d.mu.Unlock()
+	if pending {
+		wake{d: d}.call()
+	}
+}
+
 // poll moves up to len(out) items into out and returns how many. It resets
 // the eventfd when it empties the queue; both happen under d.mu, so the fd
 // is readable exactly while the queue holds something.
@@ -168,7 +180,7 @@ func (d *dispatcher) close() {
 	d.closed = true
 	d.queue, d.head = nil, 0
 	d.mu.Unlock()
-	d.notify.removeCurrent()
+	d.notify.close()
 	for _, ev := range events.takeWhere(func(ev *pendingEvent) bool { return ev.disp == d }) {
 		ev.finish(errReleased)
 	}

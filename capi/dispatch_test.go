@@ -272,3 +272,73 @@ func TestRemovingNotifyWaitsForCallsInProgress(t *testing.T) {
 		t.Fatal("the notify callback was removed while a call of it was still running")
 	}
 }
+
+// A wake-up that comes during a call, when the unsubscribe removes the
+// callback before the call returns, is not lost: it goes to the next
+// subscription's callback (found in review: the queue stayed non-empty and
+// no callback was ever called again).
+func TestWakeUpDuringRemovedCallIsNotLost(t *testing.T) {
+	d, err := newDispatcher()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.closeFd()
+	defer d.close()
+	var a *notifier
+	first := true
+	removed := make(chan struct{})
+	a = installTestNotify(d, func() {
+		if !first {
+			return
+		}
+		first = false
+		testPoll(d)
+		// A wake-up while this call runs; then the unsubscribe removes it.
+		d.push(readyItem{ev: testEvent(d, event.NewContext(context.Background(), "k")), cancel: true})
+		go func() { d.notify.remove(a); close(removed) }()
+		for current(d) == a {
+			time.Sleep(time.Millisecond)
+		}
+	})
+	d.push(readyItem{ev: testEvent(d, event.NewContext(context.Background(), "k")), cancel: true})
+	<-removed
+	called := make(chan struct{}, 10)
+	installTestNotify(d, func() { called <- struct{}{} }) // subscribe again
+	d.wakeIfPending()                                     // as subscribe does once it succeeded
+	select {
+	case <-called:
+	case <-time.After(5 * time.Second):
+		t.Fatal("items are queued, and the new subscription's notify was never called")
+	}
+}
+
+func current(d *dispatcher) *notifier {
+	d.notify.mu.Lock()
+	defer d.notify.mu.Unlock()
+	return d.notify.current
+}
+
+// Release returns only once no notify call runs, including a call of a
+// subscription's callback that a newer subscribe replaced and whose
+// unsubscribe has not finished (found in review).
+func TestReleaseWaitsForReplacedCallbacks(t *testing.T) {
+	d, err := newDispatcher()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.closeFd()
+	entered := make(chan struct{})
+	var left atomic.Bool
+	installTestNotify(d, func() {
+		close(entered)
+		time.Sleep(100 * time.Millisecond)
+		left.Store(true)
+	})
+	go d.push(readyItem{ev: testEvent(d, event.NewContext(context.Background(), "k")), cancel: true})
+	<-entered
+	d.notify.install(nil, 0) // subscribe again without notify; the old unsubscribe still runs
+	d.close()                // prosody_client_release
+	if !left.Load() {
+		t.Fatal("release completed while the old subscription's notify call still ran")
+	}
+}

@@ -21,7 +21,6 @@ type notifier struct {
 	// Guarded by notifiers.mu.
 	calling bool // a call runs
 	again   bool // a wake-up came while it ran
-	removed bool
 }
 
 // notifiers holds a dispatcher's current notify callback. No lock is held
@@ -31,7 +30,11 @@ type notifiers struct {
 	mu      sync.Mutex
 	idle    sync.Cond // broadcast when a call ends
 	current *notifier
+	running int  // calls in progress, of any notifier
+	closed  bool // the client was released: nothing more is installed
 }
+
+func (ns *notifiers) init() { ns.idle.L = &ns.mu }
 
 // install makes fn (NULL: none) the callback for wake-ups from now on and
 // returns its token for remove. It never waits: a subscribe may run inside
@@ -39,7 +42,7 @@ type notifiers struct {
 func (ns *notifiers) install(fn C.prosody_notify_fn, ud C.uintptr_t) *notifier {
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
-	if fn == nil {
+	if fn == nil || ns.closed {
 		ns.current = nil
 		return nil
 	}
@@ -47,10 +50,10 @@ func (ns *notifiers) install(fn C.prosody_notify_fn, ud C.uintptr_t) *notifier {
 	return ns.current
 }
 
-// remove stops n's calls (it stays installed only if a later install
-// replaced it already) and returns once no call of n runs, so that the host
-// may free n's user_data when the unsubscribe or release completes. Only
-// library goroutines call it, never a notify call. nil is a no-op.
+// remove stops n's calls (unless a later install replaced it already) and
+// returns once no call of n runs, so that the host may free n's user_data
+// when the unsubscribe completes. Only library goroutines call it, never a
+// notify call. nil is a no-op.
 func (ns *notifiers) remove(n *notifier) {
 	if n == nil {
 		return
@@ -60,47 +63,68 @@ func (ns *notifiers) remove(n *notifier) {
 	if ns.current == n {
 		ns.current = nil
 	}
-	n.removed = true
 	for n.calling {
 		ns.idle.Wait()
 	}
 }
 
-// removeCurrent removes whatever callback is installed (client release).
-func (ns *notifiers) removeCurrent() {
+// close removes the callback for good (client release) and returns once no
+// call of any subscription's callback runs: the host may free every
+// user_data it gave when the release completes.
+func (ns *notifiers) close() {
 	ns.mu.Lock()
-	n := ns.current
-	ns.mu.Unlock()
-	ns.remove(n)
+	defer ns.mu.Unlock()
+	ns.closed = true
+	ns.current = nil
+	for ns.running > 0 {
+		ns.idle.Wait()
+	}
 }
 
-// call calls the current callback for a wake-up, or marks the running
-// call to repeat.
+// call calls the current callback for a wake-up, or has the running call
+// of it repeat.
 func (ns *notifiers) call() {
 	ns.mu.Lock()
-	n := ns.current
-	if n == nil {
-		ns.mu.Unlock()
-		return
+	defer ns.mu.Unlock()
+	for {
+		n := ns.current
+		if n == nil {
+			return
+		}
+		if n.calling {
+			n.again = true
+			return
+		}
+		if !ns.run(n) {
+			return
+		}
+		// A wake-up came during the call, and n is no longer the
+		// callback: it goes to the one that replaced n, if any.
 	}
-	if n.calling {
-		n.again = true
-		ns.mu.Unlock()
-		return
-	}
+}
+
+// run calls n, once more for each wake-up during a call while n stays
+// current, and reports whether a wake-up that came during the last call is
+// still owed to a callback that replaced n. ns.mu is held on entry and on
+// return, not during calls.
+func (ns *notifiers) run(n *notifier) (owed bool) {
 	n.calling = true
+	ns.running++
 	for {
 		n.again = false
 		ns.mu.Unlock()
 		C.prosodyInt_call_notify(n.fn, n.ud)
 		ns.mu.Lock()
-		if !n.again || n.removed {
+		if !n.again {
+			break
+		}
+		if ns.current != n {
+			owed = true
 			break
 		}
 	}
-	n.calling = false
+	n.calling, n.again = false, false
+	ns.running--
 	ns.idle.Broadcast()
-	ns.mu.Unlock()
+	return owed
 }
-
-func (ns *notifiers) init() { ns.idle.L = &ns.mu }
