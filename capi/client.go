@@ -29,12 +29,29 @@ type clientEntry struct {
 
 	// mu guards the subscription state as the host sees it. Tracking it
 	// here, not only in the core, lets subscribe and unsubscribe report
-	// state errors at once and be ordered: an unsubscribe waits for the
-	// subscribe before it (subDone).
+	// state errors at once. Their work runs in the order the host called
+	// them: each waits for the one before (lastOp), so that a subscribe
+	// right after an unsubscribe does not race it in the core.
 	mu         sync.Mutex
 	subscribed bool
-	subDone    chan struct{}
-	notify     *notifier // the subscription's notify callback, if any
+	subGen     uint64        // counts subscribes; a failed one resets subscribed only if it is still the latest
+	lastOp     chan struct{} // closed when the latest subscribe or unsubscribe has finished
+	notify     *notifier     // the subscription's notify callback, if any
+}
+
+// nextOp returns the channel to wait on before running a subscribe or
+// unsubscribe and the one to close when it has finished. The caller holds
+// e.mu.
+func (e *clientEntry) nextOp() (prev <-chan struct{}, done chan struct{}) {
+	prev, done = e.lastOp, make(chan struct{})
+	e.lastOp = done
+	return prev, done
+}
+
+func waitFor(op <-chan struct{}) {
+	if op != nil {
+		<-op
+	}
 }
 
 //export prosodyGo_version
@@ -175,16 +192,22 @@ func prosodyGo_client_subscribe(id C.uint64_t, h *C.prosody_handler_config, cb C
 		return fail(errOut, errorf(C.PROSODY_ERR_STATE, "%s: the client is already subscribed", fn))
 	}
 	e.subscribed = true
-	subDone := make(chan struct{})
-	e.subDone = subDone
+	e.subGen++
+	gen := e.subGen
+	prev, opDone := e.nextOp()
 	notify := e.disp.notify.install(h.notify, C.prosodyInt_handler_user_data(h))
 	e.notify = notify
 	async(fn, done, func() error {
-		defer close(subDone)
+		defer close(opDone)
+		waitFor(prev)
 		err := e.c.Subscribe(e.disp)
 		if err != nil {
 			e.mu.Lock()
-			e.subscribed = false
+			if e.subGen == gen {
+				// Not if the host has unsubscribed and subscribed again
+				// since: that subscription's state is not ours to reset.
+				e.subscribed = false
+			}
 			e.mu.Unlock()
 			e.disp.notify.remove(notify)
 			return err
@@ -213,9 +236,11 @@ func prosodyGo_client_unsubscribe(id C.uint64_t, cb C.prosody_completion_fn, ud 
 		return fail(errOut, errorf(C.PROSODY_ERR_STATE, "%s: the client is not subscribed", fn))
 	}
 	e.subscribed = false
-	subDone, notify := e.subDone, e.notify
+	notify := e.notify
+	prev, opDone := e.nextOp()
 	async(fn, done, func() error {
-		<-subDone
+		defer close(opDone)
+		waitFor(prev)
 		err := e.c.Unsubscribe(context.Background())
 		// This subscription's callback only: the host may have subscribed
 		// again meanwhile.

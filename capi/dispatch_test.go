@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prosody-events/prosody-go/core/client"
 	"github.com/prosody-events/prosody-go/core/event"
 )
 
@@ -342,3 +343,46 @@ func TestReleaseWaitsForReplacedCallbacks(t *testing.T) {
 		t.Fatal("release completed while the old subscription's notify call still ran")
 	}
 }
+
+// Subscribe, unsubscribe and subscribe again, called back to back, run in
+// that order: the second subscription is running when its completion says
+// so, and its callback stays installed (found in review: the first
+// subscribe's goroutine could lose the race to the second, fail, and reset
+// the second's state, leaving its consumer stopped and its callback
+// installed for good).
+func TestSubscribeUnsubscribeSubscribeRunInOrder(t *testing.T) {
+	for round := 0; round < 50; round++ {
+		id, st := testClientNew(`{"bootstrap_servers":"localhost:9094","group_id":"g","subscribed_topics":"t","mock":true,"probe_port":null}`)
+		if st != 0 {
+			t.Fatalf("client_new: status %d", st)
+		}
+		e, _ := clients.get(id)
+		stA, a := testSubscribe(id, func() {})
+		stU, u := testUnsubscribe(id)
+		stB, b := testSubscribe(id, func() {})
+		if stA != 0 || stU != 0 || stB != 0 {
+			t.Fatalf("round %d: immediate statuses %d %d %d", round, stA, stU, stB)
+		}
+		sa, su, sb := <-a, <-u, <-b
+		if sa != 0 || su != 0 || sb != 0 {
+			t.Fatalf("round %d: completions subscribe %d, unsubscribe %d, subscribe %d; want all OK", round, sa, su, sb)
+		}
+		e.mu.Lock()
+		subscribed := e.subscribed
+		e.mu.Unlock()
+		if state, _ := e.c.ConsumerState(); !subscribed || state != client.Running {
+			t.Fatalf("round %d: after the second subscribe: subscribed %v, consumer state %v", round, subscribed, state)
+		}
+		if current(d(e)) == nil {
+			t.Fatalf("round %d: the second subscription's callback is not installed", round)
+		}
+		if st, u := testUnsubscribe(id); st != 0 || <-u != 0 {
+			t.Fatalf("round %d: the final unsubscribe failed", round)
+		}
+		if st := <-testRelease(id); st != 0 {
+			t.Fatalf("round %d: release: status %d", round, st)
+		}
+	}
+}
+
+func d(e *clientEntry) *dispatcher { return e.disp }

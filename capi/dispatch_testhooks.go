@@ -3,12 +3,15 @@
 package main
 
 /*
+#include <stdlib.h>
 #include "shims.h"
 extern void prosodyTest_notify(void *ud);
+extern void prosodyTest_done(void *ud, int status, char *message);
 */
 import "C"
 
 import (
+	"sync"
 	"unsafe"
 
 	"github.com/prosody-events/prosody-go/core/event"
@@ -53,3 +56,63 @@ func installTestNotify(d *dispatcher, f func()) *notifier {
 
 // testComplete completes an event OK, as prosody_event_complete does.
 func testComplete(id uint64) error { return complete(id, C.PROSODY_OUTCOME_OK, nil) }
+
+// Completions of the exported calls, by user_data.
+var testDone struct {
+	mu   sync.Mutex
+	next uintptr
+	chs  map[uintptr]chan int
+}
+
+//export prosodyTest_done
+func prosodyTest_done(ud unsafe.Pointer, status C.int, _ *C.char) {
+	testDone.mu.Lock()
+	ch := testDone.chs[uintptr(ud)]
+	testDone.mu.Unlock()
+	ch <- int(status)
+}
+
+// testCompletion is a completion callback and the channel its status
+// arrives on.
+func testCompletion() (C.prosody_completion_fn, C.uintptr_t, chan int) {
+	testDone.mu.Lock()
+	defer testDone.mu.Unlock()
+	if testDone.chs == nil {
+		testDone.chs = map[uintptr]chan int{}
+	}
+	testDone.next++
+	ch := make(chan int, 1)
+	testDone.chs[testDone.next] = ch
+	return C.prosody_completion_fn(unsafe.Pointer(C.prosodyTest_done)), C.uintptr_t(testDone.next), ch
+}
+
+// The exported calls, as a host makes them; each returns the immediate
+// status and, where there is one, the channel of the completion's.
+
+func testClientNew(config string) (uint64, int) {
+	cfg := C.CString(config)
+	defer C.free(unsafe.Pointer(cfg))
+	var id C.uint64_t
+	st := prosodyGo_client_new(cfg, &id, nil)
+	return uint64(id), int(st)
+}
+
+func testSubscribe(id uint64, notify func()) (int, chan int) {
+	var h C.prosody_handler_config
+	testNotifies = append(testNotifies, notify)
+	h.notify = C.prosody_notify_fn(unsafe.Pointer(C.prosodyTest_notify))
+	setTestUserData(&h, uintptr(len(testNotifies)-1))
+	fn, ud, ch := testCompletion()
+	return int(prosodyGo_client_subscribe(C.uint64_t(id), &h, fn, ud, nil)), ch
+}
+
+func testUnsubscribe(id uint64) (int, chan int) {
+	fn, ud, ch := testCompletion()
+	return int(prosodyGo_client_unsubscribe(C.uint64_t(id), fn, ud, nil)), ch
+}
+
+func testRelease(id uint64) chan int {
+	fn, ud, ch := testCompletion()
+	prosodyGo_client_release(C.uint64_t(id), fn, ud, nil)
+	return ch
+}

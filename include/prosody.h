@@ -155,7 +155,10 @@ typedef void (*prosody_times_fn)(void *user_data, int status, const int64_t *tim
  * call back into this API. Calls of one subscription's notify never
  * overlap or nest: a wake-up that comes during a call (from another thread,
  * or from events the call itself completes) makes it run once more after
- * it returns. It can find the queue empty (a poll raced with it).
+ * it returns (calls of different subscriptions' callbacks can nest, when a
+ * notify subscribes again). A new subscription's notify is also called
+ * once at the start if items are already queued. It can find the queue
+ * empty (a poll raced with it).
  * Unsubscribe and release complete only after every call of that
  * subscription's notify has returned, so user_data may be freed once they
  * complete; a notify must therefore never wait for them to complete. */
@@ -306,6 +309,9 @@ int prosody_client_send(uint64_t client, const char *topic, const char *key, con
  * prosody_event_complete. The handler config is copied. done (required) is
  * called when the consumer started (OK) or could not (STATE: already
  * subscribed, closed; CONFIG: no consumer configured; TRANSIENT: Kafka).
+ * A client's subscribes and unsubscribes take effect in the order they were
+ * called, each after the one before has finished, so the host may
+ * subscribe again without waiting for an unsubscribe's completion.
  * Errors returned at once: INVALID_ARGUMENT, INVALID_HANDLE, AFTER_FORK. */
 int prosody_client_subscribe(uint64_t client, const prosody_handler_config *handler,
                              prosody_completion_fn done, void *user_data, char **error_message);
