@@ -20,12 +20,7 @@ import (
 // (found in review: registering events before taking the dispatcher's lock
 // broke this within ten rounds).
 func TestNoticeNeverPrecedesItsEvent(t *testing.T) {
-	d, err := newDispatcher()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.closeFd()
-	defer d.close()
+	d := testDispatcher(t)
 	// An event the host holds keeps the cancellation watch running.
 	held := testEvent(d, event.NewContext(context.Background(), "held"))
 	d.start(held, make(doneChan, 1))
@@ -137,12 +132,7 @@ func TestNotifyMayReenterWhileTheCallbackIsRemoved(t *testing.T) {
 // per event (found in review: a chain of 60,000 events overflowed the
 // stack), and no wake-up is lost.
 func TestNotifyCallsNeitherNestNorGetLost(t *testing.T) {
-	d, err := newDispatcher()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.closeFd()
-	defer d.close()
+	d := testDispatcher(t)
 	const chain = 500
 	evs := make([]*pendingEvent, chain)
 	for i := range evs {
@@ -184,12 +174,7 @@ func (f doneFunc) Done(err error) { f(err) }
 // an older subscription's removal leaves a newer callback in place (found
 // in review).
 func TestNotifyInstallAndRemovalAcrossSubscriptions(t *testing.T) {
-	d, err := newDispatcher()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.closeFd()
-	defer d.close()
+	d := testDispatcher(t)
 	installedInside := make(chan struct{})
 	a := installTestNotify(d, func() {
 		d.notify.install(nil, 0) // subscribe again, watching only the fd
@@ -253,12 +238,7 @@ func TestPollAfterReleaseLeavesAReusedFdAlone(t *testing.T) {
 // call of it is in progress, so the host may free its user_data when they
 // complete.
 func TestRemovingNotifyWaitsForCallsInProgress(t *testing.T) {
-	d, err := newDispatcher()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.closeFd()
-	defer d.close()
+	d := testDispatcher(t)
 	entered := make(chan struct{})
 	var left atomic.Bool
 	tok := installTestNotify(d, func() {
@@ -279,12 +259,7 @@ func TestRemovingNotifyWaitsForCallsInProgress(t *testing.T) {
 // subscription's callback (found in review: the queue stayed non-empty and
 // no callback was ever called again).
 func TestWakeUpDuringRemovedCallIsNotLost(t *testing.T) {
-	d, err := newDispatcher()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.closeFd()
-	defer d.close()
+	d := testDispatcher(t)
 	var a *notifier
 	first := true
 	removed := make(chan struct{})
@@ -386,3 +361,18 @@ func TestSubscribeUnsubscribeSubscribeRunInOrder(t *testing.T) {
 }
 
 func d(e *clientEntry) *dispatcher { return e.disp }
+
+// testDispatcher is a dispatcher that is closed, and its fd closed, when
+// the test ends.
+func testDispatcher(t *testing.T) *dispatcher {
+	t.Helper()
+	d, err := newDispatcher()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		d.close()
+		d.closeFd()
+	})
+	return d
+}
