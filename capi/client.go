@@ -35,6 +35,7 @@ type clientEntry struct {
 	mu         sync.Mutex
 	subscribed bool
 	subGen     uint64        // counts subscribes; a failed one resets subscribed only if it is still the latest
+	released   bool          // prosody_client_release was called
 	lastOp     chan struct{} // closed when the latest subscribe or unsubscribe has finished
 	notify     *notifier     // the subscription's notify callback, if any
 }
@@ -123,9 +124,20 @@ func prosodyGo_client_release(id C.uint64_t, cb C.prosody_completion_fn, ud C.ui
 	if err != nil {
 		return fail(errOut, fmt.Errorf("prosody_client_release: %w", err))
 	}
+	// Release takes its place in the order of subscribes and unsubscribes:
+	// it completes after them, and a subscribe queued before it finds the
+	// client released instead of starting a consumer.
+	e.mu.Lock()
+	e.released = true
+	prev, opDone := e.nextOp()
+	e.mu.Unlock()
 	async("prosody_client_release", completion{fn: cb, ud: ud}, func() error {
+		defer close(opDone)
 		defer e.disp.closeFd()
+		// Failing the events the host holds first lets an unsubscribe still
+		// running (it drains the partitions) finish.
 		e.disp.close()
+		waitFor(prev)
 		return e.c.Close(context.Background())
 	})
 	return C.PROSODY_OK
@@ -200,7 +212,13 @@ func prosodyGo_client_subscribe(id C.uint64_t, h *C.prosody_handler_config, cb C
 	async(fn, done, func() error {
 		defer close(opDone)
 		waitFor(prev)
-		err := e.c.Subscribe(e.disp)
+		e.mu.Lock()
+		released := e.released
+		e.mu.Unlock()
+		err := client.ErrClosed
+		if !released {
+			err = e.c.Subscribe(e.disp)
+		}
 		if err != nil {
 			e.mu.Lock()
 			if e.subGen == gen {

@@ -4,6 +4,8 @@ package main
 
 import (
 	"context"
+	"runtime"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -375,4 +377,44 @@ func testDispatcher(t *testing.T) *dispatcher {
 		d.closeFd()
 	})
 	return d
+}
+
+// Release takes its place after the subscribes and unsubscribes called
+// before it: it completes last, once no consumer is stopping, and a
+// subscribe it overtook completes with CLOSED (found in review: release
+// could complete while an unsubscribe was still stopping the consumer, or
+// make that unsubscribe fail).
+func TestReleaseCompletesAfterEarlierSubscribesAndUnsubscribes(t *testing.T) {
+	for round := 0; round < 50; round++ {
+		id, st := testClientNew(`{"bootstrap_servers":"localhost:9094","group_id":"g","subscribed_topics":"t","mock":true,"probe_port":null}`)
+		if st != 0 {
+			t.Fatalf("client_new: status %d", st)
+		}
+		_, a := testSubscribe(id, func() {})
+		_, u := testUnsubscribe(id)
+		r := testRelease(id)
+		var order []string
+		var sa, su int
+		for len(order) < 3 {
+			select {
+			case sa = <-a:
+				order = append(order, "subscribe")
+			case su = <-u:
+				order = append(order, "unsubscribe")
+			case <-r:
+				order = append(order, "release")
+				buf := make([]byte, 1<<20)
+				if strings.Contains(string(buf[:runtime.Stack(buf, true)]), "(*Consumer).Stop") {
+					t.Fatalf("round %d: release completed while a consumer was still stopping", round)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("round %d: stuck after %v", round, order)
+			}
+		}
+		// OK and OK when the subscribe ran before the release was called;
+		// CLOSED and STATE when the release overtook it.
+		if order[2] != "release" || !(sa == 0 && su == 0 || sa == 9 && su == 4) {
+			t.Fatalf("round %d: completions in the order %v, subscribe %d, unsubscribe %d", round, order, sa, su)
+		}
+	}
 }
