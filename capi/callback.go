@@ -40,7 +40,12 @@ func (c completion) call(err error) {
 
 // async runs op on its own goroutine and reports its result through done
 // exactly once; a panic in op is reported as PROSODY_ERR_INTERNAL.
-func async(fn string, done completion, op func() error) {
+func async(fn string, done completion, op func() error) { asyncThen(fn, done, nil, op) }
+
+// asyncThen is async, and calls then (if not nil) once done has been
+// called: a client's subscribes, unsubscribes and release use it so that
+// the next one runs, and completes, only after this one has completed.
+func asyncThen(fn string, done completion, then func(), op func() error) {
 	go func() {
 		var err error
 		defer func() {
@@ -48,6 +53,9 @@ func async(fn string, done completion, op func() error) {
 				err = internalError(fn, r)
 			}
 			done.call(err)
+			if then != nil {
+				then()
+			}
 		}()
 		err = op()
 	}()

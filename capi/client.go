@@ -29,14 +29,16 @@ type clientEntry struct {
 
 	// mu guards the subscription state as the host sees it. Tracking it
 	// here, not only in the core, lets subscribe and unsubscribe report
-	// state errors at once. Their work runs in the order the host called
-	// them: each waits for the one before (lastOp), so that a subscribe
-	// right after an unsubscribe does not race it in the core.
+	// state errors at once. Their work, and release's, runs in the order
+	// the host called them: each waits until the one before has run and
+	// reported its completion (lastOp), so that a subscribe right after an
+	// unsubscribe does not race it in the core, and completions arrive in
+	// call order.
 	mu         sync.Mutex
 	subscribed bool
 	subGen     uint64        // counts subscribes; a failed one resets subscribed only if it is still the latest
 	released   bool          // prosody_client_release was called
-	lastOp     chan struct{} // closed when the latest subscribe or unsubscribe has finished
+	lastOp     chan struct{} // closed when the latest subscribe, unsubscribe or release has completed
 	notify     *notifier     // the subscription's notify callback, if any
 }
 
@@ -131,8 +133,7 @@ func prosodyGo_client_release(id C.uint64_t, cb C.prosody_completion_fn, ud C.ui
 	e.released = true
 	prev, opDone := e.nextOp()
 	e.mu.Unlock()
-	async("prosody_client_release", completion{fn: cb, ud: ud}, func() error {
-		defer close(opDone)
+	asyncThen("prosody_client_release", completion{fn: cb, ud: ud}, func() { close(opDone) }, func() error {
 		defer e.disp.closeFd()
 		// Failing the events the host holds first lets an unsubscribe still
 		// running (it drains the partitions) finish.
@@ -209,8 +210,7 @@ func prosodyGo_client_subscribe(id C.uint64_t, h *C.prosody_handler_config, cb C
 	prev, opDone := e.nextOp()
 	notify := e.disp.notify.install(h.notify, C.prosodyInt_handler_user_data(h))
 	e.notify = notify
-	async(fn, done, func() error {
-		defer close(opDone)
+	asyncThen(fn, done, func() { close(opDone) }, func() error {
 		waitFor(prev)
 		e.mu.Lock()
 		released := e.released
@@ -256,8 +256,7 @@ func prosodyGo_client_unsubscribe(id C.uint64_t, cb C.prosody_completion_fn, ud 
 	e.subscribed = false
 	notify := e.notify
 	prev, opDone := e.nextOp()
-	async(fn, done, func() error {
-		defer close(opDone)
+	asyncThen(fn, done, func() { close(opDone) }, func() error {
 		waitFor(prev)
 		err := e.c.Unsubscribe(context.Background())
 		// This subscription's callback only: the host may have subscribed

@@ -380,10 +380,11 @@ func testDispatcher(t *testing.T) *dispatcher {
 }
 
 // Release takes its place after the subscribes and unsubscribes called
-// before it: it completes last, once no consumer is stopping, and a
-// subscribe it overtook completes with CLOSED (found in review: release
-// could complete while an unsubscribe was still stopping the consumer, or
-// make that unsubscribe fail).
+// before it: it completes last, after their completion callbacks returned
+// and once no consumer is stopping, and a subscribe it overtook completes
+// with CLOSED (found in review: release could complete while an
+// unsubscribe was still stopping the consumer, or make that unsubscribe
+// fail, or complete before the unsubscribe's callback had run).
 func TestReleaseCompletesAfterEarlierSubscribesAndUnsubscribes(t *testing.T) {
 	for round := 0; round < 50; round++ {
 		id, st := testClientNew(`{"bootstrap_servers":"localhost:9094","group_id":"g","subscribed_topics":"t","mock":true,"probe_port":null}`)
@@ -391,7 +392,9 @@ func TestReleaseCompletesAfterEarlierSubscribesAndUnsubscribes(t *testing.T) {
 			t.Fatalf("client_new: status %d", st)
 		}
 		_, a := testSubscribe(id, func() {})
-		_, u := testUnsubscribe(id)
+		// A host's completion callback that takes a while: release must
+		// still complete after it.
+		_, u := testSlowUnsubscribe(id, 20*time.Millisecond)
 		r := testRelease(id)
 		var order []string
 		var sa, su int

@@ -12,6 +12,7 @@ import "C"
 
 import (
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/prosody-events/prosody-go/core/event"
@@ -62,27 +63,36 @@ var testDone struct {
 	mu   sync.Mutex
 	next uintptr
 	chs  map[uintptr]chan int
+	// slow is how long the callback of a completion takes, as a host's
+	// might, before it reports the status.
+	slow map[uintptr]time.Duration
 }
 
 //export prosodyTest_done
 func prosodyTest_done(ud unsafe.Pointer, status C.int, _ *C.char) {
 	testDone.mu.Lock()
-	ch := testDone.chs[uintptr(ud)]
+	ch, slow := testDone.chs[uintptr(ud)], testDone.slow[uintptr(ud)]
 	testDone.mu.Unlock()
+	time.Sleep(slow)
 	ch <- int(status)
 }
 
 // testCompletion is a completion callback and the channel its status
 // arrives on.
 func testCompletion() (C.prosody_completion_fn, C.uintptr_t, chan int) {
+	return testSlowCompletion(0)
+}
+
+// testSlowCompletion is testCompletion with a callback that takes slow.
+func testSlowCompletion(slow time.Duration) (C.prosody_completion_fn, C.uintptr_t, chan int) {
 	testDone.mu.Lock()
 	defer testDone.mu.Unlock()
 	if testDone.chs == nil {
-		testDone.chs = map[uintptr]chan int{}
+		testDone.chs, testDone.slow = map[uintptr]chan int{}, map[uintptr]time.Duration{}
 	}
 	testDone.next++
 	ch := make(chan int, 1)
-	testDone.chs[testDone.next] = ch
+	testDone.chs[testDone.next], testDone.slow[testDone.next] = ch, slow
 	return C.prosody_completion_fn(unsafe.Pointer(C.prosodyTest_done)), C.uintptr_t(testDone.next), ch
 }
 
@@ -106,8 +116,12 @@ func testSubscribe(id uint64, notify func()) (int, chan int) {
 	return int(prosodyGo_client_subscribe(C.uint64_t(id), &h, fn, ud, nil)), ch
 }
 
-func testUnsubscribe(id uint64) (int, chan int) {
-	fn, ud, ch := testCompletion()
+func testUnsubscribe(id uint64) (int, chan int) { return testSlowUnsubscribe(id, 0) }
+
+// testSlowUnsubscribe unsubscribes with a completion callback that takes
+// slow.
+func testSlowUnsubscribe(id uint64, slow time.Duration) (int, chan int) {
+	fn, ud, ch := testSlowCompletion(slow)
 	return int(prosodyGo_client_unsubscribe(C.uint64_t(id), fn, ud, nil)), ch
 }
 

@@ -281,10 +281,11 @@ int prosody_client_new(const char *config_json, uint64_t *client, char **error_m
 /* Releases the client: the handle becomes invalid at once; the library
  * then, in the background, fails every uncompleted event of it (their
  * handles and data become invalid), waits for the subscribes and
- * unsubscribes called before it (a subscribe not yet started completes with
- * CLOSED), unsubscribes, flushes and closes the producer, closes the event
- * fd, and finally calls done (may be NULL), after every call of a notify
- * callback has returned. Stop watching the event fd before calling this. Errors: INVALID_HANDLE
+ * unsubscribes called before it to complete (a subscribe not yet started
+ * completes with CLOSED, and an unsubscribe of it then with STATE),
+ * unsubscribes, flushes and closes the producer, closes the event fd, and
+ * finally calls done (may be NULL), after every call of a notify callback
+ * has returned. Stop watching the event fd before calling this. Errors: INVALID_HANDLE
  * (including a second release), AFTER_FORK. */
 int prosody_client_release(uint64_t client, prosody_completion_fn done, void *user_data,
                            char **error_message);
@@ -309,13 +310,15 @@ int prosody_client_send(uint64_t client, const char *topic, const char *key, con
  * becomes readable and handler->notify (if set) is called, and the host
  * takes them with prosody_client_poll and finishes each with
  * prosody_event_complete. The handler config is copied. done (required) is
- * called when the consumer started (OK) or could not (STATE: already
- * subscribed; CLOSED: the client was released; CONFIG: no consumer
- * configured; TRANSIENT: Kafka).
- * A client's subscribes and unsubscribes take effect in the order they were
- * called, each after the one before has finished, so the host may
- * subscribe again without waiting for an unsubscribe's completion.
- * Errors returned at once: INVALID_ARGUMENT, INVALID_HANDLE, AFTER_FORK. */
+ * called when the consumer started (OK) or could not (CLOSED: the client
+ * was released first; otherwise the failure's status, e.g. TRANSIENT when
+ * Kafka cannot be reached, with a message saying why).
+ * A client's subscribes, unsubscribes and release take effect, and
+ * complete, in the order they were called, each after the one before has
+ * completed, so the host may subscribe again without waiting for an
+ * unsubscribe's completion. Errors returned at once: INVALID_ARGUMENT,
+ * INVALID_HANDLE, STATE (already subscribed), CONFIG (no consumer
+ * configured), AFTER_FORK. */
 int prosody_client_subscribe(uint64_t client, const prosody_handler_config *handler,
                              prosody_completion_fn done, void *user_data, char **error_message);
 
