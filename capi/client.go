@@ -139,7 +139,10 @@ func prosodyGo_client_release(id C.uint64_t, cb C.prosody_completion_fn, ud C.ui
 		// running (it drains the partitions) finish.
 		e.disp.close()
 		waitFor(prev)
-		return e.c.Close(context.Background())
+		err := e.c.Close(context.Background())
+		// Closing flushed the producer; the sends' callbacks come first.
+		e.sends.wait()
+		return err
 	})
 	return C.PROSODY_OK
 }
@@ -201,6 +204,11 @@ func prosodyGo_client_subscribe(id C.uint64_t, h *C.prosody_handler_config, cb C
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.released {
+		// Released since the handle was looked up: its completion would
+		// come after the release's.
+		return fail(errOut, fmt.Errorf("%s: %w", fn, clients.invalid(uint64(id))))
+	}
 	if e.subscribed {
 		return fail(errOut, errorf(C.PROSODY_ERR_STATE, "%s: the client is already subscribed", fn))
 	}
@@ -211,15 +219,12 @@ func prosodyGo_client_subscribe(id C.uint64_t, h *C.prosody_handler_config, cb C
 	notify := e.disp.notify.install(h.notify, C.prosodyInt_handler_user_data(h))
 	e.notify = notify
 	asyncThen(fn, done, func() { close(opDone) }, func() error {
-		waitFor(prev)
-		e.mu.Lock()
-		released := e.released
-		e.mu.Unlock()
-		err := client.ErrClosed
-		if !released {
-			err = e.c.Subscribe(e.disp)
-		}
-		if err != nil {
+		started := false
+		defer func() {
+			if started {
+				return
+			}
+			// Failed (or panicked): undo what the call did.
 			e.mu.Lock()
 			if e.subGen == gen {
 				// Not if the host has unsubscribed and subscribed again
@@ -228,8 +233,18 @@ func prosodyGo_client_subscribe(id C.uint64_t, h *C.prosody_handler_config, cb C
 			}
 			e.mu.Unlock()
 			e.disp.notify.remove(notify)
+		}()
+		waitFor(prev)
+		e.mu.Lock()
+		released := e.released
+		e.mu.Unlock()
+		if released {
+			return client.ErrClosed
+		}
+		if err := e.c.Subscribe(e.disp); err != nil {
 			return err
 		}
+		started = true
 		e.disp.wakeIfPending()
 		return nil
 	})
@@ -250,6 +265,9 @@ func prosodyGo_client_unsubscribe(id C.uint64_t, cb C.prosody_completion_fn, ud 
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.released {
+		return fail(errOut, fmt.Errorf("%s: %w", fn, clients.invalid(uint64(id))))
+	}
 	if !e.subscribed {
 		return fail(errOut, errorf(C.PROSODY_ERR_STATE, "%s: the client is not subscribed", fn))
 	}
@@ -257,12 +275,11 @@ func prosodyGo_client_unsubscribe(id C.uint64_t, cb C.prosody_completion_fn, ud 
 	notify := e.notify
 	prev, opDone := e.nextOp()
 	asyncThen(fn, done, func() { close(opDone) }, func() error {
+		// This subscription's callback only (the host may have subscribed
+		// again meanwhile), and even if unsubscribing panics.
+		defer e.disp.notify.remove(notify)
 		waitFor(prev)
-		err := e.c.Unsubscribe(context.Background())
-		// This subscription's callback only: the host may have subscribed
-		// again meanwhile.
-		e.disp.notify.remove(notify)
-		return err
+		return e.c.Unsubscribe(context.Background())
 	})
 	return C.PROSODY_OK
 }

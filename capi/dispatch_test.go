@@ -4,8 +4,11 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -420,4 +423,67 @@ func TestReleaseCompletesAfterEarlierSubscribesAndUnsubscribes(t *testing.T) {
 			t.Fatalf("round %d: completions in the order %v, subscribe %d, unsubscribe %d", round, order, sa, su)
 		}
 	}
+}
+
+// silentBroker accepts connections and never answers, so that a subscribe
+// stays in the core's connect; stop makes the connect fail.
+func silentBroker(t *testing.T) (addr string, stop func()) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	return ln.Addr().String(), func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	}
+}
+
+// A subscribe, and the state queries, return at once while an earlier
+// subscribe is still connecting (found in review: they waited for the
+// core's lock, held across the connect, for minutes).
+func TestCallsDoNotWaitForASubscribeConnecting(t *testing.T) {
+	addr, stop := silentBroker(t)
+	id, st := testClientNew(fmt.Sprintf(`{"bootstrap_servers":%q,"group_id":"g","subscribed_topics":"t","probe_port":null,"cassandra_nodes":%q}`, addr, addr))
+	if st != 0 {
+		t.Fatalf("client_new: status %d", st)
+	}
+	_, first := testSubscribe(id, func() {})
+	time.Sleep(300 * time.Millisecond) // the first subscribe is connecting
+	e, _ := clients.get(id)
+	returned := make(chan int, 1)
+	go func() {
+		e.c.ConsumerState()
+		e.c.AssignedPartitionCount()
+		e.c.IsStalled()
+		st, _ := testSubscribe(id, func() {})
+		returned <- st
+	}()
+	select {
+	case st := <-returned:
+		if st != 4 { // PROSODY_ERR_STATE
+			t.Errorf("a second subscribe returned %d, want STATE (4)", st)
+		}
+	case <-time.After(2 * time.Second):
+		t.Error("the calls waited for the subscribe that is connecting")
+	}
+	stop()
+	<-first
+	<-testRelease(id)
 }

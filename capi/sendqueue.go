@@ -20,6 +20,10 @@ type sendQueue struct {
 	mu      sync.Mutex
 	pending []queuedSend
 	running bool
+	// inFlight counts sends whose completion has not been called yet;
+	// release waits for them (idle), so that their callbacks come first.
+	inFlight int
+	idle     sync.Cond
 }
 
 type queuedSend struct {
@@ -31,6 +35,7 @@ type queuedSend struct {
 
 func (q *sendQueue) push(c *client.Client, s queuedSend) {
 	q.mu.Lock()
+	q.inFlight++
 	q.pending = append(q.pending, s)
 	start := !q.running
 	q.running = true
@@ -55,8 +60,9 @@ func (q *sendQueue) drain(c *client.Client) {
 			begun, err := begin(c, s)
 			if err != nil {
 				s.done.call(err)
+				q.finished()
 			} else {
-				async("prosody_client_send", s.done, func() error {
+				asyncThen("prosody_client_send", s.done, q.finished, func() error {
 					_, err := begun.Wait()
 					return err
 				})
@@ -75,4 +81,25 @@ func begin(c *client.Client, s queuedSend) (begun *producer.Sending, err error) 
 		}
 	}()
 	return c.BeginSend(s.ctx, s.topic, s.key, s.payload)
+}
+
+// finished counts a send whose completion has been called.
+func (q *sendQueue) finished() {
+	q.mu.Lock()
+	if q.inFlight--; q.inFlight == 0 && q.idle.L != nil {
+		q.idle.Broadcast()
+	}
+	q.mu.Unlock()
+}
+
+// wait returns once every send pushed so far has been completed.
+func (q *sendQueue) wait() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.idle.L == nil {
+		q.idle.L = &q.mu
+	}
+	for q.inFlight > 0 {
+		q.idle.Wait()
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prosody-events/prosody-go/core/cassandra"
@@ -66,6 +67,10 @@ type Client struct {
 	consumer *consumer.Consumer
 	timeouts *middleware.Timeouts
 	probe    *probe.Server
+	// live is consumer, for the queries (ConsumerState, partition count,
+	// stalled) that must not wait for mu: Subscribe holds it while it
+	// connects to Kafka and Cassandra, which can take minutes.
+	live atomic.Pointer[consumer.Consumer]
 }
 
 // New builds a client from a validated configuration. The producer connects
@@ -142,9 +147,7 @@ func (c *Client) ConsumerState() (State, error) {
 		}
 		return Unconfigured, nil
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.consumer != nil {
+	if c.live.Load() != nil {
 		return Running, nil
 	}
 	return Configured, nil
@@ -207,6 +210,7 @@ func (c *Client) Subscribe(h event.Handler) error {
 		c.probe = srv
 	}
 	c.consumer, c.timeouts = cons, timeouts
+	c.live.Store(cons)
 	return nil
 }
 
@@ -261,6 +265,7 @@ func (c *Client) Unsubscribe(ctx context.Context) error {
 	c.mu.Lock()
 	cons, timeouts, srv := c.consumer, c.timeouts, c.probe
 	c.consumer, c.timeouts, c.probe = nil, nil, nil
+	c.live.Store(nil)
 	c.mu.Unlock()
 	if cons == nil {
 		return ErrNotSubscribed
@@ -281,20 +286,17 @@ func (c *Client) Unsubscribe(ctx context.Context) error {
 // AssignedPartitionCount is the number of partitions the consumer owns; 0
 // unless subscribed.
 func (c *Client) AssignedPartitionCount() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.consumer == nil {
-		return 0
+	if cons := c.live.Load(); cons != nil {
+		return cons.AssignedPartitions()
 	}
-	return c.consumer.AssignedPartitions()
+	return 0
 }
 
 // IsStalled reports whether a partition has made no progress for
 // stall_threshold; false unless subscribed.
 func (c *Client) IsStalled() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.consumer != nil && c.consumer.Stalled()
+	cons := c.live.Load()
+	return cons != nil && cons.Stalled()
 }
 
 // ProbeAddr is the probe server's listening address, or "" when it is not
