@@ -285,7 +285,8 @@ int prosody_client_new(const char *config_json, uint64_t *client, char **error_m
  * completes with CLOSED, and an unsubscribe of it then with STATE),
  * unsubscribes, flushes and closes the producer, closes the event fd, and
  * finally calls done (may be NULL), after every call of a notify callback
- * has returned. Stop watching the event fd before calling this. Errors: INVALID_HANDLE
+ * has returned and after the completions of the sends made before it. Stop
+ * watching the event fd before calling this. Errors: INVALID_HANDLE
  * (including a second release), AFTER_FORK. */
 int prosody_client_release(uint64_t client, prosody_completion_fn done, void *user_data,
                            char **error_message);
