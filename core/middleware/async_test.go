@@ -62,12 +62,27 @@ func (h *hostStarter) count() int {
 // outcome gets it).
 func waitNoSlotsTaken(t *testing.T, l *Limiter) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for l.InUse() != 0 {
+	if !eventually(func() bool { return l.InUse() == 0 }) {
+		t.Fatalf("%d slots still taken", l.InUse())
+	}
+}
+
+// eventually polls cond for up to five seconds and reports whether it held.
+func eventually(cond func() bool) bool {
+	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d slots still taken", l.InUse())
+			return false
 		}
-		time.Sleep(time.Millisecond)
+	}
+	return true
+}
+
+// lenOf reads the length of a slice guarded by mu.
+func lenOf[T any](mu *sync.Mutex, s *[]T) func() int {
+	return func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(*s)
 	}
 }
 
@@ -289,16 +304,8 @@ func TestAsyncPreparesEachAttemptAndDiscardsUnstarted(t *testing.T) {
 	d := dones[0]
 	mu.Unlock()
 	d.Done(errors.New("flaky"))
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		mu.Lock()
-		n := len(dones)
-		mu.Unlock()
-		if n == 2 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+	doneCount := lenOf(&mu, &dones)
+	eventually(func() bool { return doneCount() == 2 })
 	mu.Lock()
 	d = dones[len(dones)-1]
 	got := append([]int(nil), startedWith...)
@@ -336,16 +343,8 @@ func TestAsyncRunNextTakesTheSlotFirst(t *testing.T) {
 	h.finish(t, 0, nil) // the first ends: its slot goes to "next"
 	h.finish(t, 1, nil) // attempt 2 must be "next"'s
 	h.finish(t, 2, nil)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		mu.Lock()
-		n := len(order)
-		mu.Unlock()
-		if n == 2 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+	orderCount := lenOf(&mu, &order)
+	eventually(func() bool { return orderCount() == 2 })
 	mu.Lock()
 	defer mu.Unlock()
 	if len(order) != 2 || order[0] != "next" || order[1] != "waiting" {

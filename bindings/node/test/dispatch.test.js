@@ -195,14 +195,20 @@ test("many ASCII messages in large batches arrive intact, in per-key order", asy
   });
 });
 
+// countCall counts one more call for key in calls and returns the count.
+function countCall(calls, key) {
+  const n = (calls.get(key) ?? 0) + 1;
+  calls.set(key, n);
+  return n;
+}
+
 test("synchronous results, synchronous throws and rejected promises are all completed", async () => {
   const topic = unique("outcomes");
   await withClient({ subscribedTopics: topic, retryBaseMs: 10 }, async (client) => {
     const calls = new Map();
     await client.subscribe({
       onMessage(_ctx, m) {
-        const n = (calls.get(m.key) ?? 0) + 1;
-        calls.set(m.key, n);
+        const n = countCall(calls, m.key);
         if (m.key === "sync-throw" && n === 1) throw new Error("once");
         if (m.key === "reject" && n === 1) return Promise.reject(new Error("once"));
         if (m.key === "permanent") throw new PermanentError("never");
@@ -238,8 +244,7 @@ test("odd results: a thenable that throws, one that settles twice, an unprintabl
     const calls = new Map();
     await client.subscribe({
       onMessage(_ctx, m) {
-        const n = (calls.get(m.key) ?? 0) + 1;
-        calls.set(m.key, n);
+        const n = countCall(calls, m.key);
         if (m.key === "then-throws" && n === 1) {
           return {
             get then() {

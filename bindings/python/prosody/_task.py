@@ -80,6 +80,17 @@ def _failure_text(e: BaseException) -> bytes:
     return f"{type(e).__name__}: {e}".encode("utf-8", "replace")
 
 
+def _coroutine(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    """Calls a handler method and returns its coroutine, as ``await fn(*args)`` would use it."""
+    try:
+        coro = fn(*args)
+    except StopIteration as e:  # as it would leave a coroutine frame (PEP 479)
+        raise RuntimeError("coroutine raised StopIteration") from e
+    if type(coro) is not CoroutineType:
+        coro = _await(coro)  # fails as `await coro` would, if it is not awaitable
+    return coro
+
+
 class HandlerTask(asyncio.Future[None]):
     """Runs one handler call for a dispatcher; see the module docstring.
 
@@ -174,29 +185,11 @@ class HandlerTask(asyncio.Future[None]):
         _enter_task(loop, self)
         try:
             try:
-                coro = fn(*args)
-            except StopIteration as e:  # as it would leave a coroutine frame (PEP 479)
-                raise RuntimeError("coroutine raised StopIteration") from e
-            if type(coro) is not CoroutineType:
-                coro = _await(coro)  # fails as `await coro` would, if it is not awaitable
-            self._coro = coro
-            result = coro.send(None)
-        except StopIteration:
-            # Done without waiting: the common case, inlined. Still in the
-            # dispatcher's batch, which flushes completions at its end.
-            ctx = self._pctx
-            ctx._done = True
-            ctx._disp._ok.append(ctx._event)
-            if self._must_cancel:
-                # Cancelled right before the handler returned (as asyncio.Task).
-                self._must_cancel = False
-                super().cancel(msg=self._cancel_msg)
-            else:
-                self.set_result(None)
-        except BaseException as e:
-            self._failed(e)
-        else:
-            self._suspend(loop, result)
+                self._coro = _coroutine(fn, args)
+            except BaseException as e:
+                self._failed(e)
+                return
+            self._send(loop, None)
         finally:
             _leave_task(loop, self)
 
@@ -212,18 +205,24 @@ class HandlerTask(asyncio.Future[None]):
         loop = self._loop
         _enter_task(loop, self)
         try:
+            self._send(loop, exc)
+        finally:
+            _leave_task(loop, self)
+
+    def _send(self, loop: asyncio.AbstractEventLoop, exc: BaseException | None) -> None:
+        """Runs the coroutine to its next wait (or its end): the body of a step."""
+        try:
             if exc is None:
                 result = self._coro.send(None)
             else:
                 result = self._coro.throw(exc)
         except StopIteration:
+            # Done without waiting: for a first step, the common case.
             self._succeeded()
         except BaseException as e:
             self._failed(e)
         else:
             self._suspend(loop, result)
-        finally:
-            _leave_task(loop, self)
 
     def _succeeded(self) -> None:
         ctx = self._pctx

@@ -33,6 +33,8 @@ from prosody import (
 )
 from prosody._task import OUTCOME_OK, OUTCOME_PERMANENT, OUTCOME_TRANSIENT, HandlerTask
 
+from conftest import Recorder
+
 VAR: contextvars.ContextVar[str] = contextvars.ContextVar("VAR", default="unset")
 
 
@@ -349,23 +351,6 @@ class FakeLib:
         return 0
 
 
-class Collect(EventHandler):
-    def __init__(self, on_message: Callable[[Context, Message], Any] | None = None) -> None:
-        self.messages: list[Message] = []
-        self.timers: list[Timer] = []
-        self.hook = on_message
-
-    async def on_message(self, context: Context, message: Message) -> None:
-        self.messages.append(message)
-        if self.hook is not None:
-            result = self.hook(context, message)
-            if asyncio.iscoroutine(result):
-                await result
-
-    async def on_timer(self, context: Context, timer: Timer) -> None:
-        self.timers.append(timer)
-
-
 @pytest.fixture
 def fake_lib(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeLib]:
     ffi, lib = _native.load()
@@ -409,7 +394,7 @@ async def test_messages_decode_as_before(fake_lib: FakeLib) -> None:
          "payload": p, "partition": i, "offset": 100 + i, "timestamp_ms": ts + i // 2}
         for i, p in enumerate(payloads)
     ]]
-    handler = Collect()
+    handler = Recorder()
     await drain(dispatcher(handler))
     assert fake_lib.ok == list(range(1, len(payloads) + 1)) and fake_lib.failed == []
     for i, (m, p) in enumerate(zip(handler.messages, payloads)):
@@ -430,7 +415,7 @@ async def test_undecodable_events_fail_permanently(fake_lib: FakeLib) -> None:
         {"event": 3, "topic": b"t", "key": b"\xff", "payload": b"{}"},
         {"event": 4, "topic": b"t", "key": b"k", "payload": b"{}"},
     ]]
-    handler = Collect()
+    handler = Recorder()
     await drain(dispatcher(handler))
     assert fake_lib.ok == [4] and len(handler.messages) == 1
     assert [(e, o) for e, o, _ in fake_lib.failed] == [(i, OUTCOME_PERMANENT) for i in (1, 2, 3)]
@@ -446,7 +431,7 @@ async def test_timers_large_payloads_and_several_batches(fake_lib: FakeLib) -> N
         [{"event": 300, "kind": 2, "topic": b"t", "key": b"timer-key", "time_ms": 1_700_000_000_000},
          {"event": 301, "topic": b"t", "key": b"big", "payload": big}],
     ]
-    handler = Collect()
+    handler = Recorder()
     await drain(dispatcher(handler))  # a full batch: polls again
     assert len(handler.messages) == 257 and handler.messages[-1].payload == json.loads(big)
     assert handler.timers == [Timer("timer-key", datetime.fromtimestamp(1_700_000_000, timezone.utc))]
@@ -468,7 +453,7 @@ async def test_trace_context_reaches_the_handler(fake_lib: FakeLib) -> None:
          "tracestate": b"vendor=1", "baggage": b"tenant=acme"},
         {"event": 2, "topic": b"t", "key": b"k2", "payload": b"{}"},
     ]]
-    await drain(dispatcher(Collect(on_message=record)))
+    await drain(dispatcher(Recorder(on_message=record)))
     assert seen[0] == (trace_id, "acme")
     assert seen[1][0] != trace_id and seen[1][1] is None
     assert fake_lib.ok == [1, 2]
@@ -495,7 +480,7 @@ async def test_waiting_handlers_cancellation_notices_and_abort(fake_lib: FakeLib
         {"event": 2, "topic": b"t", "key": b"abort", "payload": b"{}"},
         {"event": 3, "topic": b"t", "key": b"quick", "payload": b"{}"},
     ], [{"event": 1, "kind": 3}, {"event": 3, "kind": 3}, {"event": 99, "kind": 3}]]
-    disp = dispatcher(Collect(on_message=wait_cancel))
+    disp = dispatcher(Recorder(on_message=wait_cancel))
     await drain(disp)
     assert fake_lib.ok == [3] and set(disp._inflight) == {1, 2}
     await drain(disp)  # the notices: 1 is waiting; 3 is done already; 99 is unknown
@@ -519,7 +504,7 @@ async def test_handlers_run_in_the_subscribers_context(fake_lib: FakeLib) -> Non
     fake_lib.batches = [[{"event": i, "topic": b"t", "key": f"k{i}".encode(), "payload": b"{}"} for i in (1, 2)]]
     token = VAR.set("subscriber")
     try:
-        await drain(dispatcher(Collect(on_message=record)))
+        await drain(dispatcher(Recorder(on_message=record)))
     finally:
         VAR.reset(token)
     assert seen == ["subscriber", "subscriber"]
@@ -530,7 +515,7 @@ async def test_an_interrupt_leaves_the_rest_of_the_batch_for_later(fake_lib: Fak
         if m.key == "stop":
             raise SystemExit(3)
 
-    handler = Collect(on_message=interrupt)
+    handler = Recorder(on_message=interrupt)
     fake_lib.batches = [[{"event": i, "topic": b"t", "key": k, "payload": b"{}"}
                          for i, k in enumerate([b"a", b"stop", b"b", b"c"], 1)]]
     with pytest.raises(SystemExit):
@@ -562,7 +547,7 @@ async def test_a_handler_releasing_the_client_stops_the_batch(fake_lib: FakeLib)
         if m.key == "release":
             disp.abort()  # what ProsodyClient._release does
 
-    handler = Collect(on_message=release)
+    handler = Recorder(on_message=release)
     disp = dispatcher(handler)
     fake_lib.batches = [[{"event": i, "topic": b"t", "key": k, "payload": b"{}"}
                          for i, k in enumerate([b"a", b"release", b"b"], 1)]]
@@ -581,7 +566,7 @@ async def test_a_patched_prosody_handler_is_always_called(
         await original(self, *args)
 
     monkeypatch.setattr(ProsodyHandler, "on_message", patched)
-    handler = Collect()
+    handler = Recorder()
     fake_lib.batches = [[{"event": 1, "topic": b"t", "key": b"k", "payload": b"{}"}]]
     await drain(dispatcher(handler))
     assert calls == ["patched"] and len(handler.messages) == 1 and fake_lib.ok == [1]
