@@ -241,7 +241,8 @@ func engine(addrs []string, topic string, n int) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if *verbose {
-		fmt.Printf("  engine: first message after %v, pauses %d\n", time.Unix(0, first.Load()).Sub(start).Round(time.Millisecond), c.Stats().Pauses())
+		fmt.Printf("  engine: first message after %v, pauses %d, offloads %d, handovers %d\n", time.Unix(0, first.Load()).Sub(start).Round(time.Millisecond),
+			c.Stats().Pauses(), c.Stats().Offloads(), c.Stats().Handovers())
 	}
 	return end.Sub(start), c.Stop(ctx)
 }

@@ -33,7 +33,16 @@ var ErrStopped = fault.Terminal(errors.New("prosody: consumer stopped"))
 // Stats are counters for tests and observability.
 type Stats struct {
 	handled, failed, filtered, undecodable, pauses, timers atomic.Int64
+	offloads, handovers                                    atomic.Int64
 }
+
+// Offloads is how many times a partition started sending its runs to the
+// executor because they were slow to run inline (see intake.go).
+func (s *Stats) Offloads() int64 { return s.offloads.Load() }
+
+// Handovers is how many times a partition's intake moved to a new
+// goroutine because its driver was stuck in a run.
+func (s *Stats) Handovers() int64 { return s.handovers.Load() }
 
 // Timers is the number of timer events handled (or failed and skipped).
 func (s *Stats) Timers() int64 { return s.timers.Load() }
@@ -70,6 +79,7 @@ type Consumer struct {
 	eventTypes filter.EventTypes
 	group      sarama.ConsumerGroup
 	exec       *executor
+	rescue     *rescuer
 	stats      Stats
 
 	mu         sync.Mutex
@@ -116,6 +126,7 @@ func Start(opts Options, invoke middleware.Invoker) (*Consumer, error) {
 		eventTypes: filter.NewEventTypes(opts.AllowedEvents),
 		group:      group,
 		exec:       newExecutor(),
+		rescue:     newRescuer(),
 		partitions: make(map[topicPartition]*partition),
 		stop:       cancel,
 		done:       make(chan struct{}),
@@ -133,6 +144,7 @@ func (c *Consumer) consume(ctx context.Context) {
 	// Every claim has returned (so every partition has drained) once
 	// Consume returns for the last time.
 	defer c.exec.close()
+	defer c.rescue.close()
 	h := &groupHandler{c: c}
 	for ctx.Err() == nil {
 		err := c.group.Consume(ctx, c.opts.Topics, h)
@@ -272,7 +284,7 @@ func (r *holdRate) marks(now time.Time, holdLimit int, interval time.Duration) (
 	return max(holdLimit, 2*runway), max(holdLimit/2, runway)
 }
 
-// maxBurst is the most records the claim loop admits at once.
+// maxBurst is the most records a partition's driver admits at once.
 const maxBurst = 256
 
 // Stats returns the consumer's counters.
@@ -296,18 +308,11 @@ type groupHandler struct{ c *Consumer }
 func (h *groupHandler) Setup(sarama.ConsumerGroupSession) error   { return nil }
 func (h *groupHandler) Cleanup(sarama.ConsumerGroupSession) error { return nil }
 
-// ConsumeClaim is the partition's intake loop. It keeps reading the claim
-// even when the partition is at max_uncommitted, holding the records it
-// cannot admit yet, because the claim's channel closing is the only
-// revocation signal. A fetched record is therefore never dropped while the
-// partition is owned.
-//
-// Holding is not pausing: records already fetched are in memory anyway, and
-// pausing at the first full tracker would stop fetching each time a burst
-// arrives and leave the partition idle for a fetch round trip once it
-// drains. The partition is paused only when the held backlog reaches its
-// high-water mark, which bounds memory to that plus one fetch response, and
-// resumed when it is down to the low-water mark (see holdMarks).
+// ConsumeClaim runs the partition's intake (intake.go) until the claim
+// ends, then drains the partition and marks its final watermark. The
+// intake runs on goroutines of its own: a handler that ignores its
+// cancellation must not keep this call from returning at the end of the
+// shutdown budget.
 func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
 	c := h.c
 	p := newPartition(c, claim.Topic(), claim.Partition())
@@ -328,102 +333,27 @@ func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 		}()
 	}
 
-	tick := time.NewTicker(c.opts.PollInterval)
-	defer tick.Stop()
-	holdLimit := c.holdLimit()
-	var held backlog
-	var burst []*sarama.ConsumerMessage
-	paused := false
-	var rate holdRate
-	high, low := holdLimit, holdLimit/2
 	tp := map[string][]int32{p.topic: {p.id}}
-	records := claim.Messages()
 	// A newly assigned partition always starts resumed, whatever an earlier
 	// claim of it left behind (the spec's post-rebalance resume).
 	c.group.Resume(tp)
-
-	// hold keeps records the partition cannot admit yet, pausing it when
-	// too many are held.
-	hold := func(rs []*sarama.ConsumerMessage) {
-		held.push(rs)
-		if !paused && held.len() >= high {
+	in := newIntake(claim.Messages(), c.opts.PollInterval, c.holdLimit(),
+		func(o int64) { sess.MarkOffset(p.topic, p.id, o, "") },
+		func() {
 			c.group.Pause(tp)
 			c.stats.pauses.Add(1)
-			paused = true
-		}
-	}
-	resume := func() {
-		c.group.Resume(tp)
-		paused = false
-	}
-	defer func() {
-		if paused {
-			// sarama remembers a pause across a reassignment: a later claim
-			// of the partition would start paused and never resume.
-			resume()
-		}
-	}()
-
-loop:
-	for {
-		select {
-		case r, ok := <-records:
-			if !ok {
-				break loop
-			}
-			// Take what sarama has already buffered too, and admit it as
-			// one burst.
-			burst = append(burst[:0], r)
-			closed := false
-		drain:
-			for len(burst) < maxBurst {
-				select {
-				case r, ok := <-records:
-					if !ok {
-						closed = true
-						break drain
-					}
-					burst = append(burst, r)
-				default:
-					break drain
-				}
-			}
-			if held.len() > 0 {
-				hold(burst)
-			} else if n := p.admit(burst); n < len(burst) {
-				rate.admitted += n
-				hold(burst[n:])
-			} else {
-				rate.admitted += n
-			}
-			clear(burst)
-			if closed {
-				break loop
-			}
-		case <-p.room:
-			if held.len() == 0 {
-				continue
-			}
-			n := p.admit(held.records())
-			rate.admitted += n
-			held.drop(n)
-			if paused && held.len() <= low {
-				resume()
-			}
-		case now := <-tick.C:
-			high, low = rate.marks(now, holdLimit, c.opts.PollInterval)
-			if o, ok := p.commitOffset(); ok {
-				sess.MarkOffset(p.topic, p.id, o, "")
-			}
-			p.stalled(time.Now())
-		}
-	}
+		},
+		func() { c.group.Resume(tp) })
+	defer in.tick.Stop()
+	p.startIntake(in)
+	defer c.rescue.remove(p)
+	<-in.done
 
 	cause := event.ErrRevoked
 	if c.stopping.Load() {
 		cause = ErrStopped
 	}
-	p.log.Info("partition released; draining", slog.Int("unfinished", p.outstanding()), slog.Int("held", held.len()))
+	p.log.Info("partition released; draining", slog.Int("unfinished", p.outstanding()), slog.Int("held", in.held.len()))
 	p.drain(c.opts.ShutdownTimeout, cause)
 	if o, ok := p.commitOffset(); ok {
 		sess.MarkOffset(p.topic, p.id, o, "")

@@ -23,8 +23,32 @@ func newTestPartition(maxUncommitted int, invoke func(*event.Context, event.Even
 		log:        testLogger(),
 		eventTypes: filter.NewEventTypes(nil),
 		exec:       newExecutor(),
+		rescue:     newRescuer(),
 	}
 	return c, newPartition(c, "t", 0)
+}
+
+// closeTestConsumer stops what newTestPartition started.
+func closeTestConsumer(c *Consumer) {
+	c.rescue.close()
+	c.exec.close()
+}
+
+// testIntake drives p's intake from a channel the test feeds, the way a
+// claim would. Closing the channel ends the claim; in.done closes once the
+// driver has seen it.
+func testIntake(p *partition) (chan<- *sarama.ConsumerMessage, *intake) {
+	records := make(chan *sarama.ConsumerMessage, 256)
+	in := newIntake(records, time.Hour, p.c.holdLimit(), func(int64) {}, func() {}, func() {})
+	p.startIntake(in)
+	return records, in
+}
+
+// feed sends rs to the intake and ends the claim.
+func feed(records chan<- *sarama.ConsumerMessage, rs []*sarama.ConsumerMessage) {
+	for _, r := range rs {
+		records <- r
+	}
 }
 
 func testRecord(offset int64, key string) *sarama.ConsumerMessage {
@@ -52,15 +76,16 @@ func TestBlockedHandlersDoNotStallOtherKeys(t *testing.T) {
 		rs = append(rs, testRecord(int64(i), fmt.Sprintf("block-%d", i)))
 	}
 	rs = append(rs, testRecord(int64(n), "free"))
-	if got := p.admit(rs); got != len(rs) {
-		t.Fatalf("admitted %d of %d", got, len(rs))
-	}
+	records, in := testIntake(p)
+	feed(records, rs)
 	select {
 	case <-ran:
 	case <-time.After(5 * time.Second):
 		t.Fatalf("an idle key waited behind %d blocked handlers", blocked.Load())
 	}
 	close(release)
+	close(records)
+	<-in.done
 	p.drain(5*time.Second, event.ErrRevoked)
 	if o := p.outstanding(); o != 0 {
 		t.Fatalf("%d offsets unfinished after every handler returned", o)
@@ -68,7 +93,7 @@ func TestBlockedHandlersDoNotStallOtherKeys(t *testing.T) {
 	if off, ok := p.commitOffset(); !ok || off != int64(n+1) {
 		t.Fatalf("commit offset %d (%v), want %d", off, ok, n+1)
 	}
-	c.exec.close()
+	closeTestConsumer(c)
 }
 
 // TestDrainDropsQueuedRuns: runs still queued in the executor when a
@@ -86,10 +111,13 @@ func TestDrainDropsQueuedRuns(t *testing.T) {
 	for i := 0; i < n; i++ {
 		rs = append(rs, testRecord(int64(i), fmt.Sprintf("k-%d", i)))
 	}
-	p.admit(rs)
+	records, in := testIntake(p)
+	feed(records, rs)
 	time.Sleep(20 * time.Millisecond)
+	close(records)
 	done := make(chan struct{})
 	go func() {
+		<-in.done
 		p.drain(5*time.Second, event.ErrRevoked)
 		close(done)
 	}()
@@ -103,7 +131,7 @@ func TestDrainDropsQueuedRuns(t *testing.T) {
 	if o := p.outstanding(); o != n-int(atStop) {
 		t.Fatalf("%d offsets unfinished, want %d", o, n-int(atStop))
 	}
-	c.exec.close()
+	closeTestConsumer(c)
 }
 
 func TestBacklogKeepsOrderAcrossCompaction(t *testing.T) {

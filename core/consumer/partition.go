@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -31,12 +32,13 @@ type item struct {
 // partition is the state of one assigned partition: which offsets are
 // unfinished, the per-key queue, and the goroutines running its events.
 //
-// Records enter through admit on the claim's goroutine, a burst at a time;
-// a key's run executes on a worker of the consumer's executor, which moves
-// on to the key's next event itself, so an idle key costs nothing.
+// Records enter through admit on the goroutine driving the intake, a burst
+// at a time; a key's run executes on that driver (intake.go) or, once runs
+// are slow, on a worker of the consumer's executor, and moves on to the
+// key's next event itself, so an idle key costs nothing.
 //
-// One mutex guards the offsets, the per-key queue and the run count, so an
-// event's completion takes a single lock.
+// One mutex guards the offsets, the per-key queue, the ready runs and the
+// run count, so an event's completion takes a single lock.
 type partition struct {
 	c     *Consumer
 	topic string
@@ -60,15 +62,30 @@ type partition struct {
 	mu          sync.Mutex
 	tracker     *offsets.Tracker
 	keys        keyqueue.Keys[item]
-	running     int           // runs queued in the executor or running
-	ready       bool          // timers are initialised: records may be admitted
-	wantRoom    bool          // the claim loop holds records: signal room
+	running     int           // runs ready, queued in the executor or running
+	ready       ring          // runs admitted for the intake's driver to start inline (intake.go)
+	driver      uint64        // generation of the goroutine driving the intake
+	offloadTill int64         // monotonic time until which new runs go to the executor, not inline
+	offloadSpan int64         // how long the last offload lasted
+	lastSlow    bool          // the last runs timed, or found stuck, were slow (intake.go)
+	timersReady bool          // timers are initialised: records may be admitted
+	wantRoom    bool          // the driver holds records: signal room
 	draining    bool          // set once; nothing new starts after it
 	idle        chan struct{} // closed when draining and running == 0
 	marked      int64         // last offset handed to sarama to commit
 	stallLogged bool
 
-	// Scratch state of the claim goroutine, reused across bursts.
+	// inline is the driver's inline run (intake.go, inlineRun), the low
+	// bit set while a run is under way. The rescuer reads it to find a
+	// driver stuck in one run.
+	inline atomic.Uint64
+	seen   uint64 // inline at the rescuer's previous scan; the rescuer's own
+	stuck  int    // consecutive scans that found seen unchanged; the rescuer's own
+	// in is the intake: the claim's records and what the driver keeps
+	// between bursts. Only the goroutine driving it touches it.
+	in *intake
+
+	// Scratch state of the driver, reused across bursts.
 	dec      payload.Decoder
 	takeBuf  []*sarama.ConsumerMessage
 	itemBuf  []item
@@ -78,18 +95,18 @@ type partition struct {
 
 func newPartition(c *Consumer, topic string, id int32) *partition {
 	p := &partition{
-		c:       c,
-		topic:   topic,
-		id:      id,
-		log:     c.log.With(slog.String("topic", topic), slog.Int("partition", int(id))),
-		scope:   event.NewScope(),
-		env:     &event.Env{Block: c.exec.block},
-		ready:   c.opts.Timers == nil,
-		keys:    keyqueue.MakeKeys[item](),
-		room:    make(chan struct{}, 1),
-		tracker: offsets.New(c.opts.MaxUncommitted),
-		idle:    make(chan struct{}),
-		marked:  offsets.None,
+		c:           c,
+		topic:       topic,
+		id:          id,
+		log:         c.log.With(slog.String("topic", topic), slog.Int("partition", int(id))),
+		scope:       event.NewScope(),
+		env:         &event.Env{Block: c.exec.block},
+		timersReady: c.opts.Timers == nil,
+		keys:        keyqueue.MakeKeys[item](),
+		room:        make(chan struct{}, 1),
+		tracker:     offsets.New(c.opts.MaxUncommitted),
+		idle:        make(chan struct{}),
+		marked:      offsets.None,
 	}
 	if async := c.opts.Async; async != nil {
 		// Messages of this partition waiting for a concurrency slot stop
@@ -104,16 +121,18 @@ func newPartition(c *Consumer, topic string, id int32) *partition {
 // max_uncommitted offsets are unfinished: the caller holds the remaining
 // records and offers them again after a signal on room.
 //
-// A burst is admitted with one lock for the offsets and one submission to
-// the executor, rather than one of each per record.
+// A burst is admitted with one lock for the offsets and one for the key
+// queues, rather than one of each per record. The runs it makes ready wait
+// in p.ready for the driver to start them (runReady), or go to the
+// executor while the partition offloads.
 func (p *partition) admit(rs []*sarama.ConsumerMessage) int {
 	now := time.Now()
 	taken := p.takeBuf[:0]
 	n := 0
 	p.mu.Lock()
-	if !p.ready {
+	if !p.timersReady {
 		// Nothing is processed before the partition's timers are loaded; the
-		// claim loop holds the records until then.
+		// driver holds the records until then.
 		p.wantRoom = true
 		p.mu.Unlock()
 		return 0
@@ -176,12 +195,17 @@ func (p *partition) admit(rs []*sarama.ConsumerMessage) int {
 	}
 	if !p.draining && len(start) > 0 {
 		p.running += len(start)
-		// Submitting under p.mu orders it with drain's purge: a run is
-		// either queued before the purge (and removed by it) or sees
-		// draining.
-		p.c.exec.mu.Lock()
-		p.c.exec.submitLocked(start)
-		p.c.exec.mu.Unlock()
+		// Queuing under p.mu orders it with drain's purge: a run is either
+		// queued before the purge (and removed by it) or sees draining.
+		if p.offloadingLocked(monotonic()) {
+			p.c.exec.mu.Lock()
+			p.c.exec.submitLocked(start)
+			p.c.exec.mu.Unlock()
+		} else {
+			for _, t := range start {
+				p.ready.push(t)
+			}
+		}
 	}
 	// Skipped offsets may have made the room this burst ran out of; nothing
 	// else would say so when no handler is running.
@@ -210,22 +234,9 @@ func (p *partition) filterOut(msg *event.Message, reason filter.Reason) int64 {
 // key (afterAsync).
 func (p *partition) run(it item) {
 	for {
-		if p.startsAsync(it) {
-			p.startAsync(it)
+		finished, async := p.runOne(it)
+		if async {
 			return
-		}
-		var finished bool
-		if id, isTimer := timerID(it); isTimer {
-			// A timer unscheduled while it waited for its key is skipped.
-			if p.timers.Begin(id) {
-				if p.complete(it, p.invoke(it)) {
-					p.timers.Commit(id)
-				} else {
-					p.timers.Abort(id)
-				}
-			}
-		} else {
-			finished = p.complete(it, p.invoke(it))
 		}
 		next, ok := p.advance(it, finished)
 		if !ok {
@@ -235,11 +246,45 @@ func (p *partition) run(it item) {
 	}
 }
 
+// runOne handles one event. It reports whether its offset is finished, or
+// that it started asynchronously, in which case its completion continues
+// the key (afterAsync).
+func (p *partition) runOne(it item) (finished, async bool) {
+	if p.startsAsync(it) {
+		p.startAsync(it)
+		return false, true
+	}
+	if id, isTimer := timerID(it); isTimer {
+		// A timer unscheduled while it waited for its key is skipped.
+		if p.timers.Begin(id) {
+			if p.complete(it, p.invoke(it)) {
+				p.timers.Commit(id)
+			} else {
+				p.timers.Abort(id)
+			}
+		}
+		return false, false
+	}
+	return p.complete(it, p.invoke(it)), false
+}
+
 // advance records the end of it (finishing its offset if finished) and
 // returns the key's next event, if the key has one and the partition is
 // not draining.
 func (p *partition) advance(it item, finished bool) (item, bool) {
 	p.mu.Lock()
+	next, ok := p.advanceLocked(it, finished)
+	signal := p.roomLocked()
+	p.mu.Unlock()
+	if signal {
+		p.signalRoom()
+	}
+	return next, ok
+}
+
+// advanceLocked is advance under p.mu, without the room signal: the caller
+// calls roomLocked before releasing the lock.
+func (p *partition) advanceLocked(it item, finished bool) (item, bool) {
 	if finished {
 		p.finishLocked(it.offset)
 	}
@@ -249,11 +294,6 @@ func (p *partition) advance(it item, finished bool) (item, bool) {
 		if p.draining && p.running == 0 {
 			close(p.idle)
 		}
-	}
-	signal := p.roomLocked()
-	p.mu.Unlock()
-	if signal {
-		p.signalRoom()
 	}
 	return next, ok
 }
@@ -374,7 +414,7 @@ func (p *partition) openTimers(stop <-chan struct{}) {
 			p.mu.Lock()
 			p.timers = m
 			p.env.Timers = timers.Application{M: m}
-			p.ready = true
+			p.timersReady = true
 			signal := p.roomLocked()
 			p.mu.Unlock()
 			if signal {
@@ -459,7 +499,7 @@ func (p *partition) finishLocked(offset int64) {
 	}
 }
 
-// roomLocked reports whether the claim loop waits for room and now has
+// roomLocked reports whether the driver waits for room and now has
 // some: the caller then calls signalRoom after releasing p.mu.
 func (p *partition) roomLocked() bool {
 	if p.wantRoom && !p.tracker.Full() {
@@ -520,7 +560,8 @@ func (p *partition) drain(budget time.Duration, cause error) {
 	p.mu.Lock()
 	dropped := p.keys.Close()
 	p.draining = true
-	purged := p.c.exec.purge(p)
+	purged := p.c.exec.purge(p) + p.ready.len()
+	p.ready = ring{}
 	p.running -= purged
 	if p.running == 0 {
 		close(p.idle)

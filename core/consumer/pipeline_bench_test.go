@@ -44,8 +44,10 @@ func BenchmarkPipeline(b *testing.B) {
 		log:        slog.New(slog.NewTextHandler(io.Discard, nil)),
 		eventTypes: filter.NewEventTypes(nil),
 		exec:       newExecutor(),
+		rescue:     newRescuer(),
 	}
 	defer c.exec.close()
+	defer c.rescue.close()
 
 	// A pool of records per partition, made before the timer starts and
 	// reused with fresh offsets: admit copies what it keeps, and a live heap
@@ -81,8 +83,9 @@ func BenchmarkPipeline(b *testing.B) {
 		feeders.Add(1)
 		go func(p *partition, pool []*sarama.ConsumerMessage, share int) {
 			defer feeders.Done()
-			// The claim loop's intake, without sarama: bursts of up to
-			// maxBurst, waiting for room when the partition is full.
+			// The partition's driver, without sarama: bursts of up to
+			// maxBurst, started inline, waiting for room when the
+			// partition is full.
 			burst := make([]*sarama.ConsumerMessage, 0, maxBurst)
 			for off := 0; off < share; {
 				burst = burst[:0]
@@ -95,6 +98,7 @@ func BenchmarkPipeline(b *testing.B) {
 					}
 				}
 				n := p.admit(burst)
+				p.runReady(0)
 				off += n
 				if n == 0 {
 					<-p.room

@@ -1,0 +1,162 @@
+package consumer
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/prosody-events/prosody-go/core/event"
+)
+
+// eventually polls cond every millisecond for up to 5 s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// endClaim closes the test claim, waits for its driver to see it, and
+// drains the partition.
+func endClaim(p *partition, records chan<- *sarama.ConsumerMessage, in *intake) {
+	close(records)
+	<-in.done
+	p.drain(5*time.Second, event.ErrRevoked)
+}
+
+func TestIntake(t *testing.T) {
+	tests := []struct {
+		name string
+		run  func(t *testing.T)
+	}{
+		{"quick runs stay on the driver", testQuickRunsStayInline},
+		{"a stuck run hands the intake on", testStuckRunHandsOver},
+		{"a claim ending while a rescued run goes on ends once", testClaimEndsDuringRescuedRun},
+		{"slow runs offload to the executor", testSlowRunsOffload},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, tc.run)
+	}
+}
+
+// Quick handlers run on the driver: nothing reaches the executor.
+func testQuickRunsStayInline(t *testing.T) {
+	var handled atomic.Int64
+	c, p := newTestPartition(64, func(*event.Context, event.Event) error {
+		handled.Add(1)
+		return nil
+	})
+	defer closeTestConsumer(c)
+	records, in := testIntake(p)
+	const n = 2000
+	go func() {
+		for i := 0; i < n; i++ {
+			records <- testRecord(int64(i), fmt.Sprintf("k-%d", i%100))
+		}
+	}()
+	eventually(t, "every record is handled", func() bool { return handled.Load() == n })
+	endClaim(p, records, in)
+	c.exec.mu.Lock()
+	pushed := c.exec.pushed
+	c.exec.mu.Unlock()
+	if pushed != 0 || c.stats.Offloads() != 0 {
+		t.Fatalf("%d runs went to the executor (%d offloads); quick runs should stay inline", pushed, c.stats.Offloads())
+	}
+	if off, ok := p.commitOffset(); !ok || off != n {
+		t.Fatalf("commit offset %d (%v), want %d", off, ok, n)
+	}
+}
+
+// A handler that blocks does not stop the partition reading records that
+// arrive afterwards, nor starting their keys.
+func testStuckRunHandsOver(t *testing.T) {
+	release := make(chan struct{})
+	var handled atomic.Int64
+	c, p := newTestPartition(1000, func(ctx *event.Context, ev event.Event) error {
+		if ctx.Key() == "block" {
+			<-release
+		}
+		handled.Add(1)
+		return nil
+	})
+	defer closeTestConsumer(c)
+	records, in := testIntake(p)
+	records <- testRecord(0, "block")
+	eventually(t, "the intake is handed on", func() bool { return c.stats.Handovers() > 0 })
+	for i := 1; i <= 100; i++ {
+		records <- testRecord(int64(i), fmt.Sprintf("k-%d", i))
+	}
+	eventually(t, "the records after the blocked one are handled", func() bool { return handled.Load() == 100 })
+	close(release)
+	eventually(t, "the blocked record is handled", func() bool { return handled.Load() == 101 })
+	endClaim(p, records, in)
+	if off, ok := p.commitOffset(); !ok || off != 101 {
+		t.Fatalf("commit offset %d (%v), want 101", off, ok)
+	}
+}
+
+// The run a rescue left behind is not rescued again: the claim ends once,
+// through the one goroutine driving the intake (two drivers once closed
+// in.done twice).
+func testClaimEndsDuringRescuedRun(t *testing.T) {
+	release := make(chan struct{})
+	c, p := newTestPartition(1000, func(ctx *event.Context, ev event.Event) error {
+		<-release
+		return nil
+	})
+	defer closeTestConsumer(c)
+	records, in := testIntake(p)
+	records <- testRecord(0, "block")
+	eventually(t, "the intake is handed on", func() bool { return c.stats.Handovers() > 0 })
+	time.Sleep(20 * rescueTick) // scans that would hand it on again
+	if h := c.stats.Handovers(); h != 1 {
+		t.Fatalf("%d hand-overs for one stuck run", h)
+	}
+	close(records)
+	<-in.done
+	close(release)
+	p.drain(5*time.Second, event.ErrRevoked)
+}
+
+// Handlers that wait run concurrently once the partition offloads.
+func testSlowRunsOffload(t *testing.T) {
+	var mu sync.Mutex
+	running, peak := 0, 0
+	var handled atomic.Int64
+	c, p := newTestPartition(1000, func(*event.Context, event.Event) error {
+		mu.Lock()
+		running++
+		peak = max(peak, running)
+		mu.Unlock()
+		time.Sleep(2 * time.Millisecond)
+		mu.Lock()
+		running--
+		mu.Unlock()
+		handled.Add(1)
+		return nil
+	})
+	defer closeTestConsumer(c)
+	records, in := testIntake(p)
+	const n = 400
+	for i := 0; i < n; i++ {
+		records <- testRecord(int64(i), fmt.Sprintf("k-%d", i))
+	}
+	eventually(t, "every record is handled", func() bool { return handled.Load() == n })
+	endClaim(p, records, in)
+	if c.stats.Offloads() == 0 {
+		t.Fatal("the partition never offloaded its slow runs")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if peak < 4 {
+		t.Fatalf("at most %d slow handlers ran at once", peak)
+	}
+}

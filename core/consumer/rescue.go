@@ -1,0 +1,150 @@
+package consumer
+
+import (
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+const (
+	// rescueTick is how often the rescuer looks for drivers stuck in a run.
+	rescueTick = time.Millisecond
+	// stuckScans is how many scans in a row must find a driver in the same
+	// run before its intake moves: a quick run can be caught at two scans
+	// when its goroutine waited for a CPU or helped the garbage collector.
+	stuckScans = 2
+)
+
+// rescuer watches the drivers of a consumer's partitions (intake.go). A
+// driver found inside the same run at stuckScans+1 ticks in a row has been
+// in it for at least stuckScans ticks: its intake moves to a new goroutine,
+// so the partition keeps reading records and starting other keys while
+// that run goes on. The rescuer sleeps while no driver is in a run.
+type rescuer struct {
+	mu    sync.Mutex
+	parts []*partition // every partition with an intake
+
+	asleep atomic.Bool   // the rescuer waits on wake
+	wake   chan struct{} // a driver started a run while it slept
+	stop   chan struct{}
+	done   chan struct{}
+}
+
+func newRescuer() *rescuer {
+	r := &rescuer{wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	go r.run()
+	return r
+}
+
+func (r *rescuer) add(p *partition) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.parts = append(r.parts, p)
+}
+
+func (r *rescuer) remove(p *partition) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, q := range r.parts {
+		if q == p {
+			last := len(r.parts) - 1
+			r.parts[i] = r.parts[last]
+			r.parts[last] = nil
+			r.parts = r.parts[:last]
+			return
+		}
+	}
+}
+
+// watch wakes the rescuer if it sleeps. A driver calls it after announcing
+// a run.
+func (r *rescuer) watch() {
+	if r.asleep.Load() && r.asleep.CompareAndSwap(true, false) {
+		select {
+		case r.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// close stops the rescuer. Call it once no intake runs.
+func (r *rescuer) close() {
+	close(r.stop)
+	<-r.done
+}
+
+func (r *rescuer) run() {
+	defer close(r.done)
+	ticker := time.NewTicker(rescueTick)
+	defer ticker.Stop()
+	var parts []*partition
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-ticker.C:
+		}
+		if r.scan(&parts) {
+			continue
+		}
+		// No driver is in a run: announce the sleep, then look once more
+		// for a run that began without seeing it.
+		r.asleep.Store(true)
+		if r.scan(&parts) && r.asleep.CompareAndSwap(true, false) {
+			continue
+		}
+		// Asleep, or a driver has already claimed the wake-up (consumed
+		// below).
+		ticker.Stop()
+		select {
+		case <-r.stop:
+			return
+		case <-r.wake:
+		}
+		ticker.Reset(rescueTick)
+	}
+}
+
+// scan rescues the drivers stuck in one run and reports whether any
+// driver is in a run.
+func (r *rescuer) scan(parts *[]*partition) (busy bool) {
+	r.mu.Lock()
+	*parts = append((*parts)[:0], r.parts...)
+	r.mu.Unlock()
+	for _, p := range *parts {
+		v := p.inline.Load()
+		if v&1 == 0 || v != p.seen {
+			p.stuck = 0
+		} else if p.stuck++; p.stuck == stuckScans {
+			p.rescue(v)
+		}
+		busy = busy || v&1 != 0
+		p.seen = v
+	}
+	clear(*parts)
+	return busy
+}
+
+// rescue hands the intake of a partition whose driver is still in the run
+// announced as v to a new goroutine; the partition offloads if its runs
+// were slow before too.
+func (p *partition) rescue(v uint64) {
+	p.mu.Lock()
+	// Only the current driver's run: a run that was rescued before goes on
+	// in the goroutine the intake left, announced under an older
+	// generation.
+	if p.inline.Load() != v || v>>32 != p.driver&(1<<32-1) || p.draining {
+		p.mu.Unlock()
+		return
+	}
+	p.driver++
+	gen := p.driver
+	p.c.stats.handovers.Add(1)
+	if p.slowLocked(true) {
+		p.offloadLocked(monotonic())
+	}
+	p.mu.Unlock()
+	p.log.Debug("a handler is taking its time; the partition's intake moves to a new goroutine", slog.Uint64("driver", gen))
+	go p.drive(gen)
+}
