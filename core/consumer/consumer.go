@@ -80,6 +80,7 @@ type Consumer struct {
 	group      sarama.ConsumerGroup
 	exec       *executor
 	rescue     *rescuer
+	slowRun    time.Duration // see intake.go; a field so tests can change it
 	stats      Stats
 
 	mu         sync.Mutex
@@ -127,6 +128,7 @@ func Start(opts Options, invoke middleware.Invoker) (*Consumer, error) {
 		group:      group,
 		exec:       newExecutor(),
 		rescue:     newRescuer(),
+		slowRun:    slowRun,
 		partitions: make(map[topicPartition]*partition),
 		stop:       cancel,
 		done:       make(chan struct{}),

@@ -24,6 +24,7 @@ func newTestPartition(maxUncommitted int, invoke func(*event.Context, event.Even
 		eventTypes: filter.NewEventTypes(nil),
 		exec:       newExecutor(),
 		rescue:     newRescuer(),
+		slowRun:    slowRun,
 	}
 	return c, newPartition(c, "t", 0)
 }

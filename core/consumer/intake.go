@@ -25,7 +25,11 @@ import (
 //     executor, and ends.
 //   - Runs found slow twice in a row make the partition offload: a group
 //     of runs (timed a few at a time) that took longer than slowRun on
-//     average, or a run the rescuer found stuck.
+//     average, or a run the rescuer found stuck. slowRun is a few times
+//     what handing a run to a worker costs: beyond it the hand-off is
+//     cheap next to the run, and handlers that keep a CPU busy that long
+//     gain from running on every CPU rather than on their partition's
+//     driver alone.
 //
 // While a partition offloads, admitted runs go to the executor as soon as
 // they are ready, so handlers that wait (for I/O, a lock, a slot) run
@@ -36,8 +40,8 @@ import (
 // partition keeps coming back slow: a workload of waiting handlers settles
 // in the executor, and a busy moment costs a short offload.
 const (
-	slowRun    = 100 * time.Microsecond
-	timedRuns  = 8
+	slowRun    = 10 * time.Microsecond
+	timedRuns  = 16
 	minOffload = 10 * time.Millisecond
 	maxOffload = time.Second
 )
@@ -219,7 +223,7 @@ func (p *partition) runReady(gen uint64) bool {
 		measured, slow, now := false, false, int64(0)
 		if timed++; timed == timedRuns {
 			now = monotonic()
-			measured, slow = true, now-since > timedRuns*int64(slowRun)
+			measured, slow = true, now-since > timedRuns*int64(p.c.slowRun)
 			since, timed = now, 0
 		}
 
@@ -252,7 +256,7 @@ func (p *partition) runReady(gen uint64) bool {
 			if !ok {
 				if timed > 0 {
 					now := monotonic()
-					if p.slowLocked(now-since > int64(timed)*int64(slowRun)) {
+					if p.slowLocked(now-since > int64(timed)*int64(p.c.slowRun)) {
 						p.offloadLocked(now)
 					}
 				}

@@ -47,13 +47,16 @@ func TestIntake(t *testing.T) {
 	}
 }
 
-// Quick handlers run on the driver: nothing reaches the executor.
+// Runs quicker than the consumer's slowRun run on the driver: nothing
+// reaches the executor. (The threshold is raised so that a machine busy
+// with other tests, or the race detector, cannot make them slow.)
 func testQuickRunsStayInline(t *testing.T) {
 	var handled atomic.Int64
 	c, p := newTestPartition(64, func(*event.Context, event.Event) error {
 		handled.Add(1)
 		return nil
 	})
+	c.slowRun = time.Second
 	defer closeTestConsumer(c)
 	records, in := testIntake(p)
 	const n = 2000
@@ -67,8 +70,11 @@ func testQuickRunsStayInline(t *testing.T) {
 	c.exec.mu.Lock()
 	pushed := c.exec.pushed
 	c.exec.mu.Unlock()
-	if pushed != 0 || c.stats.Offloads() != 0 {
-		t.Fatalf("%d runs went to the executor (%d offloads); quick runs should stay inline", pushed, c.stats.Offloads())
+	// A hand-over (the driver's goroutine kept from a CPU for a few
+	// milliseconds) sends the key of the run it interrupted there.
+	if pushed > uint64(c.stats.Handovers()) || c.stats.Offloads() != 0 {
+		t.Fatalf("%d runs went to the executor (%d offloads, %d hand-overs); quick runs should stay inline",
+			pushed, c.stats.Offloads(), c.stats.Handovers())
 	}
 	if off, ok := p.commitOffset(); !ok || off != n {
 		t.Fatalf("commit offset %d (%v), want %d", off, ok, n)
@@ -126,37 +132,55 @@ func testClaimEndsDuringRescuedRun(t *testing.T) {
 	p.drain(5*time.Second, event.ErrRevoked)
 }
 
-// Handlers that wait run concurrently once the partition offloads.
+// Handlers that wait, or that take the CPU for a while, leave the driver
+// for the executor: waiting ones run concurrently, busy ones on every CPU.
 func testSlowRunsOffload(t *testing.T) {
-	var mu sync.Mutex
-	running, peak := 0, 0
-	var handled atomic.Int64
-	c, p := newTestPartition(1000, func(*event.Context, event.Event) error {
-		mu.Lock()
-		running++
-		peak = max(peak, running)
-		mu.Unlock()
-		time.Sleep(2 * time.Millisecond)
-		mu.Lock()
-		running--
-		mu.Unlock()
-		handled.Add(1)
-		return nil
-	})
-	defer closeTestConsumer(c)
-	records, in := testIntake(p)
-	const n = 400
-	for i := 0; i < n; i++ {
-		records <- testRecord(int64(i), fmt.Sprintf("k-%d", i))
+	spin := func(d time.Duration) {
+		for start := time.Now(); time.Since(start) < d; {
+		}
 	}
-	eventually(t, "every record is handled", func() bool { return handled.Load() == n })
-	endClaim(p, records, in)
-	if c.stats.Offloads() == 0 {
-		t.Fatal("the partition never offloaded its slow runs")
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if peak < 4 {
-		t.Fatalf("at most %d slow handlers ran at once", peak)
+	for _, tc := range []struct {
+		name     string
+		work     func()
+		n        int
+		wantPeak int
+	}{
+		{"waiting", func() { time.Sleep(2 * time.Millisecond) }, 400, 4},
+		{"busy", func() { spin(30 * time.Microsecond) }, 2000, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			running, peak := 0, 0
+			var handled atomic.Int64
+			c, p := newTestPartition(1000, func(*event.Context, event.Event) error {
+				mu.Lock()
+				running++
+				peak = max(peak, running)
+				mu.Unlock()
+				tc.work()
+				mu.Lock()
+				running--
+				mu.Unlock()
+				handled.Add(1)
+				return nil
+			})
+			defer closeTestConsumer(c)
+			records, in := testIntake(p)
+			go func() {
+				for i := 0; i < tc.n; i++ {
+					records <- testRecord(int64(i), fmt.Sprintf("k-%d", i))
+				}
+			}()
+			eventually(t, "every record is handled", func() bool { return handled.Load() == int64(tc.n) })
+			endClaim(p, records, in)
+			if c.stats.Offloads() == 0 {
+				t.Fatal("the partition never offloaded its slow runs")
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if peak < tc.wantPeak {
+				t.Fatalf("at most %d slow handlers ran at once", peak)
+			}
+		})
 	}
 }

@@ -45,6 +45,7 @@ func BenchmarkPipeline(b *testing.B) {
 		eventTypes: filter.NewEventTypes(nil),
 		exec:       newExecutor(),
 		rescue:     newRescuer(),
+		slowRun:    slowRun,
 	}
 	defer c.exec.close()
 	defer c.rescue.close()
