@@ -16,8 +16,12 @@ import (
 // A runtime timer per attempt cost more than the rest of the engine's
 // per-event work put together, so one watchdog goroutine instead scans the
 // attempts that are running every tick of limit/20, clamped to
-// [5 ms, 1 s]. An attempt is therefore cancelled between limit and
-// limit+tick after it started.
+// [5 ms, 1 s]. Attempts are timed in the watchdog's ticks, not read from
+// the clock (a clock read was a tenth of an attempt's cost): an attempt
+// records the number of ticks so far and is cancelled once limit has
+// passed in whole ticks (see scan). A ticker never fires early (it drops
+// ticks when the watchdog is late), so an attempt is never cancelled
+// before limit, and usually before limit + 3 ticks.
 //
 // Attempts register in a table of slots without a lock: an attempt claims
 // a free slot, picked at random, with a compare-and-swap, and clears it
@@ -27,7 +31,8 @@ import (
 type Timeouts struct {
 	limit time.Duration
 	tick  time.Duration
-	base  time.Time // start times are monotonic nanoseconds since base
+	ticks int64        // limit in ticks, rounded up
+	seq   atomic.Int64 // ticks of the watchdog so far, from 1: an attempt's start
 
 	tables atomic.Pointer[[]*slotTable] // every table made, the newest last
 	grow   sync.Mutex
@@ -43,7 +48,7 @@ type Timeouts struct {
 // Padded to a cache line so attempts on different CPUs do not contend.
 type slot struct {
 	ctx     atomic.Pointer[event.Context]
-	started atomic.Int64 // 0 while being claimed
+	started atomic.Int64 // Timeouts.seq when the attempt began; 0 while being claimed
 	_       [48]byte
 }
 
@@ -59,10 +64,11 @@ func NewTimeouts(limit time.Duration) *Timeouts {
 	t := &Timeouts{
 		limit: limit,
 		tick:  min(max(limit/20, 5*time.Millisecond), time.Second),
-		base:  time.Now(),
 		wake:  make(chan struct{}, 1),
 		stop:  make(chan struct{}),
 	}
+	t.ticks = int64((limit + t.tick - 1) / t.tick)
+	t.seq.Store(1)
 	tables := []*slotTable{{slots: make([]slot, 64)}}
 	t.tables.Store(&tables)
 	if limit > 0 {
@@ -137,8 +143,6 @@ func (a *attemptTimer) end(err error) error {
 	return err
 }
 
-func (t *Timeouts) now() int64 { return int64(time.Since(t.base)) + 1 } // never 0
-
 // begin registers an attempt; clearing the returned slot ends it.
 func (t *Timeouts) begin(ctx *event.Context) *slot {
 	for {
@@ -149,7 +153,6 @@ func (t *Timeouts) begin(ctx *event.Context) *slot {
 		for p := uint32(0); p < probes; p++ {
 			s := &tab.slots[(i+p)%n]
 			if s.ctx.Load() == nil && s.ctx.CompareAndSwap(nil, ctx) {
-				s.started.Store(t.now())
 				// After claiming: either the watchdog sees this slot in its
 				// last scan before sleeping, or this sees it asleep.
 				if t.asleep.Load() && t.asleep.CompareAndSwap(true, false) {
@@ -158,6 +161,9 @@ func (t *Timeouts) begin(ctx *event.Context) *slot {
 					default:
 					}
 				}
+				// Read after the watchdog is known to be awake, so that it
+				// counts the ticks from here on.
+				s.started.Store(t.seq.Load())
 				return s
 			}
 		}
@@ -181,8 +187,7 @@ func (t *Timeouts) growFrom(seen int) {
 
 // scan cancels expired attempts and reports whether any attempt runs.
 func (t *Timeouts) scan() (busy bool) {
-	now := t.now()
-	limit := int64(t.limit)
+	now := t.seq.Load()
 	for _, tab := range *t.tables.Load() {
 		for i := range tab.slots {
 			s := &tab.slots[i]
@@ -195,7 +200,11 @@ func (t *Timeouts) scan() (busy bool) {
 			// started belongs to ctx only if the slot still holds ctx: a
 			// context is never registered twice, so an unchanged pointer
 			// means an unchanged attempt.
-			if started != 0 && now-started >= limit && s.ctx.Load() == ctx {
+			// Of the ticks counted since the attempt began, the first may
+			// have been under way already, and the second may have fired
+			// before it began and waited for a late watchdog (a ticker
+			// keeps one tick): only those after them are whole.
+			if started != 0 && now-started-2 >= t.ticks && s.ctx.Load() == ctx {
 				ctx.CancelTimeout()
 			}
 		}
@@ -213,6 +222,7 @@ func (t *Timeouts) watch() {
 			return
 		case <-ticker.C:
 		}
+		t.seq.Add(1)
 		if t.scan() {
 			continue
 		}

@@ -83,3 +83,41 @@ func TestNoLimitPassesThrough(t *testing.T) {
 		t.Fatal("with no limit the handler must get the event context itself")
 	}
 }
+
+// TestTimeoutNeverEarly: however the attempts fall between the watchdog's
+// ticks, and across its sleeps, none is cancelled before the limit, and
+// each is cancelled within a few ticks after it.
+func TestTimeoutNeverEarly(t *testing.T) {
+	const limit = 20 * time.Millisecond
+	timeouts := NewTimeouts(limit)
+	defer timeouts.Stop()
+	var early, late []time.Duration
+	inv := Chain(func(ctx *event.Context, _ event.Event) error {
+		start := time.Now()
+		<-ctx.OnCancel()
+		el := time.Since(start)
+		if el < limit {
+			early = append(early, el)
+		}
+		if el > limit+10*timeouts.tick {
+			late = append(late, el)
+		}
+		return ctx.Err()
+	}, timeouts.Middleware())
+	for i := 0; i < 30; i++ {
+		ctx, cancel := newCtx()
+		if err := inv(ctx, &event.Message{}); !errors.Is(err, event.ErrTimeout) {
+			t.Fatalf("attempt %d: err = %v, want a timeout", i, err)
+		}
+		cancel(nil)
+		// Start the next attempt at another point of the tick, sometimes
+		// after the watchdog went to sleep.
+		time.Sleep(time.Duration(i%7) * 3 * time.Millisecond)
+	}
+	if len(early) > 0 {
+		t.Fatalf("attempts cancelled before the %v limit: %v", limit, early)
+	}
+	if len(late) > 3 {
+		t.Fatalf("attempts cancelled long after the %v limit: %v", limit, late)
+	}
+}
