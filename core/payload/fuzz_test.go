@@ -50,9 +50,16 @@ func FuzzMeta(f *testing.F) {
 		"{\"id\":\"\xff\"}",
 		`{"type":"\"\\\/\b\f\n\r\t"}`,
 		``,
+		// The eight-byte string scan and the bytes after the last word.
+		`{"id":"0123456789abcdefé","type":"0123456\u0041"}`,
+		`{"pad":"0123456789abcdef\"}`,
+		"{\"k\":\"01234567\x01\"}",
+		" {\n\t\"id\" : \"x\" ,\r\n \"type\":[ 1 , 2.5e-3 ,true,false,null ] } ",
+		`{"n":[0,-0,12,-12,1.5,1e5,1E+5,1e-5,01]}`,
 	} {
 		f.Add([]byte(seed))
 	}
+	f.Add([]byte(enginePayload))
 	f.Fuzz(func(t *testing.T, p []byte) {
 		got, err := Meta(p)
 		want, valid := reference(p)

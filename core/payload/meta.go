@@ -87,27 +87,26 @@ func (d *Decoder) Meta(payload []byte) (Fields, error) {
 	return meta(payload, d)
 }
 
-// meta is Meta, sharing and caching strings through dec when it is set.
-func meta(payload []byte, dec *Decoder) (Fields, error) {
+// meta is Meta, sharing and caching strings through dec when it is set. The
+// scanner fills in the named result f in place: copying a local out at the
+// return cost small payloads a third of their time.
+func meta(payload []byte, dec *Decoder) (f Fields, err error) {
 	if payload == nil {
 		return Fields{}, ErrNull
 	}
 	s := scanner{data: payload, dec: dec}
-	var f Fields
-	s.skipSpace()
-	var ok bool
-	if s.peek() == '{' {
-		ok = s.object(&f)
+	i, c := next(payload, 0)
+	if c == '{' {
+		i = s.object(i, &f)
 	} else {
-		ok = s.value()
+		i = s.value(i)
 	}
-	if ok {
-		s.skipSpace()
-		if s.pos < len(s.data) {
-			ok = s.fail(s.pos, "data after top-level value")
+	if i >= 0 {
+		if i, _ = next(payload, i); i < len(payload) {
+			i = s.fail(i, "data after top-level value")
 		}
 	}
-	if !ok {
+	if i < 0 {
 		return Fields{}, s.err()
 	}
 	return f, nil
@@ -116,7 +115,8 @@ func meta(payload []byte, dec *Decoder) (Fields, error) {
 // intern returns raw as a string from the cache, adding it (in place of the
 // oldest entry) when it is not there.
 func (d *Decoder) intern(raw []byte) string {
-	for _, t := range d.types {
+	// Ranging over the array itself would copy all of it first.
+	for _, t := range &d.types {
 		if t == string(raw) {
 			return t
 		}

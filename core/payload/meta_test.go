@@ -241,3 +241,103 @@ func leWord(w [8]byte) uint64 {
 	}
 	return x
 }
+
+// TestMetaErrors pins the error text, offsets included, for faults in every
+// part of the grammar.
+func TestMetaErrors(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"", "unexpected end of input (expected a value)"},
+		{"  ", "unexpected end of input (expected a value)"},
+		{"{", "unexpected end of input (expected object key)"},
+		{`{"a"`, "unexpected end of input (expected ':' after object key)"},
+		{`{"a":`, "unexpected end of input (expected a value)"},
+		{`{"a":1`, "unexpected end of input (expected ',' or '}' after object value)"},
+		{`{"a":1,`, "unexpected end of input (expected object key)"},
+		{`{"a":1,}`, "expected object key at offset 7 (byte '}')"},
+		{`{"a" 1}`, "expected ':' after object key at offset 5 (byte '1')"},
+		{`{1:2}`, "expected object key at offset 1 (byte '1')"},
+		{`{"a":1 "b":2}`, `expected ',' or '}' after object value at offset 7 (byte '"')`},
+		{"[", "unexpected end of input (expected a value)"},
+		{"[1", "unexpected end of input (expected ',' or ']' after array element)"},
+		{"[1,]", "expected a value at offset 3 (byte ']')"},
+		{"[1 2]", "expected ',' or ']' after array element at offset 3 (byte '2')"},
+		{"]", "expected a value at offset 0 (byte ']')"},
+		{`{"a":x}`, "expected a value at offset 5 (byte 'x')"},
+		{`{"a":tru}`, "invalid literal, expected true at offset 8 (byte '}')"},
+		{`{"a":nul`, "unexpected end of input (invalid literal, expected null)"},
+		{`{"a":fals}`, "invalid literal, expected false at offset 9 (byte '}')"},
+		{"-", "unexpected end of input (expected digit in number)"},
+		{"-a", "expected digit in number at offset 1 (byte 'a')"},
+		{"01", "data after top-level value at offset 1 (byte '1')"},
+		{"1.", "unexpected end of input (expected digit after decimal point)"},
+		{"1.e5", "expected digit after decimal point at offset 2 (byte 'e')"},
+		{"1e", "unexpected end of input (expected digit in exponent)"},
+		{"1e+", "unexpected end of input (expected digit in exponent)"},
+		{"1ex", "expected digit in exponent at offset 2 (byte 'x')"},
+		{`"abc`, "unexpected end of input (unterminated string)"},
+		{`"\`, "unexpected end of input (unterminated escape)"},
+		{`"\u12`, `unexpected end of input (unterminated \u escape)`},
+		{`"\u12g4"`, `invalid hex digit in \u escape at offset 5 (byte 'g')`},
+		{`"\x"`, "invalid escape character at offset 2 (byte 'x')"},
+		{"\"a\tb\"", `control character in string at offset 2 (byte '\t')`},
+		{"\"\xff\"", "invalid UTF-8 in string at offset 1 (byte 'ÿ')"},
+		{"\"\xc3\"", "invalid UTF-8 in string at offset 1 (byte 'Ã')"},
+		{"{} {}", "data after top-level value at offset 3 (byte '{')"},
+		{"1 2", "data after top-level value at offset 2 (byte '2')"},
+		{"{\"a\":1}\x00", `data after top-level value at offset 7 (byte '\x00')`},
+		{"\x00", `expected a value at offset 0 (byte '\x00')`},
+		{`{"id":"x`, "unexpected end of input (unterminated string)"},
+		{"{\"type\":\"\x01\"}", `control character in string at offset 9 (byte '\x01')`},
+		{`{"id":"0123456789abcdef`, "unexpected end of input (unterminated string)"},
+		{`{"k":"0123456789abcdefgh\"}`, "unexpected end of input (unterminated string)"},
+	}
+	for _, tt := range tests {
+		_, err := Meta([]byte(tt.in))
+		if want := ErrInvalid.Error() + ": " + tt.want; err == nil || err.Error() != want {
+			t.Errorf("Meta(%q) error = %v, want %s", tt.in, err, want)
+		}
+	}
+}
+
+// TestMetaSweep moves a byte that needs a look (the closing quote, an
+// escape, non-ASCII, a control byte) through every offset of strings of
+// many lengths, so that it lands in every lane of the eight-byte scan and in
+// the bytes after the last whole word, and checks the result against
+// encoding/json.
+func TestMetaSweep(t *testing.T) {
+	specials := []string{`"`, `\n`, `\u00e9`, `\"`, "é", "😀", "\x01", "\x7f", "\xff", "\xc3", `\`}
+	for n := range 24 {
+		for k := 0; k <= n; k++ {
+			for _, sp := range specials {
+				str := strings.Repeat("a", k) + sp + strings.Repeat("b", n-k)
+				for _, doc := range []string{
+					`{"id":"` + str + `","type":"t"}`,
+					`{"type":"` + str + `"}`,
+					`{"x":["` + str + `"],"id":"` + str + `"}`,
+					`{"` + str + `":1}`,
+				} {
+					for cut := len(doc) - 3; cut <= len(doc); cut++ {
+						checkReference(t, []byte(doc[:cut]))
+					}
+				}
+			}
+		}
+	}
+}
+
+// checkReference checks Meta and a Decoder against encoding/json (see
+// reference in fuzz_test.go).
+func checkReference(t *testing.T, p []byte) {
+	t.Helper()
+	got, err := Meta(p)
+	want, valid := reference(p)
+	if valid != (err == nil) || got != want {
+		t.Fatalf("Meta(%q) = %+v, %v; reference %+v, valid %v", p, got, err, want, valid)
+	}
+	var dec Decoder
+	for range 2 {
+		if dgot, derr := dec.Meta(p); dgot != got || (derr == nil) != (err == nil) {
+			t.Fatalf("Decoder.Meta(%q) = %+v, %v; Meta = %+v, %v", p, dgot, derr, got, err)
+		}
+	}
+}

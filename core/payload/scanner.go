@@ -24,11 +24,12 @@ var plain = func() (t [256]bool) {
 }()
 
 // scanner is a recursive-descent JSON validator that skips values without
-// building them. On failure it records the first fault and returns false;
-// Meta turns that into an error.
+// building them. Its methods take the offset of the token to scan and return
+// the offset just past it, or -1 after recording the first fault; Meta turns
+// that into an error. Passing the offset rather than keeping it in the struct
+// lets it live in a register across the whole scan.
 type scanner struct {
 	data  []byte
-	pos   int
 	depth int
 	// dec, when set, lets the top-level fields share the payload's bytes
 	// (id) or come from its cache (type) instead of being copied.
@@ -47,194 +48,216 @@ const (
 	fieldType
 )
 
-func (s *scanner) fail(at int, msg string) bool {
+// fail records a fault at offset at and returns -1, the scanner's failure
+// result.
+func (s *scanner) fail(at int, msg string) int {
 	s.errAt, s.errMsg = at, msg
-	return false
+	return -1
 }
 
-// peek returns the current byte, or 0 at the end of input (0 is never valid
-// where peek's result is tested, so the caller's fault path reports the end).
-func (s *scanner) peek() byte {
-	if s.pos < len(s.data) {
-		return s.data[s.pos]
-	}
-	return 0
-}
-
-func (s *scanner) skipSpace() {
-	for s.pos < len(s.data) {
+// next skips whitespace from offset i and returns the offset of the next
+// byte and the byte itself, or len(d) and 0 at the end of the input. 0 is
+// never valid where the byte is tested, so the end takes the caller's fault
+// path (as does a NUL byte in the data, which is reported at its offset).
+// Returning the byte spares the caller a second bounds check and load.
+func next(d []byte, i int) (int, byte) {
+	for ; i < len(d); i++ {
 		// Most calls find a structural byte at once; one compare rules out
 		// whitespace for every byte above ' '.
-		c := s.data[s.pos]
-		if c > ' ' || (c != ' ' && c != '\t' && c != '\n' && c != '\r') {
-			return
+		if c := d[i]; c > ' ' || (c != ' ' && c != '\t' && c != '\n' && c != '\r') {
+			return i, c
 		}
-		s.pos++
 	}
+	return i, 0
 }
 
-// object scans an object starting at '{'. At the top level f is non-nil and
-// receives the string values of "id" and "type"; nested objects pass nil and
-// are only validated.
-func (s *scanner) object(f *Fields) bool {
-	if !s.enter() {
-		return false
+// object scans an object starting at its '{' at offset i. At the top level f
+// is non-nil and receives the string values of "id" and "type"; nested
+// objects pass nil and are only validated.
+func (s *scanner) object(i int, f *Fields) int {
+	if s.depth++; s.depth > maxDepth {
+		return s.fail(i, "nesting deeper than 10000")
 	}
-	s.pos++ // '{'
-	s.skipSpace()
-	if s.peek() == '}' {
-		s.pos++
+	d := s.data
+	i, c := next(d, i+1)
+	if c == '}' {
 		s.depth--
-		return true
+		return i + 1
 	}
 	for {
-		if s.peek() != '"' {
-			return s.fail(s.pos, "expected object key")
+		if c != '"' {
+			return s.fail(i, "expected object key")
 		}
-		key, esc, ok := s.str()
-		if !ok {
-			return false
+		key := i + 1
+		// Most keys are short and plain: find the closing quote inline and
+		// call the full scanner only for escapes, UTF-8 or the last bytes.
+		esc := false
+		if i = skipPlain(d, key); i < len(d) && d[i] == '"' {
+			i++
+		} else if i, esc = s.strFrom(i); i < 0 {
+			return i
 		}
-		s.skipSpace()
-		if s.peek() != ':' {
-			return s.fail(s.pos, "expected ':' after object key")
+		which := fieldOther
+		if f != nil {
+			which = matchKey(d[key:i-1], esc)
 		}
-		s.pos++
-		s.skipSpace()
-		if f == nil {
-			ok = s.value()
-		} else {
-			ok = s.member(f, matchKey(key, esc))
+		if i, c = next(d, i); c != ':' {
+			return s.fail(i, "expected ':' after object key")
 		}
-		if !ok {
-			return false
+		if i, c = next(d, i+1); c == '"' {
+			// Strings are the most common values; scan them as keys are.
+			start := i + 1
+			esc = false
+			if i = skipPlain(d, start); i < len(d) && d[i] == '"' {
+				i++
+			} else if i, esc = s.strFrom(i); i < 0 {
+				return i
+			}
+			if which != fieldOther {
+				s.set(f, which, d[start:i-1], esc)
+			}
+		} else if i = s.value(i); which != fieldOther {
+			// A later duplicate key overrides an earlier one (last wins),
+			// so a value that is not a string clears the field.
+			f.clear(which)
 		}
-		s.skipSpace()
-		switch s.peek() {
+		if i < 0 {
+			return i
+		}
+		switch i, c = next(d, i); c {
 		case ',':
-			s.pos++
-			s.skipSpace()
+			i, c = next(d, i+1)
 		case '}':
-			s.pos++
 			s.depth--
-			return true
+			return i + 1
 		default:
-			return s.fail(s.pos, "expected ',' or '}' after object value")
+			return s.fail(i, "expected ',' or '}' after object value")
 		}
 	}
 }
 
-// member scans the value of a top-level member. A later duplicate key
-// overwrites an earlier one, and a non-string value clears it (last wins).
-func (s *scanner) member(f *Fields, which field) bool {
-	if which == fieldOther {
-		return s.value()
-	}
+// set stores raw, the contents of a top-level string, as the field which.
+func (s *scanner) set(f *Fields, which field, raw []byte, escaped bool) {
 	var v string
-	isString := s.peek() == '"'
-	if isString {
-		raw, esc, ok := s.str()
-		if !ok {
-			return false
-		}
-		switch {
-		case s.dec == nil || esc:
-			v = decodeString(raw, esc)
-		case which == fieldID:
-			v = unsafe.String(unsafe.SliceData(raw), len(raw))
-		default:
-			v = s.dec.intern(raw)
-		}
-	} else if !s.value() {
-		return false
+	switch {
+	case s.dec == nil || escaped:
+		v = decodeString(raw, escaped)
+	case which == fieldID:
+		v = unsafe.String(unsafe.SliceData(raw), len(raw))
+	default:
+		v = s.dec.intern(raw)
 	}
 	if which == fieldID {
-		f.ID, f.HasID = v, isString
+		f.ID, f.HasID = v, true
 	} else {
-		f.Type, f.HasType = v, isString
+		f.Type, f.HasType = v, true
 	}
-	return true
 }
 
-func (s *scanner) array() bool {
-	if !s.enter() {
-		return false
+// clear marks the field which as absent.
+func (f *Fields) clear(which field) {
+	if which == fieldID {
+		f.ID, f.HasID = "", false
+	} else {
+		f.Type, f.HasType = "", false
 	}
-	s.pos++ // '['
-	s.skipSpace()
-	if s.peek() == ']' {
-		s.pos++
+}
+
+// array scans an array starting at its '[' at offset i.
+func (s *scanner) array(i int) int {
+	if s.depth++; s.depth > maxDepth {
+		return s.fail(i, "nesting deeper than 10000")
+	}
+	d := s.data
+	i, c := next(d, i+1)
+	if c == ']' {
 		s.depth--
-		return true
+		return i + 1
 	}
 	for {
-		if !s.value() {
-			return false
+		if c == '"' {
+			// Strings inline, as in object.
+			if i = skipPlain(d, i+1); i < len(d) && d[i] == '"' {
+				i++
+			} else {
+				i, _ = s.strFrom(i)
+			}
+		} else {
+			i = s.value(i)
 		}
-		s.skipSpace()
-		switch s.peek() {
+		if i < 0 {
+			return i
+		}
+		switch i, c = next(d, i); c {
 		case ',':
-			s.pos++
-			s.skipSpace()
+			i, c = next(d, i+1)
 		case ']':
-			s.pos++
 			s.depth--
-			return true
+			return i + 1
 		default:
-			return s.fail(s.pos, "expected ',' or ']' after array element")
+			return s.fail(i, "expected ',' or ']' after array element")
 		}
 	}
 }
 
-func (s *scanner) enter() bool {
-	s.depth++
-	if s.depth > maxDepth {
-		return s.fail(s.pos, "nesting deeper than 10000")
+// value skips any JSON value starting at offset i.
+func (s *scanner) value(i int) int {
+	d := s.data
+	if i >= len(d) {
+		return s.fail(i, "expected a value")
 	}
-	return true
-}
-
-// value skips any JSON value starting at the current position.
-func (s *scanner) value() bool {
-	switch c := s.peek(); {
-	case c == '{':
-		return s.object(nil)
-	case c == '[':
-		return s.array()
-	case c == '"':
-		_, _, ok := s.str()
-		return ok
-	case c == '-' || isDigit(c):
-		return s.number()
-	case c == 't':
-		return s.literal("true")
-	case c == 'f':
-		return s.literal("false")
-	case c == 'n':
-		return s.literal("null")
-	default:
-		return s.fail(s.pos, "expected a value")
-	}
-}
-
-func (s *scanner) literal(lit string) bool {
-	end := s.pos + len(lit)
-	if end > len(s.data) || string(s.data[s.pos:end]) != lit {
-		// Point at the first differing byte so the message is useful.
-		i := s.pos
-		for i < len(s.data) && i < end && s.data[i] == lit[i-s.pos] {
-			i++
+	switch d[i] {
+	case '"':
+		i, _ = s.str(i)
+		return i
+	case '{':
+		return s.object(i, nil)
+	case '[':
+		return s.array(i)
+	case '1', '2', '3', '4', '5', '6', '7', '8', '9':
+		// A plain integer, the common number, needs no call.
+		if j := skipDigits(d, i+1); j >= len(d) || (d[j] != '.' && d[j] != 'e' && d[j] != 'E') {
+			return j
 		}
-		return s.fail(i, "invalid literal, expected "+lit)
+		return s.number(i)
+	case '-', '0':
+		return s.number(i)
+	// The literals are compared as constants, a single load each.
+	case 't':
+		if i+4 <= len(d) && string(d[i:i+4]) == "true" {
+			return i + 4
+		}
+		return s.badLiteral(i, "true")
+	case 'f':
+		if i+5 <= len(d) && string(d[i:i+5]) == "false" {
+			return i + 5
+		}
+		return s.badLiteral(i, "false")
+	case 'n':
+		if i+4 <= len(d) && string(d[i:i+4]) == "null" {
+			return i + 4
+		}
+		return s.badLiteral(i, "null")
 	}
-	s.pos = end
-	return true
+	return s.fail(i, "expected a value")
 }
 
-// number scans -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?. Range is not
-// checked: any syntactically valid number is accepted, as json.Valid does.
-func (s *scanner) number() bool {
-	d, i := s.data, s.pos
+// badLiteral reports where the literal lit starting at offset i goes wrong,
+// pointing at the first differing byte so the message is useful.
+func (s *scanner) badLiteral(i int, lit string) int {
+	d := s.data
+	j := i
+	for j < len(d) && j < i+len(lit) && d[j] == lit[j-i] {
+		j++
+	}
+	return s.fail(j, "invalid literal, expected "+lit)
+}
+
+// number scans -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? starting at
+// offset i. Range is not checked: any syntactically valid number is
+// accepted, as json.Valid does.
+func (s *scanner) number(i int) int {
+	d := s.data
 	if d[i] == '-' {
 		i++
 	}
@@ -263,43 +286,53 @@ func (s *scanner) number() bool {
 		}
 		i = skipDigits(d, i)
 	}
-	s.pos = i
-	return true
+	return i
 }
 
-// str scans a string starting at its opening quote and returns the raw bytes
-// between the quotes, whether they contain escapes, and success. It checks
-// escapes, control bytes and UTF-8 but decodes nothing.
-func (s *scanner) str() (raw []byte, escaped bool, ok bool) {
+// str scans a string starting at its opening quote at offset i and returns
+// the offset past the closing quote and whether the string contains escapes.
+// It checks escapes, control bytes and UTF-8 but decodes nothing.
+func (s *scanner) str(i int) (int, bool) {
+	return s.strFrom(skipPlain(s.data, i+1))
+}
+
+// skipPlain returns the offset of the first byte at or after i that is not
+// plain, testing eight bytes at a time (see special). It stops early, at
+// most seven bytes before the end, where a whole word no longer fits; strFrom
+// takes those bytes one by one. It is small enough to inline, so the common
+// short plain string costs no call.
+func skipPlain(d []byte, i int) int {
+	// Written as i < len(d)-7 rather than i+8 <= len(d), the bound lets the
+	// compiler drop the word load's length check and slice arithmetic, a
+	// third of the loop's instructions.
+	for ; i < len(d)-7; i += 8 {
+		if m := special(binary.LittleEndian.Uint64(d[i:])); m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
+		}
+	}
+	return i
+}
+
+// strFrom finishes scanning a string at offset i, past its opening quote and
+// any plain bytes before i (so no escape: an escape sets the result's
+// escaped flag). It returns what str does.
+func (s *scanner) strFrom(i int) (int, bool) {
 	d := s.data
-	start := s.pos + 1
-	for i := start; i < len(d); {
-		// Eight bytes at a time while none of them needs a look (see
-		// special); then byte by byte from the first one that does.
-		for i+8 <= len(d) {
-			m := special(binary.LittleEndian.Uint64(d[i:]))
-			if m != 0 {
-				i += bits.TrailingZeros64(m) >> 3
-				break
-			}
-			i += 8
+	escaped := false
+	for {
+		for i < len(d) && plain[d[i]] {
+			i++
 		}
 		if i >= len(d) {
-			break
+			return s.fail(len(d), "unterminated string"), false
 		}
-		c := d[i]
-		if plain[c] {
-			i++
-			continue
-		}
-		switch {
+		switch c := d[i]; {
 		case c == '"':
-			s.pos = i + 1
-			return d[start:i], escaped, true
+			return i + 1, escaped
 		case c == '\\':
 			escaped = true
 			if i+1 >= len(d) {
-				return nil, false, s.fail(len(d), "unterminated escape")
+				return s.fail(len(d), "unterminated escape"), false
 			}
 			switch d[i+1] {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
@@ -307,27 +340,27 @@ func (s *scanner) str() (raw []byte, escaped bool, ok bool) {
 			case 'u':
 				for k := i + 2; k < i+6; k++ {
 					if k >= len(d) {
-						return nil, false, s.fail(len(d), "unterminated \\u escape")
+						return s.fail(len(d), "unterminated \\u escape"), false
 					}
 					if !isHex(d[k]) {
-						return nil, false, s.fail(k, "invalid hex digit in \\u escape")
+						return s.fail(k, "invalid hex digit in \\u escape"), false
 					}
 				}
 				i += 6
 			default:
-				return nil, false, s.fail(i+1, "invalid escape character")
+				return s.fail(i+1, "invalid escape character"), false
 			}
 		case c < 0x20:
-			return nil, false, s.fail(i, "control character in string")
+			return s.fail(i, "control character in string"), false
 		default:
 			r, size := utf8.DecodeRune(d[i:])
 			if r == utf8.RuneError && size == 1 {
-				return nil, false, s.fail(i, "invalid UTF-8 in string")
+				return s.fail(i, "invalid UTF-8 in string"), false
 			}
 			i += size
 		}
+		i = skipPlain(d, i)
 	}
-	return nil, false, s.fail(len(d), "unterminated string")
 }
 
 const (
@@ -341,26 +374,21 @@ const (
 // bytes are plain. Higher bits may be set spuriously (borrows run upwards
 // from a flagged byte), so only the lowest one is meaningful.
 func special(x uint64) uint64 {
-	q := x ^ (lsb * '"')
-	b := x ^ (lsb * '\\')
-	// (v - lsb*k) &^ v has a byte's high bit set when the byte is below k
-	// (k <= 0x80): k = 1 finds zero bytes, so '"' and '\\' after the xors.
-	// The last term flags the non-ASCII bytes.
-	return ((x-lsb*0x20)&^x | (q-lsb)&^q | (b-lsb)&^b | x) & msb
+	// A byte's high bit survives in x - lsb*k when the byte is below k (it
+	// wraps) or is itself non-ASCII. The non-ASCII bytes are flagged anyway
+	// by the last term, so that is exact enough. The xor with 0x02 keeps
+	// the control bytes below 0x20 and turns '"' into 0x20 (and ' ' into
+	// 0x22), so k = 0x21 finds both at once; after the xor with '\\', k = 1
+	// finds the zero bytes, which were backslashes. A byte borrows from the
+	// one above it only when it is flagged itself.
+	return (((x ^ lsb*0x02) - lsb*0x21) | ((x ^ lsb*'\\') - lsb) | x) & msb
 }
 
-// matchKey reports which extracted field a raw object key names.
+// matchKey reports which extracted field a raw object key names. It is small
+// enough to inline; escaped keys, which are rare, take a call.
 func matchKey(raw []byte, escaped bool) field {
 	if escaped {
-		// An escaped "type" is at most 24 raw bytes (four \uXXXX); anything
-		// longer cannot decode to a wanted key. Decoding never lengthens the
-		// text, so the stack buffer suffices and the check stays
-		// allocation-free.
-		if len(raw) > 24 {
-			return fieldOther
-		}
-		var buf [24]byte
-		raw = appendUnescaped(buf[:0], raw)
+		return matchEscapedKey(raw)
 	}
 	switch string(raw) {
 	case "id":
@@ -369,6 +397,19 @@ func matchKey(raw []byte, escaped bool) field {
 		return fieldType
 	}
 	return fieldOther
+}
+
+// matchEscapedKey is matchKey for a key with escapes.
+func matchEscapedKey(raw []byte) field {
+	// An escaped "type" is at most 24 raw bytes (four \uXXXX); anything
+	// longer cannot decode to a wanted key. Decoding never lengthens the
+	// text, so the stack buffer suffices and the check stays
+	// allocation-free.
+	if len(raw) > 24 {
+		return fieldOther
+	}
+	var buf [24]byte
+	return matchKey(appendUnescaped(buf[:0], raw), false)
 }
 
 // decodeString returns the Go string for raw string contents already
