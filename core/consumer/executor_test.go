@@ -45,7 +45,7 @@ func testIntake(p *partition) (chan<- *sarama.ConsumerMessage, *intake) {
 	return records, in
 }
 
-// feed sends rs to the intake and ends the claim.
+// feed sends rs to the intake.
 func feed(records chan<- *sarama.ConsumerMessage, rs []*sarama.ConsumerMessage) {
 	for _, r := range rs {
 		records <- r

@@ -24,7 +24,7 @@ import (
 //     driver finishes its run, passes the key's next event to the
 //     executor, and ends.
 //   - Runs found slow twice in a row make the partition offload: a group
-//     of runs (timed a few at a time) that took longer than slowRun on
+//     of runs (timed timedRuns at a time) that took longer than slowRun on
 //     average, or a run the rescuer found stuck. slowRun is a few times
 //     what handing a run to a worker costs: beyond it the hand-off is
 //     cheap next to the run, and handlers that keep a CPU busy that long
@@ -204,14 +204,15 @@ func (p *partition) runReady(gen uint64) bool {
 	}
 
 	it := t.it
-	var seq uint64
 	// Runs are timed a group of up to timedRuns at a time: reading the
 	// clock around each one cost more than a quick run itself.
 	since, timed := monotonic(), 0
 	signal := false
 	for {
-		seq++
-		run := inlineRun(gen, seq)
+		// The number goes on across calls (and drivers), so that two
+		// scans of the rescuer never mistake two runs for one.
+		p.runSeq++
+		run := inlineRun(gen, p.runSeq)
 		p.inline.Store(run | 1)
 		// After announcing the run: either the rescuer sees it before it
 		// sleeps, or this sees the rescuer asleep and wakes it.
@@ -251,10 +252,20 @@ func (p *partition) runReady(gen uint64) bool {
 			}
 			return false
 		}
+		if more && p.offloadTill > since {
+			// Offloading: the key goes on in the executor too, rather
+			// than keeping its slow runs on the driver.
+			p.c.exec.mu.Lock()
+			p.c.exec.submitLocked([]task{{p: p, it: next}})
+			p.c.exec.mu.Unlock()
+			more = false
+		}
 		if !more {
 			t, ok := p.ready.pop()
 			if !ok {
-				if timed > 0 {
+				// A short group is judged too, unless it is too short for
+				// one preempted run not to dominate it.
+				if timed >= timedRuns/4 {
 					now := monotonic()
 					if p.slowLocked(now-since > int64(timed)*int64(p.c.slowRun)) {
 						p.offloadLocked(now)
@@ -288,13 +299,17 @@ func (p *partition) offloadLocked(now int64) {
 		return
 	}
 	p.c.stats.offloads.Add(1)
-	if now < p.offloadTill+p.offloadSpan {
-		// Slow again soon after the last offload ended.
+	if now < p.offloadTill+4*p.offloadSpan {
+		// Slow again soon after the last offload ended (finding out takes
+		// a few groups of runs, which can take longer than the offload).
 		p.offloadSpan = min(2*p.offloadSpan, int64(maxOffload))
 	} else {
 		p.offloadSpan = int64(minOffload)
 	}
 	p.offloadTill = now + p.offloadSpan
+	// Coming back from the offload, one slow group is enough to offload
+	// again.
+	p.lastSlow = true
 	if p.ready.len() == 0 {
 		return
 	}

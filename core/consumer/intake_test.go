@@ -41,6 +41,8 @@ func TestIntake(t *testing.T) {
 		{"a stuck run hands the intake on", testStuckRunHandsOver},
 		{"a claim ending while a rescued run goes on ends once", testClaimEndsDuringRescuedRun},
 		{"slow runs offload to the executor", testSlowRunsOffload},
+		{"runs are numbered across calls", testRunsNumberedAcrossCalls},
+		{"a key's next events go to the executor while offloading", testKeyChainOffloads},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, tc.run)
@@ -182,5 +184,56 @@ func testSlowRunsOffload(t *testing.T) {
 				t.Fatalf("at most %d slow handlers ran at once", peak)
 			}
 		})
+	}
+}
+
+// Each run is announced with a number of its own, even when every call of
+// runReady has one run: the rescuer takes a repeated announcement for one
+// run that is stuck (a number restarting per call once left a stuck run
+// unrescued).
+func testRunsNumberedAcrossCalls(t *testing.T) {
+	var p *partition
+	var seen []uint64
+	c, p := newTestPartition(64, func(*event.Context, event.Event) error {
+		seen = append(seen, p.inline.Load())
+		return nil
+	})
+	defer closeTestConsumer(c)
+	for i := 0; i < 3; i++ {
+		p.admit([]*sarama.ConsumerMessage{testRecord(int64(i), fmt.Sprintf("k-%d", i))})
+		p.runReady(0)
+	}
+	if len(seen) != 3 || seen[0] == seen[1] || seen[1] == seen[2] {
+		t.Fatalf("announcements %x: want three different ones", seen)
+	}
+}
+
+// Once the partition offloads, a key whose run just ended goes on in the
+// executor rather than on the driver.
+func testKeyChainOffloads(t *testing.T) {
+	var p *partition
+	var handled atomic.Int64
+	c, p := newTestPartition(64, func(*event.Context, event.Event) error {
+		if handled.Add(1) == 1 {
+			// As if the partition had found its runs slow meanwhile.
+			p.mu.Lock()
+			p.offloadTill = monotonic() + int64(time.Hour)
+			p.mu.Unlock()
+		}
+		return nil
+	})
+	defer closeTestConsumer(c)
+	var rs []*sarama.ConsumerMessage
+	for i := 0; i < 10; i++ {
+		rs = append(rs, testRecord(int64(i), "hot"))
+	}
+	p.admit(rs)
+	p.runReady(0)
+	eventually(t, "every record is handled", func() bool { return handled.Load() == 10 })
+	c.exec.mu.Lock()
+	pushed := c.exec.pushed
+	c.exec.mu.Unlock()
+	if pushed != 1 {
+		t.Fatalf("%d runs went to the executor, want the key's one", pushed)
 	}
 }

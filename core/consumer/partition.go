@@ -81,6 +81,9 @@ type partition struct {
 	inline atomic.Uint64
 	seen   uint64 // inline at the rescuer's previous scan; the rescuer's own
 	stuck  int    // consecutive scans that found seen unchanged; the rescuer's own
+	// runSeq numbers the driver's inline runs (inlineRun); only the
+	// goroutine driving the partition touches it.
+	runSeq uint64
 	// in is the intake: the claim's records and what the driver keeps
 	// between bursts. Only the goroutine driving it touches it.
 	in *intake
@@ -100,7 +103,7 @@ func newPartition(c *Consumer, topic string, id int32) *partition {
 		id:          id,
 		log:         c.log.With(slog.String("topic", topic), slog.Int("partition", int(id))),
 		scope:       event.NewScope(),
-		env:         &event.Env{Block: c.exec.block},
+		env:         &event.Env{},
 		timersReady: c.opts.Timers == nil,
 		keys:        keyqueue.MakeKeys[item](),
 		room:        make(chan struct{}, 1),
@@ -108,6 +111,7 @@ func newPartition(c *Consumer, topic string, id int32) *partition {
 		idle:        make(chan struct{}),
 		marked:      offsets.None,
 	}
+	p.env.Block = p.block
 	if async := c.opts.Async; async != nil {
 		// Messages of this partition waiting for a concurrency slot stop
 		// waiting when it is revoked or stopped.
@@ -218,6 +222,20 @@ func (p *partition) admit(rs []*sarama.ConsumerMessage) int {
 	clear(start)
 	p.itemBuf, p.skipBuf, p.startBuf = items[:0], skipped[:0], start[:0]
 	return n
+}
+
+// block is the partition's side of event.Context.Blocking: the caller is
+// about to wait for something outside the process. On a worker, another
+// worker takes the queued runs (executor.block); on the driver, its intake
+// moves to a new goroutine now rather than when the rescuer notices. (A
+// worker's call may hand over a driver in a quick run: that only costs a
+// goroutine.)
+func (p *partition) block() (resume func()) {
+	resume = p.c.exec.block()
+	if v := p.inline.Load(); v&1 != 0 {
+		p.rescue(v)
+	}
+	return resume
 }
 
 // filterOut counts and logs a filtered record; the caller finishes its offset.

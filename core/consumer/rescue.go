@@ -17,8 +17,9 @@ const (
 )
 
 // rescuer watches the drivers of a consumer's partitions (intake.go). A
-// driver found inside the same run at stuckScans+1 ticks in a row has been
-// in it for at least stuckScans ticks: its intake moves to a new goroutine,
+// driver that announces the same run at stuckScans+1 ticks in a row has
+// been in it for at least stuckScans ticks (runs are numbered across
+// calls, so a repeated announcement is one run): its intake moves to a new goroutine,
 // so the partition keeps reading records and starting other keys while
 // that run goes on. The rescuer sleeps while no driver is in a run.
 type rescuer struct {
@@ -116,7 +117,11 @@ func (r *rescuer) scan(parts *[]*partition) (busy bool) {
 		v := p.inline.Load()
 		if v&1 == 0 || v != p.seen {
 			p.stuck = 0
-		} else if p.stuck++; p.stuck == stuckScans {
+		} else if p.stuck++; p.stuck >= stuckScans {
+			// Counted again from here, whether or not the rescue happens
+			// (it does not when the run ended meanwhile, or was rescued
+			// before and goes on in the goroutine the intake left).
+			p.stuck = 0
 			p.rescue(v)
 		}
 		busy = busy || v&1 != 0
