@@ -217,7 +217,7 @@ func (p *partition) runReady(gen uint64) bool {
 		// After announcing the run: either the rescuer sees it before it
 		// sleeps, or this sees the rescuer asleep and wakes it.
 		p.c.rescue.watch()
-		finished, async := p.runOne(it)
+		finished, async := p.runOne(it, p.inlineEnv)
 		// Only if nothing else was announced since: after a hand-over the
 		// word belongs to the new driver.
 		p.inline.CompareAndSwap(run|1, run)

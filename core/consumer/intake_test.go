@@ -43,6 +43,7 @@ func TestIntake(t *testing.T) {
 		{"slow runs offload to the executor", testSlowRunsOffload},
 		{"runs are numbered across calls", testRunsNumberedAcrossCalls},
 		{"a key's next events go to the executor while offloading", testKeyChainOffloads},
+		{"Blocking on the driver hands the intake on at once", testBlockingHandsOver},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, tc.run)
@@ -236,4 +237,24 @@ func testKeyChainOffloads(t *testing.T) {
 	if pushed != 1 {
 		t.Fatalf("%d runs went to the executor, want the key's one", pushed)
 	}
+}
+
+// A handler on the driver that says it is about to wait (Context.Blocking)
+// has its intake handed on before Blocking returns.
+func testBlockingHandsOver(t *testing.T) {
+	var c *Consumer
+	handedOver := make(chan int64, 1)
+	c, p := newTestPartition(64, func(ctx *event.Context, ev event.Event) error {
+		resume := ctx.Blocking()
+		handedOver <- c.stats.Handovers()
+		resume()
+		return nil
+	})
+	defer closeTestConsumer(c)
+	records, in := testIntake(p)
+	records <- testRecord(0, "k")
+	if h := <-handedOver; h != 1 {
+		t.Fatalf("%d hand-overs when Blocking returned, want 1", h)
+	}
+	endClaim(p, records, in)
 }

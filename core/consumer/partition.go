@@ -53,8 +53,9 @@ type partition struct {
 	room chan struct{} // signalled when the tracker stops being full
 
 	// env is what handler contexts get: the partition's timers and the
-	// executor's blocking hint.
-	env *event.Env
+	// blocking hint, which differs between runs on an executor worker
+	// (env) and inline runs on the driver (inlineEnv).
+	env, inlineEnv *event.Env
 	// timers runs the partition's durable timers; nil until its segment is
 	// open, and always nil when the consumer has no timer store.
 	timers *timers.Manager
@@ -103,7 +104,7 @@ func newPartition(c *Consumer, topic string, id int32) *partition {
 		id:          id,
 		log:         c.log.With(slog.String("topic", topic), slog.Int("partition", int(id))),
 		scope:       event.NewScope(),
-		env:         &event.Env{},
+		env:         &event.Env{Block: c.exec.block},
 		timersReady: c.opts.Timers == nil,
 		keys:        keyqueue.MakeKeys[item](),
 		room:        make(chan struct{}, 1),
@@ -111,7 +112,7 @@ func newPartition(c *Consumer, topic string, id int32) *partition {
 		idle:        make(chan struct{}),
 		marked:      offsets.None,
 	}
-	p.env.Block = p.block
+	p.inlineEnv = &event.Env{Block: p.blockDriver}
 	if async := c.opts.Async; async != nil {
 		// Messages of this partition waiting for a concurrency slot stop
 		// waiting when it is revoked or stopped.
@@ -224,18 +225,14 @@ func (p *partition) admit(rs []*sarama.ConsumerMessage) int {
 	return n
 }
 
-// block is the partition's side of event.Context.Blocking: the caller is
-// about to wait for something outside the process. On a worker, another
-// worker takes the queued runs (executor.block); on the driver, its intake
-// moves to a new goroutine now rather than when the rescuer notices. (A
-// worker's call may hand over a driver in a quick run: that only costs a
-// goroutine.)
-func (p *partition) block() (resume func()) {
-	resume = p.c.exec.block()
+// blockDriver is event.Context.Blocking for a run on the driver: its run
+// is about to wait for something outside the process, so the intake moves
+// to a new goroutine now rather than when the rescuer notices.
+func (p *partition) blockDriver() (resume func()) {
 	if v := p.inline.Load(); v&1 != 0 {
 		p.rescue(v)
 	}
-	return resume
+	return func() {}
 }
 
 // filterOut counts and logs a filtered record; the caller finishes its offset.
@@ -252,7 +249,7 @@ func (p *partition) filterOut(msg *event.Message, reason filter.Reason) int64 {
 // key (afterAsync).
 func (p *partition) run(it item) {
 	for {
-		finished, async := p.runOne(it)
+		finished, async := p.runOne(it, p.env)
 		if async {
 			return
 		}
@@ -267,7 +264,7 @@ func (p *partition) run(it item) {
 // runOne handles one event. It reports whether its offset is finished, or
 // that it started asynchronously, in which case its completion continues
 // the key (afterAsync).
-func (p *partition) runOne(it item) (finished, async bool) {
+func (p *partition) runOne(it item, env *event.Env) (finished, async bool) {
 	if p.startsAsync(it) {
 		p.startAsync(it)
 		return false, true
@@ -275,7 +272,7 @@ func (p *partition) runOne(it item) (finished, async bool) {
 	if id, isTimer := timerID(it); isTimer {
 		// A timer unscheduled while it waited for its key is skipped.
 		if p.timers.Begin(id) {
-			if p.complete(it, p.invoke(it)) {
+			if p.complete(it, p.invoke(it, env)) {
 				p.timers.Commit(id)
 			} else {
 				p.timers.Abort(id)
@@ -283,7 +280,7 @@ func (p *partition) runOne(it item) (finished, async bool) {
 		}
 		return false, false
 	}
-	return p.complete(it, p.invoke(it)), false
+	return p.complete(it, p.invoke(it, env)), false
 }
 
 // advance records the end of it (finishing its offset if finished) and
@@ -432,6 +429,7 @@ func (p *partition) openTimers(stop <-chan struct{}) {
 			p.mu.Lock()
 			p.timers = m
 			p.env.Timers = timers.Application{M: m}
+			p.inlineEnv.Timers = p.env.Timers
 			p.timersReady = true
 			signal := p.roomLocked()
 			p.mu.Unlock()
@@ -460,9 +458,9 @@ func (p *partition) stopTimers() {
 	}
 }
 
-func (p *partition) invoke(it item) (err error) {
+func (p *partition) invoke(it item, env *event.Env) (err error) {
 	ctx := event.NewInvocation(p.scope, it.ev.EventKey())
-	ctx.SetEnv(p.env)
+	ctx.SetEnv(env)
 	defer ctx.Invalidate()
 	defer func() {
 		// A panicking handler must not take the process down with it, nor
