@@ -61,11 +61,7 @@ func TestTimeoutsWatchdogIdlesAndStops(t *testing.T) {
 		return ctx.Err()
 	}, timeouts.Middleware())
 	for i := 0; i < 3; i++ {
-		ctx, cancel := newCtx()
-		if err := inv(ctx, &event.Message{}); !errors.Is(err, event.ErrTimeout) {
-			t.Fatalf("round %d: err = %v, want a timeout", i, err)
-		}
-		cancel(nil)
+		runTimedOut(t, inv, i)
 		time.Sleep(30 * time.Millisecond) // long enough for the watchdog to idle
 	}
 	timeouts.Stop()
@@ -105,11 +101,7 @@ func TestTimeoutNeverEarly(t *testing.T) {
 		return ctx.Err()
 	}, timeouts.Middleware())
 	for i := 0; i < 30; i++ {
-		ctx, cancel := newCtx()
-		if err := inv(ctx, &event.Message{}); !errors.Is(err, event.ErrTimeout) {
-			t.Fatalf("attempt %d: err = %v, want a timeout", i, err)
-		}
-		cancel(nil)
+		runTimedOut(t, inv, i)
 		// Start the next attempt at another point of the tick, sometimes
 		// after the watchdog went to sleep.
 		time.Sleep(time.Duration(i%7) * 3 * time.Millisecond)
@@ -119,5 +111,15 @@ func TestTimeoutNeverEarly(t *testing.T) {
 	}
 	if len(late) > 3 {
 		t.Fatalf("attempts cancelled long after the %v limit: %v", limit, late)
+	}
+}
+
+// runTimedOut runs one event through inv, which must time it out.
+func runTimedOut(t *testing.T, inv Invoker, i int) {
+	t.Helper()
+	ctx, cancel := newCtx()
+	defer cancel(nil)
+	if err := inv(ctx, &event.Message{}); !errors.Is(err, event.ErrTimeout) {
+		t.Fatalf("attempt %d: err = %v, want a timeout", i, err)
 	}
 }
