@@ -3,8 +3,9 @@ package consumer
 import (
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
+
+	"github.com/prosody-events/prosody-go/core/watchdog"
 )
 
 const (
@@ -26,14 +27,13 @@ type rescuer struct {
 	mu    sync.Mutex
 	parts []*partition // every partition with an intake
 
-	asleep atomic.Bool   // the rescuer waits on wake
-	wake   chan struct{} // a driver started a run while it slept
+	ticker *watchdog.Ticker // sleeps while no driver is in a run
 	stop   chan struct{}
 	done   chan struct{}
 }
 
 func newRescuer() *rescuer {
-	r := &rescuer{wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	r := &rescuer{ticker: watchdog.NewTicker(rescueTick), stop: make(chan struct{}), done: make(chan struct{})}
 	go r.run()
 	return r
 }
@@ -60,14 +60,7 @@ func (r *rescuer) remove(p *partition) {
 
 // watch wakes the rescuer if it sleeps. A driver calls it after announcing
 // a run.
-func (r *rescuer) watch() {
-	if r.asleep.Load() && r.asleep.CompareAndSwap(true, false) {
-		select {
-		case r.wake <- struct{}{}:
-		default:
-		}
-	}
-}
+func (r *rescuer) watch() { r.ticker.Wake() }
 
 // close stops the rescuer. Call it once no intake runs.
 func (r *rescuer) close() {
@@ -77,34 +70,10 @@ func (r *rescuer) close() {
 
 func (r *rescuer) run() {
 	defer close(r.done)
-	ticker := time.NewTicker(rescueTick)
-	defer ticker.Stop()
 	var parts []*partition
-	for {
-		select {
-		case <-r.stop:
-			return
-		case <-ticker.C:
-		}
-		if r.scan(&parts) {
-			continue
-		}
-		// No driver is in a run: announce the sleep, then look once more
-		// for a run that began without seeing it.
-		r.asleep.Store(true)
-		if r.scan(&parts) && r.asleep.CompareAndSwap(true, false) {
-			continue
-		}
-		// Asleep, or a driver has already claimed the wake-up (consumed
-		// below).
-		ticker.Stop()
-		select {
-		case <-r.stop:
-			return
-		case <-r.wake:
-		}
-		ticker.Reset(rescueTick)
-	}
+	// The rescan before sleeping cannot count a stuck run twice: it follows
+	// a scan that found no driver in a run.
+	r.ticker.Run(r.stop, func(bool) bool { return r.scan(&parts) })
 }
 
 // scan rescues the drivers stuck in one run and reports whether any

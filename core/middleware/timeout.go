@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prosody-events/prosody-go/core/event"
+	"github.com/prosody-events/prosody-go/core/watchdog"
 )
 
 // Timeouts cancels handler attempts that run longer than a limit: the
@@ -37,8 +38,7 @@ type Timeouts struct {
 	tables atomic.Pointer[[]*slotTable] // every table made, the newest last
 	grow   sync.Mutex
 
-	asleep  atomic.Bool   // the watchdog waits on wake
-	wake    chan struct{} // the watchdog sleeps on it while nothing runs
+	ticker  *watchdog.Ticker // sleeps while no attempt runs
 	stop    chan struct{}
 	stopped sync.WaitGroup
 }
@@ -64,10 +64,10 @@ func NewTimeouts(limit time.Duration) *Timeouts {
 	t := &Timeouts{
 		limit: limit,
 		tick:  min(max(limit/20, 5*time.Millisecond), time.Second),
-		wake:  make(chan struct{}, 1),
 		stop:  make(chan struct{}),
 	}
 	t.ticks = int64((limit + t.tick - 1) / t.tick)
+	t.ticker = watchdog.NewTicker(t.tick)
 	t.seq.Store(1)
 	tables := []*slotTable{{slots: make([]slot, 64)}}
 	t.tables.Store(&tables)
@@ -154,13 +154,8 @@ func (t *Timeouts) begin(ctx *event.Context) *slot {
 			s := &tab.slots[(i+p)%n]
 			if s.ctx.Load() == nil && s.ctx.CompareAndSwap(nil, ctx) {
 				// After claiming: either the watchdog sees this slot in its
-				// last scan before sleeping, or this sees it asleep.
-				if t.asleep.Load() && t.asleep.CompareAndSwap(true, false) {
-					select {
-					case t.wake <- struct{}{}:
-					default:
-					}
-				}
+				// last scan before sleeping, or this wakes it.
+				t.ticker.Wake()
 				// Read after the watchdog is known to be awake, so that it
 				// counts the ticks from here on.
 				s.started.Store(t.seq.Load())
@@ -214,35 +209,12 @@ func (t *Timeouts) scan() (busy bool) {
 
 func (t *Timeouts) watch() {
 	defer t.stopped.Done()
-	ticker := time.NewTicker(t.tick)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-t.stop:
-			return
-		case <-ticker.C:
+	t.ticker.Run(t.stop, func(tick bool) bool {
+		if tick {
+			t.seq.Add(1)
 		}
-		t.seq.Add(1)
-		if t.scan() {
-			continue
-		}
-		// Idle: stop ticking until an attempt begins. Announce the sleep,
-		// then look once more for an attempt that began without seeing it.
-		t.asleep.Store(true)
-		if t.scan() {
-			if t.asleep.CompareAndSwap(true, false) {
-				continue
-			}
-			// An attempt already claimed the wake-up; consume it below.
-		}
-		ticker.Stop()
-		select {
-		case <-t.stop:
-			return
-		case <-t.wake:
-		}
-		ticker.Reset(t.tick)
-	}
+		return t.scan()
+	})
 }
 
 // timeoutError keeps the handler's own error in the chain while classifying
