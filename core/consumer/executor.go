@@ -96,6 +96,13 @@ func (e *executor) submitLocked(ts []task) {
 	}
 }
 
+// submit is submitLocked for a caller that does not hold e.mu.
+func (e *executor) submit(ts ...task) {
+	e.mu.Lock()
+	e.submitLocked(ts)
+	e.mu.Unlock()
+}
+
 // wakeOneLocked wakes an idle worker, or starts one if fewer than eager
 // exist. Otherwise the busy workers take the queued runs when they finish.
 func (e *executor) wakeOneLocked() bool {

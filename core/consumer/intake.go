@@ -207,7 +207,6 @@ func (p *partition) runReady(gen uint64) bool {
 	// Runs are timed a group of up to timedRuns at a time: reading the
 	// clock around each one cost more than a quick run itself.
 	since, timed := monotonic(), 0
-	signal := false
 	for {
 		// The number goes on across calls (and drivers), so that two
 		// scans of the rescuer never mistake two runs for one.
@@ -221,12 +220,7 @@ func (p *partition) runReady(gen uint64) bool {
 		// Only if nothing else was announced since: after a hand-over the
 		// word belongs to the new driver.
 		p.inline.CompareAndSwap(run|1, run)
-		measured, slow, now := false, false, int64(0)
-		if timed++; timed == timedRuns {
-			now = monotonic()
-			measured, slow = true, now-since > timedRuns*int64(p.c.slowRun)
-			since, timed = now, 0
-		}
+		timed++
 
 		p.mu.Lock()
 		var next item
@@ -234,54 +228,36 @@ func (p *partition) runReady(gen uint64) bool {
 		if !async {
 			next, more = p.advanceLocked(it, finished)
 		}
-		if measured && p.slowLocked(slow) {
-			p.offloadLocked(now)
-		}
-		if p.driver != gen {
-			// Handed on while the run was under way: the key goes on in
-			// the executor.
-			if more {
-				p.c.exec.mu.Lock()
-				p.c.exec.submitLocked([]task{{p: p, it: next}})
-				p.c.exec.mu.Unlock()
-			}
-			signal = p.roomLocked() || signal
-			p.mu.Unlock()
-			if signal {
-				p.signalRoom()
-			}
-			return false
-		}
-		if more && p.offloadTill > since {
-			// Offloading: the key goes on in the executor too, rather
-			// than keeping its slow runs on the driver.
-			p.c.exec.mu.Lock()
-			p.c.exec.submitLocked([]task{{p: p, it: next}})
-			p.c.exec.mu.Unlock()
-			more = false
-		}
-		if !more {
-			t, ok := p.ready.pop()
-			if !ok {
-				// A short group is judged too, unless it is too short for
-				// one preempted run not to dominate it.
-				if timed >= timedRuns/4 {
-					now := monotonic()
-					if p.slowLocked(now-since > int64(timed)*int64(p.c.slowRun)) {
-						p.offloadLocked(now)
-					}
-				}
-				signal = p.roomLocked() || signal
-				p.mu.Unlock()
-				if signal {
-					p.signalRoom()
-				}
-				return true
-			}
+		driving := p.driver == gen
+		if driving && !more {
+			var t task
+			t, more = p.ready.pop()
 			next = t.it
 		}
-		signal = p.roomLocked() || signal
+		// A group is judged when full, and when the runs end before it is,
+		// unless it is too short for one preempted run not to dominate it.
+		if driving && (timed == timedRuns || !more && timed >= timedRuns/4) {
+			now := monotonic()
+			if p.slowLocked(now-since > int64(timed)*int64(p.c.slowRun)) {
+				p.offloadLocked(now)
+			}
+			since, timed = now, 0
+		}
+		if more && (!driving || p.offloadingLocked(since)) {
+			// Handed on while the run was under way, or offloading: the
+			// next run goes to the executor rather than keeping slow runs
+			// on a driver.
+			p.c.exec.submit(task{p: p, it: next})
+			more = false
+		}
+		signal := p.roomLocked()
 		p.mu.Unlock()
+		if signal {
+			p.signalRoom()
+		}
+		if !more {
+			return driving
+		}
 		it = next
 	}
 }
@@ -321,9 +297,7 @@ func (p *partition) offloadLocked(now int64) {
 		}
 		ts = append(ts, t)
 	}
-	p.c.exec.mu.Lock()
-	p.c.exec.submitLocked(ts)
-	p.c.exec.mu.Unlock()
+	p.c.exec.submit(ts...)
 }
 
 // slowLocked records whether the last group of timed runs (or a run the

@@ -202,10 +202,8 @@ func (p *partition) admit(rs []*sarama.ConsumerMessage) int {
 		p.running += len(start)
 		// Queuing under p.mu orders it with drain's purge: a run is either
 		// queued before the purge (and removed by it) or sees draining.
-		if p.offloadingLocked(monotonic()) {
-			p.c.exec.mu.Lock()
-			p.c.exec.submitLocked(start)
-			p.c.exec.mu.Unlock()
+		if p.offloadingLocked(now.Sub(monoBase).Nanoseconds()) {
+			p.c.exec.submit(start...)
 		} else {
 			for _, t := range start {
 				p.ready.push(t)
@@ -369,9 +367,7 @@ func (p *partition) afterAsync(it item, err error) {
 	case p.startsAsync(next):
 		p.startAsyncNext(next)
 	default:
-		p.c.exec.mu.Lock()
-		p.c.exec.submitLocked([]task{{p: p, it: next}})
-		p.c.exec.mu.Unlock()
+		p.c.exec.submit(task{p: p, it: next})
 	}
 }
 
@@ -397,9 +393,7 @@ func (p *partition) fireTimer(t timerstore.Trigger) {
 	}
 	if p.keys.Push(it.hash, it) {
 		p.running++
-		p.c.exec.mu.Lock()
-		p.c.exec.submitLocked([]task{{p: p, it: it}})
-		p.c.exec.mu.Unlock()
+		p.c.exec.submit(task{p: p, it: it})
 	}
 }
 
