@@ -13,6 +13,7 @@ import (
 
 	"github.com/prosody-events/prosody-go/core/client"
 	"github.com/prosody-events/prosody-go/core/config"
+	"github.com/prosody-events/prosody-go/core/event"
 	"github.com/prosody-events/prosody-go/core/logging"
 	"github.com/prosody-events/prosody-go/core/tracing"
 )
@@ -216,7 +217,9 @@ func prosodyGo_client_subscribe(id C.uint64_t, h *C.prosody_handler_config, cb C
 	e.subGen++
 	gen := e.subGen
 	prev, opDone := e.nextOp()
-	notify := e.disp.notify.install(h.notify, C.prosodyInt_handler_user_data(h))
+	hostData := C.prosodyInt_handler_user_data(h)
+	onEvent := h.on_event
+	notify := e.disp.notify.install(h.notify, hostData)
 	e.notify = notify
 	asyncThen(fn, done, func() { close(opDone) }, func() error {
 		started := false
@@ -241,7 +244,11 @@ func prosodyGo_client_subscribe(id C.uint64_t, h *C.prosody_handler_config, cb C
 		if released {
 			return client.ErrClosed
 		}
-		if err := e.c.Subscribe(e.disp); err != nil {
+		var handler event.Handler = e.disp
+		if onEvent != nil {
+			handler = &directHandler{d: e.disp, fn: onEvent, ud: hostData}
+		}
+		if err := e.c.Subscribe(handler); err != nil {
 			return err
 		}
 		started = true

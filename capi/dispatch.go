@@ -181,7 +181,9 @@ func (d *dispatcher) close() {
 	d.queue, d.head = nil, 0
 	d.mu.Unlock()
 	d.notify.close()
-	for _, ev := range events.takeWhere(func(ev *pendingEvent) bool { return ev.disp == d }) {
+	// Not the events of on_event calls under way: each call ends its own
+	// event, and the host is still reading its bytes.
+	for _, ev := range events.takeWhere(func(ev *pendingEvent) bool { return ev.disp == d && !ev.direct }) {
 		ev.finish(errReleased)
 	}
 }
@@ -217,7 +219,13 @@ func (d *dispatcher) OnTimer(ctx *event.Context, t *event.Timer) error {
 }
 
 func (d *dispatcher) messageEvent(ctx *event.Context, m *event.Message) *pendingEvent {
-	ev := newPendingEvent(d, ctx, C.PROSODY_EVENT_MESSAGE, m.Topic, m.Key, m.Payload, m.SourceSystem,
+	return d.messageEventAfter(0, ctx, m)
+}
+
+// messageEventAfter is messageEvent with front free bytes in the event's
+// C buffer (newPendingEventAfter).
+func (d *dispatcher) messageEventAfter(front int, ctx *event.Context, m *event.Message) *pendingEvent {
+	ev := newPendingEventAfter(front, d, ctx, C.PROSODY_EVENT_MESSAGE, m.Topic, m.Key, m.Payload, m.SourceSystem,
 		tracing.FromHeaders(m.Headers))
 	ev.partition, ev.offset = m.Partition, m.Offset
 	if !m.Timestamp.IsZero() {
@@ -285,7 +293,7 @@ func (d *dispatcher) watchCancellation() {
 	time.AfterFunc(noticeTick, func() {
 		var cancelled []*pendingEvent
 		events.each(func(ev *pendingEvent) {
-			if ev.disp == d && ev.ctx.Err() != nil && ev.state.CompareAndSwap(statePending, stateCancelNotified) {
+			if ev.disp == d && !ev.direct && ev.ctx.Err() != nil && ev.state.CompareAndSwap(statePending, stateCancelNotified) {
 				cancelled = append(cancelled, ev)
 			}
 		})

@@ -32,8 +32,12 @@ type pendingEvent struct {
 	disp  *dispatcher
 	ctx   *event.Context
 	kind  C.int32_t
-	buf   unsafe.Pointer
+	buf   unsafe.Pointer // the C allocation
+	data  unsafe.Pointer // where in buf the byte ranges start
 	state atomic.Int32
+	// direct: handled by a call of the host's on_event (direct.go), which
+	// alone ends it; set before the event is in the table.
+	direct bool
 	// done receives the outcome (set by dispatcher.start).
 	done event.Done
 
@@ -64,6 +68,13 @@ const (
 
 func newPendingEvent(d *dispatcher, ctx *event.Context, k C.int32_t, topic, key string, payload []byte,
 	source string, trace tracing.Fields) *pendingEvent {
+	return newPendingEventAfter(0, d, ctx, k, topic, key, payload, source, trace)
+}
+
+// newPendingEventAfter is newPendingEvent with front bytes of buf left
+// free before the event's bytes (see directHandler).
+func newPendingEventAfter(front int, d *dispatcher, ctx *event.Context, k C.int32_t, topic, key string,
+	payload []byte, source string, trace tracing.Fields) *pendingEvent {
 	ev := &pendingEvent{id: newID(kindEvent), disp: d, ctx: ctx, kind: k}
 	ev.lens = [numFields]int{len(topic), len(key), len(payload), len(source),
 		len(trace.TraceParent), len(trace.TraceState), len(trace.Baggage)}
@@ -71,8 +82,9 @@ func newPendingEvent(d *dispatcher, ctx *event.Context, k C.int32_t, topic, key 
 	for _, n := range ev.lens {
 		size += n
 	}
-	ev.buf = C.malloc(C.size_t(max(size, 1)))
-	b := unsafe.Slice((*byte)(ev.buf), size)
+	ev.buf = C.malloc(C.size_t(max(front+size, 1)))
+	ev.data = unsafe.Add(ev.buf, front)
+	b := unsafe.Slice((*byte)(ev.data), size)
 	n := copy(b, topic)
 	n += copy(b[n:], key)
 	n += copy(b[n:], payload)
@@ -88,7 +100,7 @@ func (ev *pendingEvent) fill(out *C.prosody_event) {
 	var at [numFields]unsafe.Pointer
 	off := 0
 	for i, n := range ev.lens {
-		at[i] = unsafe.Add(ev.buf, off)
+		at[i] = unsafe.Add(ev.data, off)
 		off += n
 	}
 	size := func(f int) C.size_t { return C.size_t(ev.lens[f]) }
@@ -121,7 +133,7 @@ func (ev *pendingEvent) Discard() { ev.free() }
 
 func (ev *pendingEvent) free() {
 	C.free(ev.buf)
-	ev.buf = nil
+	ev.buf, ev.data = nil, nil
 }
 
 // finish frees ev's memory and returns err to its handler. Only the caller

@@ -40,11 +40,20 @@ func complete(id uint64, outcome C.int, msg *C.char) error {
 	if err != nil {
 		return err // the event stays pending
 	}
-	ev, err := events.take(id)
+	ev, err := events.takeUnless(id, refuseDirect)
 	if err != nil {
 		return err
 	}
 	ev.finish(result)
+	return nil
+}
+
+// refuseDirect keeps the events of on_event calls from being completed or
+// released by a call: the callback's return value is their outcome.
+func refuseDirect(ev *pendingEvent) error {
+	if ev.direct {
+		return errDirectOutcome
+	}
 	return nil
 }
 
@@ -98,7 +107,7 @@ func prosodyGo_event_should_cancel(id C.uint64_t, out *C.int, errOut **C.char) (
 //export prosodyGo_event_release
 func prosodyGo_event_release(id C.uint64_t, errOut **C.char) (status C.int) {
 	defer guard("prosody_event_release", &status, errOut)
-	ev, err := events.take(uint64(id))
+	ev, err := events.takeUnless(uint64(id), refuseDirect)
 	if err != nil {
 		return fail(errOut, fmt.Errorf("prosody_event_release: %w", err))
 	}

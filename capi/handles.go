@@ -55,7 +55,7 @@ type table[T any] struct {
 const tableShards = 16
 
 type tableShard[T any] struct {
-	mu sync.RWMutex
+	mu sync.Mutex // not RWMutex: lookups are rare next to adds and takes
 	m  map[uint64]T
 	_  [32]byte // a shard per cache line
 }
@@ -82,9 +82,9 @@ func (t *table[T]) add(id uint64, v T) {
 // says what is wrong with it.
 func (t *table[T]) get(id uint64) (T, error) {
 	sh := t.shard(id)
-	sh.mu.RLock()
+	sh.mu.Lock()
 	v, ok := sh.m[id]
-	sh.mu.RUnlock()
+	sh.mu.Unlock()
 	if !ok {
 		return v, t.invalid(id)
 	}
@@ -98,6 +98,26 @@ func (t *table[T]) take(id uint64) (T, error) {
 	sh.mu.Lock()
 	v, ok := sh.m[id]
 	delete(sh.m, id)
+	sh.mu.Unlock()
+	if !ok {
+		return v, t.invalid(id)
+	}
+	return v, nil
+}
+
+// takeUnless is take for a handle whose object refuse returns nil for; an
+// object it refuses stays, and its error is returned.
+func (t *table[T]) takeUnless(id uint64, refuse func(T) error) (T, error) {
+	sh := t.shard(id)
+	sh.mu.Lock()
+	v, ok := sh.m[id]
+	if ok {
+		if err := refuse(v); err != nil {
+			sh.mu.Unlock()
+			return v, err
+		}
+		delete(sh.m, id)
+	}
 	sh.mu.Unlock()
 	if !ok {
 		return v, t.invalid(id)
@@ -132,15 +152,15 @@ func (t *table[T]) takeWhere(match func(T) bool) []T {
 	return out
 }
 
-// each calls f for every entry, a shard at a time under its read lock: f
+// each calls f for every entry, a shard at a time under its lock: f
 // must be quick and must not touch the table.
 func (t *table[T]) each(f func(T)) {
 	for i := range t.shards {
 		sh := &t.shards[i]
-		sh.mu.RLock()
+		sh.mu.Lock()
 		for _, v := range sh.m {
 			f(v)
 		}
-		sh.mu.RUnlock()
+		sh.mu.Unlock()
 	}
 }

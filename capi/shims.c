@@ -232,6 +232,11 @@ void prosodyInt_call_times(prosody_times_fn fn, uintptr_t user_data, int status,
 
 void prosodyInt_call_notify(prosody_notify_fn fn, uintptr_t user_data) { fn((void *)user_data); }
 
+int32_t prosodyInt_call_event(prosody_event_fn fn, uintptr_t user_data, const prosody_event *event,
+                              const char **message) {
+  return fn((void *)user_data, event, message);
+}
+
 void prosodyInt_call_log(prosody_log_fn fn, uintptr_t user_data, int32_t level, int64_t time_ms,
                          const char *target, const char *message, const char *attributes) {
   prosody_log_record r = {level, time_ms, target, message, attributes};

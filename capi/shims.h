@@ -14,6 +14,8 @@ void prosodyInt_call_completion(prosody_completion_fn fn, uintptr_t user_data, i
 void prosodyInt_call_times(prosody_times_fn fn, uintptr_t user_data, int status, const int64_t *times_ms,
                            size_t count, const char *message);
 void prosodyInt_call_notify(prosody_notify_fn fn, uintptr_t user_data);
+int32_t prosodyInt_call_event(prosody_event_fn fn, uintptr_t user_data, const prosody_event *event,
+                              const char **message);
 void prosodyInt_call_log(prosody_log_fn fn, uintptr_t user_data, int32_t level, int64_t time_ms,
                          const char *target, const char *message, const char *attributes);
 

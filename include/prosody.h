@@ -216,14 +216,45 @@ typedef struct prosody_event {
   size_t baggage_len;
 } prosody_event;
 
-/* The subscription's host side, given to prosody_client_subscribe. */
+/* A handler called directly by the library (prosody_handler_config's
+ * on_event), on the library's own threads: one call per event, never two
+ * at once for one key, calls for different keys concurrently (up to
+ * max_concurrency). It returns the event's outcome (PROSODY_OUTCOME_*);
+ * for TRANSIENT or PERMANENT it may store a NUL-terminated description in
+ * *message, which the library copies as soon as the call returns (a string
+ * literal or a thread-local buffer; not the callback's own stack). Any
+ * other return value counts as TRANSIENT.
+ *
+ * The event and its bytes are valid during the call only. Its handle works
+ * during the call for prosody_event_should_cancel and the timer operations
+ * (they complete through their callbacks as usual, and only while the call
+ * lasts: a callback that needs one done waits for its completion before
+ * returning; an operation still queued when it returns fails);
+ * prosody_event_complete and prosody_event_release refuse it (STATE): the
+ * return value is the outcome. Cancellation notices are not delivered: a
+ * long call polls prosody_event_should_cancel. The library cannot
+ * interrupt a call; a slow one keeps its key waiting but not other keys
+ * (the partition's intake moves to another thread). The call must not
+ * unsubscribe or release its own client and wait for that to complete. */
+typedef int32_t (*prosody_event_fn)(void *user_data, const prosody_event *event, const char **message);
+
+/* The subscription's host side, given to prosody_client_subscribe. Zero it
+ * before setting fields: later versions may add fields whose zero value
+ * keeps today's behaviour. */
 typedef struct prosody_handler_config {
   /* Called once per wake-up of the ready queue; may be NULL when the host
    * watches the event fd (prosody_client_event_fd) instead. */
   prosody_notify_fn notify;
-  /* Passed to notify. The host keeps it valid until the unsubscribe
-   * completes (or the client is released). */
+  /* Passed to notify and on_event. The host keeps it valid until the
+   * unsubscribe completes (or the client is released). */
   void *user_data;
+  /* NULL (the default): events are queued for prosody_client_poll, for
+   * hosts that run handlers on threads of their own (an event loop). Set:
+   * the library calls it for every message and timer instead, and nothing
+   * is queued (notify and the event fd are not used for events). For C
+   * hosts whose handlers may run on any thread: no queue, no wake-up and
+   * no completion call per event, so it is the fastest way in. */
+  prosody_event_fn on_event;
 } prosody_handler_config;
 
 /* The host's current trace context for prosody_client_send, in W3C wire
@@ -310,7 +341,8 @@ int prosody_client_send(uint64_t client, const char *topic, const char *key, con
 /* Starts consuming. Ready events are queued for the host: the event fd
  * becomes readable and handler->notify (if set) is called, and the host
  * takes them with prosody_client_poll and finishes each with
- * prosody_event_complete. The handler config is copied. done (required) is
+ * prosody_event_complete; or, with handler->on_event set, each event is
+ * handled by a direct call of it. The handler config is copied. done (required) is
  * called when the consumer started (OK) or could not (CLOSED: the client
  * was released first; otherwise the failure's status, e.g. TRANSIENT when
  * Kafka cannot be reached, with a message saying why).

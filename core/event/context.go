@@ -53,7 +53,9 @@ type Context struct {
 	waiting atomic.Bool
 	// spare is an attempt context allocated with this one (NewInvocation),
 	// handed out by the first Attempt; nil once used or when there is none.
-	spare atomic.Pointer[Context]
+	// A plain field: the attempts of an invocation come one at a time, and
+	// an atomic store here was a measurable part of every event.
+	spare *Context
 	// env is what the engine offers the handler (timers, the blocking
 	// hint); shared by all contexts of a partition.
 	env *Env
@@ -116,16 +118,19 @@ type Invocation struct{ c, attempt Context }
 func (inv *Invocation) Init(parent context.Context, key string) *Context {
 	c := &inv.c
 	c.parent, c.key = parent, key
-	c.spare.Store(&inv.attempt)
+	c.spare = &inv.attempt
 	c.valid.Store(true)
 	return c
 }
 
 // Attempt returns a child Context for one attempt, cancelled when c is but
 // not the reverse: cancelling the attempt (CancelTimeout) leaves c usable
-// for a later attempt. Invalidate it when the attempt ends.
+// for a later attempt. Invalidate it when the attempt ends. The attempts of
+// an invocation must not overlap: calls of Attempt on one Context must not
+// be concurrent.
 func (c *Context) Attempt() *Context {
-	child := c.spare.Swap(nil)
+	child := c.spare
+	c.spare = nil
 	if child == nil {
 		child = &Context{}
 	}

@@ -4,13 +4,17 @@
  * (tests/c/benchgo), which fills the topic and runs the Go engine alone on
  * the same topic for comparison.
  *
- *   prosody_bench_c CONFIG_JSON MESSAGES
+ *   prosody_bench_c CONFIG_JSON MESSAGES [direct]
  *
+ * With "direct", the handler is an on_event callback that the library
+ * calls on its own threads instead (it counts the event and returns OK).
  * CONFIG_JSON must name a fresh group_id so the topic is read from the
  * start. Prints one line: "c-abi <events> <seconds> <events/s>".
  */
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <string.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -41,20 +45,46 @@ static void on_released(void *ud, int status, const char *msg) {
   released = 1;
 }
 
+static atomic_long direct_handled;
+
+static int32_t on_event(void *ud, const prosody_event *ev, const char **message) {
+  (void)ud, (void)ev, (void)message;
+  atomic_fetch_add_explicit(&direct_handled, 1, memory_order_relaxed);
+  return PROSODY_OUTCOME_OK;
+}
+
 int main(int argc, char **argv) {
-  if (argc != 3) {
-    fprintf(stderr, "usage: %s CONFIG_JSON MESSAGES\n", argv[0]);
+  if (argc != 3 && !(argc == 4 && strcmp(argv[3], "direct") == 0)) {
+    fprintf(stderr, "usage: %s CONFIG_JSON MESSAGES [direct]\n", argv[0]);
     return 2;
   }
   long target = atol(argv[2]);
+  int direct = argc == 4;
   char *err = NULL;
   uint64_t client;
   int fd, st;
   if ((st = prosody_client_new(argv[1], &client, &err))) die("client_new", st, err);
   if ((st = prosody_client_event_fd(client, &fd, &err))) die("event_fd", st, err);
   prosody_handler_config h = {0};
+  if (direct) h.on_event = on_event;
   double start = now_s();
   if ((st = prosody_client_subscribe(client, &h, on_subscribed, NULL, &err))) die("subscribe", st, err);
+  if (direct) {
+    while (atomic_load(&direct_handled) < target) {
+      if (subscribe_status > 0) return 1;
+      struct timespec ts = {0, 200 * 1000};
+      nanosleep(&ts, NULL);
+    }
+    double el = now_s() - start;
+    long handled = atomic_load(&direct_handled);
+    printf("c-abi %ld %.3f %.0f (direct)\n", handled, el, handled / el);
+    if ((st = prosody_client_release(client, on_released, NULL, &err))) die("release", st, err);
+    while (!released) {
+      struct timespec ts = {0, 10 * 1000 * 1000};
+      nanosleep(&ts, NULL);
+    }
+    return 0;
+  }
 
   static prosody_event events[BATCH];
   static prosody_completion done[BATCH];

@@ -465,6 +465,121 @@ static void test_events(void) {
   EXPECT(prosody_admin_release(admin, errp_), PROSODY_OK, NULL);
 }
 
+/* ---- on_event: events handled by direct calls ---- */
+
+typedef struct direct_state {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int calls, timers, bad, retried0, retried3;
+  uint64_t last_handle;
+  int64_t timer_ms;
+  char topic[64];
+} direct_state;
+
+static int32_t on_direct(void *user_data, const prosody_event *ev, const char **message) {
+  direct_state *st = user_data;
+  int bad = 0;
+  char *err = NULL;
+  int cancelled = -1;
+  bad |= prosody_event_should_cancel(ev->event, &cancelled, &err) != PROSODY_OK || cancelled != 0;
+  prosody_free(err), err = NULL;
+  /* The return value is the outcome: completing or releasing is refused. */
+  bad |= prosody_event_complete(ev->event, PROSODY_OUTCOME_OK, NULL, &err) != PROSODY_ERR_STATE ||
+         err == NULL || strstr(err, "on_event") == NULL;
+  prosody_free(err), err = NULL;
+  bad |= prosody_event_release(ev->event, &err) != PROSODY_ERR_STATE;
+  prosody_free(err), err = NULL;
+  bad |= ev->topic_len != strlen(st->topic) || memcmp(ev->topic, st->topic, ev->topic_len) != 0;
+  bad |= ev->key_len < 3 || memcmp(ev->key, "d-", 2) != 0;
+  int32_t outcome = PROSODY_OUTCOME_OK;
+  char key = ev->key_len == 3 ? ev->key[2] : 'x';
+  if (ev->kind == PROSODY_EVENT_TIMER) {
+    pthread_mutex_lock(&st->mu);
+    bad |= key != '2' || ev->time_ms != st->timer_ms || ev->payload_len != 0;
+    st->timers++;
+    pthread_mutex_unlock(&st->mu);
+  } else {
+    bad |= ev->kind != PROSODY_EVENT_MESSAGE || ev->payload_len < 2 || ev->payload[0] != '{';
+    if (key == '2') {
+      /* A timer operation works while the call lasts: wait for it. */
+      waiter w;
+      waiter_init(&w, 1);
+      bad |= prosody_event_schedule(ev->event, st->timer_ms, on_done, &w, &err) != PROSODY_OK;
+      prosody_free(err), err = NULL;
+      bad |= waiter_wait(&w, 30) != PROSODY_OK;
+      waiter_destroy(&w);
+    }
+    pthread_mutex_lock(&st->mu);
+    if (key == '0' && !st->retried0) {
+      st->retried0 = 1;
+      *message = "try again";
+      outcome = PROSODY_OUTCOME_TRANSIENT;
+    } else if (key == '3' && !st->retried3) {
+      st->retried3 = 1;
+      outcome = 42; /* not an outcome: counts as transient */
+    } else if (key == '1') {
+      *message = "bad data";
+      outcome = PROSODY_OUTCOME_PERMANENT;
+    }
+    pthread_mutex_unlock(&st->mu);
+  }
+  pthread_mutex_lock(&st->mu);
+  st->bad += bad;
+  st->calls++;
+  st->last_handle = ev->event;
+  pthread_cond_broadcast(&st->cv);
+  pthread_mutex_unlock(&st->mu);
+  return outcome;
+}
+
+static void test_direct(void) {
+  char group[64], cfg[512];
+  direct_state st = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+  unique(st.topic, sizeof st.topic, "direct");
+  unique(group, sizeof group, "direct-g");
+  st.timer_ms = (now_ms() / 1000 + 3) * 1000;
+  snprintf(cfg, sizeof cfg,
+           "{" MOCK ",\"group_id\":\"%s\",\"subscribed_topics\":\"%s\",\"retry_base\":\"10ms\","
+           "\"max_retry_delay\":\"50ms\"}",
+           group, st.topic);
+  uint64_t consumer = new_client(cfg);
+  uint64_t sender = new_client("{" MOCK ",\"source_system\":\"capi-sender\"}");
+  prosody_handler_config h = {.user_data = &st, .on_event = on_direct};
+  subscribe(consumer, &h);
+  enum { N = 8 };
+  send_n(sender, st.topic, N, "d");
+  /* N messages, a retry each of d-0 and d-3, and d-2's timer. */
+  int want = N + 3;
+  pthread_mutex_lock(&st.mu);
+  for (double until = now_s() + 30; (st.calls < want || st.timers < 1) && now_s() < until;) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += 1;
+    pthread_cond_timedwait(&st.cv, &st.mu, &ts);
+  }
+  int calls = st.calls, timers = st.timers, bad = st.bad;
+  uint64_t last = st.last_handle;
+  pthread_mutex_unlock(&st.mu);
+  CHECK(calls == want && timers == 1, "on_event calls %d (want %d), timers %d", calls, want, timers);
+  CHECK(bad == 0, "%d calls saw a broken contract", bad);
+  /* Nothing was queued for polling. */
+  prosody_event ev[4];
+  size_t n = 9;
+  EXPECT(prosody_client_poll(consumer, ev, 4, &n, errp_), PROSODY_OK, NULL);
+  CHECK(n == 0, "poll in on_event mode returned %zu", n);
+  /* A call's handle ends with the call. */
+  int cancelled;
+  EXPECT(prosody_event_should_cancel(last, &cancelled, errp_), PROSODY_ERR_INVALID_HANDLE, "unknown");
+  unsubscribe(consumer);
+  /* No more calls after the unsubscribe completed, and no extra ones. */
+  pthread_mutex_lock(&st.mu);
+  calls = st.calls;
+  pthread_mutex_unlock(&st.mu);
+  CHECK(calls == want, "on_event calls after unsubscribe: %d, want %d", calls, want);
+  release_client(consumer);
+  release_client(sender);
+}
+
 /* The host's trace context travels in the record's headers and comes back
  * on the consumed event; without one the event's fields are empty. */
 static void test_trace_context(void) {
@@ -935,6 +1050,7 @@ int main(int argc, char **argv) {
       {"handles", test_handles},
       {"admin", test_admin},
       {"events", test_events},
+      {"direct", test_direct},
       {"trace_context", test_trace_context},
       {"send_order", test_send_order},
       {"cancellation", test_cancellation},

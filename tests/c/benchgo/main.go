@@ -54,23 +54,27 @@ func main() {
 	}
 	rates := map[string][]float64{}
 	for r := 0; r < *rounds; r++ {
-		order := []string{"go", "c-abi"}
+		order := []string{"go", "c-abi", "c-direct"}
 		if r%2 == 1 {
-			order = []string{"c-abi", "go"}
+			order = []string{"c-direct", "c-abi", "go"}
 		}
 		for _, reader := range order {
 			var rate float64
-			if reader == "go" {
+			switch reader {
+			case "go":
 				rate = goEngine(cfg(), *messages)
-			} else {
+			case "c-abi":
 				rate = cABI(*cBench, cfg(), *messages)
+			default:
+				rate = cABI(*cBench, cfg(), *messages, "direct")
 			}
 			rates[reader] = append(rates[reader], rate)
-			fmt.Printf("round %d %-6s %9.0f events/s\n", r+1, reader, rate)
+			fmt.Printf("round %d %-8s %9.0f events/s\n", r+1, reader, rate)
 		}
 	}
-	g, c := median(rates["go"]), median(rates["c-abi"])
-	fmt.Printf("median  go engine %.0f events/s, C ABI %.0f events/s, ratio C/Go %.2f\n", g, c, c/g)
+	g, c, d := median(rates["go"]), median(rates["c-abi"]), median(rates["c-direct"])
+	fmt.Printf("median  go engine %.0f events/s, C ABI poll %.0f events/s (ratio C/Go %.2f), "+
+		"C ABI on_event %.0f events/s (ratio %.2f)\n", g, c, c/g, d, d/g)
 }
 
 // goEngine reads the topic with a no-op Go handler through client.Client,
@@ -97,9 +101,10 @@ func goEngine(js string, n int) float64 {
 	return float64(n) / end.Sub(start).Seconds()
 }
 
-// cABI runs the C benchmark and parses its "c-abi N SECONDS RATE" line.
-func cABI(bin, js string, n int) float64 {
-	cmd := exec.Command(bin, js, fmt.Sprint(n))
+// cABI runs the C benchmark (mode: nothing for polling, "direct" for an
+// on_event callback) and parses its "c-abi N SECONDS RATE" line.
+func cABI(bin, js string, n int, mode ...string) float64 {
+	cmd := exec.Command(bin, append([]string{js, fmt.Sprint(n)}, mode...)...)
 	cmd.Env = append(os.Environ(), "PROSODY_LOG=warn")
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()

@@ -1,0 +1,78 @@
+package main
+
+/*
+#include "shims.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"unsafe"
+
+	"github.com/prosody-events/prosody-go/core/event"
+	"github.com/prosody-events/prosody-go/core/tracing"
+)
+
+// directHandler is the event.Handler of a subscription with an on_event
+// callback: the engine's goroutine that runs an event calls the host's C
+// function itself and takes its return value as the outcome. Nothing is
+// queued and nobody waits for a completion call, so an event costs the
+// engine's own path plus one C call and the copy of its bytes.
+//
+// The event is still registered under its handle for the call's duration,
+// for prosody_event_should_cancel and the timer operations.
+type directHandler struct {
+	d  *dispatcher
+	fn C.prosody_event_fn
+	ud C.uintptr_t
+}
+
+// callFrame is what the C call reads and writes besides the event's bytes:
+// the event's view and the callback's message pointer. It sits at the
+// front of the event's C buffer, so nothing is lent from Go memory (which
+// cgo would check on every call) and nothing more is allocated.
+type callFrame struct {
+	view C.prosody_event
+	msg  *C.char
+}
+
+const frameSize = int(unsafe.Sizeof(callFrame{}))
+
+// errDirectOutcome is why an event handled by on_event cannot be completed
+// by a call.
+var errDirectOutcome = errorf(C.PROSODY_ERR_STATE,
+	"the event is being handled by the on_event callback, whose return value is its outcome")
+
+// OnMessage implements event.Handler.
+func (h *directHandler) OnMessage(ctx *event.Context, m *event.Message) error {
+	return h.call(h.d.messageEventAfter(frameSize, ctx, m))
+}
+
+// OnTimer implements event.Handler.
+func (h *directHandler) OnTimer(ctx *event.Context, t *event.Timer) error {
+	ev := newPendingEventAfter(frameSize, h.d, ctx, C.PROSODY_EVENT_TIMER, t.Topic, t.Key, nil, "", tracing.Fields{})
+	ev.partition, ev.timeMs = t.Partition, t.Time.UnixMilli()
+	return h.call(ev)
+}
+
+// call runs the host's callback for ev and returns its outcome.
+func (h *directHandler) call(ev *pendingEvent) error {
+	ev.direct = true
+	events.add(ev.id, ev)
+	f := (*callFrame)(ev.buf)
+	ev.fill(&f.view)
+	f.msg = nil
+	outcome := C.prosodyInt_call_event(h.fn, h.ud, &f.view, &f.msg)
+	result, err := outcomeError(C.int(outcome), f.msg)
+	if err != nil {
+		// Not one of the outcomes: the header counts it as transient.
+		result = errors.New("on_event returned an invalid outcome")
+	}
+	// Only this call takes a direct event out of the table (complete,
+	// release and the client's release leave it), so it is still there.
+	if _, err := events.take(ev.id); err == nil {
+		ev.state.Store(stateDone)
+	}
+	ev.free()
+	return result
+}
