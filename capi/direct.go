@@ -10,7 +10,6 @@ import (
 	"unsafe"
 
 	"github.com/prosody-events/prosody-go/core/event"
-	"github.com/prosody-events/prosody-go/core/tracing"
 )
 
 // directHandler is the event.Handler of a subscription with an on_event
@@ -45,14 +44,12 @@ var errDirectOutcome = errorf(C.PROSODY_ERR_STATE,
 
 // OnMessage implements event.Handler.
 func (h *directHandler) OnMessage(ctx *event.Context, m *event.Message) error {
-	return h.call(h.d.messageEventAfter(frameSize, ctx, m))
+	return h.call(h.d.messageEvent(frameSize, ctx, m))
 }
 
 // OnTimer implements event.Handler.
 func (h *directHandler) OnTimer(ctx *event.Context, t *event.Timer) error {
-	ev := newPendingEventAfter(frameSize, h.d, ctx, C.PROSODY_EVENT_TIMER, t.Topic, t.Key, nil, "", tracing.Fields{})
-	ev.partition, ev.timeMs = t.Partition, t.Time.UnixMilli()
-	return h.call(ev)
+	return h.call(h.d.timerEvent(frameSize, ctx, t))
 }
 
 // call runs the host's callback for ev and returns its outcome.
@@ -68,11 +65,9 @@ func (h *directHandler) call(ev *pendingEvent) error {
 		// Not one of the outcomes: the header counts it as transient.
 		result = errors.New("on_event returned an invalid outcome")
 	}
-	// Only this call takes a direct event out of the table (complete,
-	// release and the client's release leave it), so it is still there.
-	if _, err := events.take(ev.id); err == nil {
-		ev.state.Store(stateDone)
-	}
+	// Only this call takes a direct event out of the table: complete,
+	// release and the client's release leave it.
+	_, _ = events.take(ev.id)
 	ev.free()
 	return result
 }

@@ -202,35 +202,35 @@ func (d *dispatcher) StartMessage(ctx *event.Context, _ *event.Message, prepared
 // host is made here, on the goroutine that admits it, rather than on the
 // host's thread when a slot frees up.
 func (d *dispatcher) PrepareMessage(m *event.Message) event.Prepared {
-	return d.messageEvent(nil, m)
+	return d.messageEvent(0, nil, m)
 }
 
 // OnMessage implements event.Handler, for callers that run the
 // synchronous chain.
 func (d *dispatcher) OnMessage(ctx *event.Context, m *event.Message) error {
-	return d.wait(d.messageEvent(ctx, m))
+	return d.wait(d.messageEvent(0, ctx, m))
 }
 
 // OnTimer implements event.Handler.
 func (d *dispatcher) OnTimer(ctx *event.Context, t *event.Timer) error {
-	ev := newPendingEvent(d, ctx, C.PROSODY_EVENT_TIMER, t.Topic, t.Key, nil, "", tracing.Fields{})
-	ev.partition, ev.timeMs = t.Partition, t.Time.UnixMilli()
-	return d.wait(ev)
+	return d.wait(d.timerEvent(0, ctx, t))
 }
 
-func (d *dispatcher) messageEvent(ctx *event.Context, m *event.Message) *pendingEvent {
-	return d.messageEventAfter(0, ctx, m)
-}
-
-// messageEventAfter is messageEvent with front free bytes in the event's
-// C buffer (newPendingEventAfter).
-func (d *dispatcher) messageEventAfter(front int, ctx *event.Context, m *event.Message) *pendingEvent {
-	ev := newPendingEventAfter(front, d, ctx, C.PROSODY_EVENT_MESSAGE, m.Topic, m.Key, m.Payload, m.SourceSystem,
+// messageEvent and timerEvent copy an event for the host, after front free
+// bytes of its C buffer (newPendingEvent).
+func (d *dispatcher) messageEvent(front int, ctx *event.Context, m *event.Message) *pendingEvent {
+	ev := newPendingEvent(front, d, ctx, C.PROSODY_EVENT_MESSAGE, m.Topic, m.Key, m.Payload, m.SourceSystem,
 		tracing.FromHeaders(m.Headers))
 	ev.partition, ev.offset = m.Partition, m.Offset
 	if !m.Timestamp.IsZero() {
 		ev.timestampMs = m.Timestamp.UnixMilli()
 	}
+	return ev
+}
+
+func (d *dispatcher) timerEvent(front int, ctx *event.Context, t *event.Timer) *pendingEvent {
+	ev := newPendingEvent(front, d, ctx, C.PROSODY_EVENT_TIMER, t.Topic, t.Key, nil, "", tracing.Fields{})
+	ev.partition, ev.timeMs = t.Partition, t.Time.UnixMilli()
 	return ev
 }
 

@@ -23,7 +23,7 @@ import (
 // files cannot use cgo themselves.
 
 func testEvent(d *dispatcher, ctx *event.Context) *pendingEvent {
-	return newPendingEvent(d, ctx, C.PROSODY_EVENT_MESSAGE, "topic", "key", []byte(`{}`), "", tracing.Fields{})
+	return newPendingEvent(0, d, ctx, C.PROSODY_EVENT_MESSAGE, "topic", "key", []byte(`{}`), "", tracing.Fields{})
 }
 
 // polled is what the host sees of one polled item.

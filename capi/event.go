@@ -66,14 +66,9 @@ const (
 	numFields
 )
 
-func newPendingEvent(d *dispatcher, ctx *event.Context, k C.int32_t, topic, key string, payload []byte,
-	source string, trace tracing.Fields) *pendingEvent {
-	return newPendingEventAfter(0, d, ctx, k, topic, key, payload, source, trace)
-}
-
-// newPendingEventAfter is newPendingEvent with front bytes of buf left
-// free before the event's bytes (see directHandler).
-func newPendingEventAfter(front int, d *dispatcher, ctx *event.Context, k C.int32_t, topic, key string,
+// newPendingEvent copies an event into a new C buffer, after front free
+// bytes (the room directHandler keeps for the call's view).
+func newPendingEvent(front int, d *dispatcher, ctx *event.Context, k C.int32_t, topic, key string,
 	payload []byte, source string, trace tracing.Fields) *pendingEvent {
 	ev := &pendingEvent{id: newID(kindEvent), disp: d, ctx: ctx, kind: k}
 	ev.lens = [numFields]int{len(topic), len(key), len(payload), len(source),

@@ -93,31 +93,21 @@ func (t *table[T]) get(id uint64) (T, error) {
 
 // take removes a live handle and returns its object; only one caller can
 // take a given handle, which makes release and completion exactly-once.
-func (t *table[T]) take(id uint64) (T, error) {
-	sh := t.shard(id)
-	sh.mu.Lock()
-	v, ok := sh.m[id]
-	delete(sh.m, id)
-	sh.mu.Unlock()
-	if !ok {
-		return v, t.invalid(id)
-	}
-	return v, nil
-}
+func (t *table[T]) take(id uint64) (T, error) { return t.takeUnless(id, nil) }
 
-// takeUnless is take for a handle whose object refuse returns nil for; an
-// object it refuses stays, and its error is returned.
+// takeUnless is take, except that an object for which refuse (if not nil)
+// returns an error stays, and that error is returned.
 func (t *table[T]) takeUnless(id uint64, refuse func(T) error) (T, error) {
 	sh := t.shard(id)
 	sh.mu.Lock()
 	v, ok := sh.m[id]
-	if ok {
+	if ok && refuse != nil {
 		if err := refuse(v); err != nil {
 			sh.mu.Unlock()
 			return v, err
 		}
-		delete(sh.m, id)
 	}
+	delete(sh.m, id)
 	sh.mu.Unlock()
 	if !ok {
 		return v, t.invalid(id)

@@ -283,6 +283,18 @@ func (r *ring) pop() (task, bool) {
 	return t, true
 }
 
+// takeAll empties r and returns its tasks in order (nil when empty).
+func (r *ring) takeAll() []task {
+	if r.size == 0 {
+		return nil
+	}
+	ts := make([]task, 0, r.size)
+	for t, ok := r.pop(); ok; t, ok = r.pop() {
+		ts = append(ts, t)
+	}
+	return ts
+}
+
 // remove drops the tasks matching drop, keeping the others in order.
 func (r *ring) remove(drop func(*task) bool) int {
 	kept := 0

@@ -286,18 +286,9 @@ func (p *partition) offloadLocked(now int64) {
 	// Coming back from the offload, one slow group is enough to offload
 	// again.
 	p.lastSlow = true
-	if p.ready.len() == 0 {
-		return
+	if ts := p.ready.takeAll(); ts != nil {
+		p.c.exec.submit(ts...)
 	}
-	ts := make([]task, 0, p.ready.len())
-	for {
-		t, ok := p.ready.pop()
-		if !ok {
-			break
-		}
-		ts = append(ts, t)
-	}
-	p.c.exec.submit(ts...)
 }
 
 // slowLocked records whether the last group of timed runs (or a run the
@@ -317,4 +308,7 @@ func (p *partition) offloadingLocked(now int64) bool { return now < p.offloadTil
 var monoBase = time.Now()
 
 // monotonic is a cheap monotonic clock in nanoseconds.
-func monotonic() int64 { return int64(time.Since(monoBase)) }
+func monotonic() int64 { return monotonicAt(time.Now()) }
+
+// monotonicAt is monotonic for a time already read.
+func monotonicAt(t time.Time) int64 { return int64(t.Sub(monoBase)) }

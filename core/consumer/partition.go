@@ -202,7 +202,7 @@ func (p *partition) admit(rs []*sarama.ConsumerMessage) int {
 		p.running += len(start)
 		// Queuing under p.mu orders it with drain's purge: a run is either
 		// queued before the purge (and removed by it) or sees draining.
-		if p.offloadingLocked(now.Sub(monoBase).Nanoseconds()) {
+		if p.offloadingLocked(monotonicAt(now)) {
 			p.c.exec.submit(start...)
 		} else {
 			for _, t := range start {
