@@ -4,7 +4,8 @@ Building the wheel compiles the Go core into libprosody.so with
 ``go build -buildmode=c-shared`` (the same flags as the Makefile's ``lib``
 target), then compiles the cffi extension against include/prosody.h and links
 it to that library. Both land in the ``prosody`` package directory, where the
-extension finds the library through its rpath (``$ORIGIN``).
+extension finds the library through its rpath (``$ORIGIN``). A second
+extension, ``prosody._batch``, builds the Python objects of polled events.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from setuptools import setup
+from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 ROOT = Path(__file__).resolve().parent
@@ -68,5 +69,13 @@ setup(
         "egg_info": {"egg_base": str(BUILD_BASE.relative_to(ROOT))},
     },
     cffi_modules=["bindings/python/build_ffi.py:ffibuilder"],
+    # Builds the Python objects of polled events; reads prosody_event, links nothing.
+    ext_modules=[
+        Extension(
+            "prosody._batch",
+            sources=["bindings/python/prosody/_batch.c"],
+            include_dirs=["include"],
+        )
+    ],
     cmdclass={"build_ext": BuildGoThenExt},
 )

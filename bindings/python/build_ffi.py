@@ -49,26 +49,7 @@ def header_cdef(header: Path) -> str:
 
 
 HELPER_DECLS = """
-/* Helpers compiled into this extension (HELPERS below), for the event loop's hot path. */
-typedef struct prosody_py_row {
-  uint64_t event;
-  int64_t kind;
-  int64_t partition;
-  int64_t offset;
-  int64_t timestamp_ms;
-  int64_t time_ms;
-  int64_t topic_start;
-  int64_t topic_end;
-  int64_t key_start;
-  int64_t key_end;
-  int64_t payload_end;
-  int64_t traceparent_end;
-  int64_t tracestate_end;
-  int64_t baggage_end;
-} prosody_py_row;
-
-size_t prosody_py_pack(const prosody_event *events, size_t n, prosody_py_row *rows, char *arena,
-                       size_t capacity);
+/* A helper compiled into this extension (HELPERS below), for the event loop's hot path. */
 int prosody_py_complete(const uint64_t *ok, size_t n_ok, const prosody_completion *failed,
                         size_t n_failed);
 """
@@ -81,22 +62,15 @@ extern "Python" void _prosody_on_times(void *user_data, int status, const int64_
 extern "Python" void _prosody_on_log(void *user_data, const prosody_log_record *record);
 """
 
-# Two helpers for the event loop's hot path, written in C so that Python pays
-# per batch, not per field:
-#
-# * prosody_py_pack copies a polled batch into one row of integers per event
-#   (read with struct.iter_unpack) and one byte arena holding every event's
-#   topic, key, payload and trace headers back to back (read as one bytes
-#   object); a topic equal to the previous event's is not copied again. It
-#   returns the bytes used, or, when the arena is too small, the bytes needed
-#   (more than capacity) without writing the arena.
-# * prosody_py_complete hands completions to one helper thread, which calls
-#   prosody_events_complete, so the core's completion work runs beside the
-#   event loop instead of on it. Failure texts are copied. The thread never
-#   runs Python code. In a process forked after the thread started it returns
-#   PROSODY_ERR_AFTER_FORK (as every library call there does) and queues
-#   nothing; if the thread cannot be started (or memory runs out) it completes
-#   on the calling thread.
+# A helper for the event loop's hot path, written in C: prosody_py_complete
+# hands completions to one helper thread, which calls
+# prosody_events_complete, so the core's completion work runs beside the
+# event loop instead of on it. Failure texts are copied. The thread never
+# runs Python code. In a process forked after the thread started it returns
+# PROSODY_ERR_AFTER_FORK (as every library call there does) and queues
+# nothing; if the thread cannot be started (or memory runs out) it completes
+# on the calling thread. (Building the Python objects of a polled batch is
+# prosody/_batch.c, an ordinary extension module: it needs the Python C API.)
 HELPERS = r"""
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -107,61 +81,6 @@ HELPERS = r"""
 #include <string.h>
 #include <unistd.h>
 
-
-static size_t pp_put(char *arena, size_t pos, const void *bytes, size_t len) {
-  if (len) memcpy(arena + pos, bytes, len);
-  return pos + len;
-}
-
-size_t prosody_py_pack(const prosody_event *events, size_t n, prosody_py_row *rows, char *arena,
-                       size_t capacity) {
-  size_t need = 0, pos = 0, i;
-  const char *last_topic = NULL;
-  size_t last_len = 0;
-  int64_t topic_start = 0, topic_end = 0;
-  for (i = 0; i < n; i++) {
-    const prosody_event *e = &events[i];
-    need += e->topic_len + e->key_len + e->payload_len + e->traceparent_len + e->tracestate_len +
-            e->baggage_len;
-  }
-  if (need > capacity) return need;
-  for (i = 0; i < n; i++) {
-    const prosody_event *e = &events[i];
-    prosody_py_row *r = &rows[i];
-    r->event = e->event;
-    r->kind = e->kind;
-    r->partition = e->partition;
-    r->offset = e->offset;
-    r->timestamp_ms = e->timestamp_ms;
-    r->time_ms = e->time_ms;
-    if (e->kind == PROSODY_EVENT_CANCELLED) { /* only event and kind are set */
-      memset(&r->topic_start, 0, sizeof *r - offsetof(prosody_py_row, topic_start));
-      continue;
-    }
-    if (last_topic == NULL || e->topic_len != last_len ||
-        (last_len && memcmp(e->topic, last_topic, last_len) != 0)) {
-      topic_start = (int64_t)pos;
-      pos = pp_put(arena, pos, e->topic, e->topic_len);
-      topic_end = (int64_t)pos;
-      last_topic = e->topic ? e->topic : "";
-      last_len = e->topic_len;
-    }
-    r->topic_start = topic_start;
-    r->topic_end = topic_end;
-    r->key_start = (int64_t)pos;
-    pos = pp_put(arena, pos, e->key, e->key_len);
-    r->key_end = (int64_t)pos;
-    pos = pp_put(arena, pos, e->payload, e->payload_len);
-    r->payload_end = (int64_t)pos;
-    pos = pp_put(arena, pos, e->traceparent, e->traceparent_len);
-    r->traceparent_end = (int64_t)pos;
-    pos = pp_put(arena, pos, e->tracestate, e->tracestate_len);
-    r->tracestate_end = (int64_t)pos;
-    pos = pp_put(arena, pos, e->baggage, e->baggage_len);
-    r->baggage_end = (int64_t)pos;
-  }
-  return pos;
-}
 
 static pthread_mutex_t pp_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t pp_cv = PTHREAD_COND_INITIALIZER;

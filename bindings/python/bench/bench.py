@@ -1,7 +1,7 @@
 """No-op handler throughput: Prosody vs confluent-kafka's consume(n) loop vs aiokafka's getmany loop.
 
 All three read the same pre-filled topic on the real broker, each with a
-fresh consumer group from the earliest offset, in one run. Every consumer
+fresh consumer group from the earliest offset, in one run, for several rounds in rotating order (medians compared). Every consumer
 does the same per-message work a handler needs: decode the key and parse the
 JSON payload. Prosody runs a no-op ``async def on_message``.
 
@@ -18,6 +18,8 @@ import asyncio
 import json
 import os
 import random
+import statistics
+import threading
 import time
 import uuid
 
@@ -25,6 +27,7 @@ import uuid
 from prosody import AdminClient, Context, EventHandler, Message, ProsodyClient, Timer
 
 KAFKA = os.environ.get("PROSODY_TEST_KAFKA", "localhost:9094")
+VERBOSE = False
 
 
 def prefill(topic: str, messages: int, keys: int, size: int) -> None:
@@ -114,6 +117,30 @@ class NoOp(EventHandler):
         pass
 
 
+def thread_cpu() -> dict[int, tuple[str, float]]:
+    """CPU seconds of each thread of this process (name, user + system), from /proc."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[int, tuple[str, float]] = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        name = stat[stat.index("(") + 1:stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2:].split()
+        out[int(tid)] = (name, (int(fields[11]) + int(fields[12])) / tick)
+    return out
+
+
+def print_thread_cpu(before: dict[int, tuple[str, float]], events: int) -> None:
+    main_tid = threading.get_native_id()
+    after = thread_cpu()
+    main = after[main_tid][1] - before.get(main_tid, ("", 0.0))[1]
+    rest = sum(cpu - before.get(tid, ("", 0.0))[1] for tid, (_, cpu) in after.items() if tid != main_tid)
+    print(f"  cpu per event: loop thread {main / events * 1e6:.2f} µs, other threads {rest / events * 1e6:.2f} µs")
+
+
 async def run_prosody(topic: str, messages: int, max_concurrency: int) -> float:
     handler = NoOp(messages)
     client = ProsodyClient(bootstrap_servers=KAFKA, group_id=f"bench-prosody-{uuid.uuid4().hex}",
@@ -121,9 +148,12 @@ async def run_prosody(topic: str, messages: int, max_concurrency: int) -> float:
                            mode="best-effort", max_concurrency=max_concurrency,
                            max_uncommitted=4096, idempotence_cache_size=0,
                            cassandra_nodes=os.environ.get("PROSODY_TEST_CASSANDRA", "localhost:9042"))
+    before = thread_cpu()
     await client.subscribe(handler)
     await asyncio.wait_for(handler.done.wait(), timeout=600)
     rate = handler.count / (time.perf_counter() - handler.first)
+    if VERBOSE:
+        print_thread_cpu(before, handler.count)
     await client.unsubscribe()
     return rate
 
@@ -135,40 +165,56 @@ async def main() -> None:
     parser.add_argument("--keys", type=int, default=10_000)
     parser.add_argument("--size", type=int, default=200)
     parser.add_argument("--max-concurrency", type=int, default=256)
+    parser.add_argument("--topic", help="read this topic (already filled with at least --messages) instead of a new one")
+    parser.add_argument("--keep", action="store_true", help="keep the new topic for later --topic runs")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds; each runs every reader once")
     parser.add_argument("--only", choices=["prosody", "confluent", "aiokafka"], action="append")
+    parser.add_argument("-v", "--verbose", action="store_true", help="print the Prosody runs' CPU per event by thread")
     parser.add_argument("--profile", action="store_true", help="pyinstrument profile of the Prosody run")
     args = parser.parse_args()
+    global VERBOSE
+    VERBOSE = args.verbose
     which = args.only or ["confluent", "aiokafka", "prosody"]
 
-    topic = f"bench-py-{uuid.uuid4().hex[:10]}"
     admin = AdminClient(bootstrap_servers=KAFKA)
-    await admin.create_topic(topic, partition_count=args.partitions, replication_factor=1)
+    topic = args.topic or f"bench-py-{uuid.uuid4().hex[:10]}"
+    if not args.topic:
+        await admin.create_topic(topic, partition_count=args.partitions, replication_factor=1)
     try:
-        t0 = time.perf_counter()
-        prefill(topic, args.messages, args.keys, args.size)
-        print(f"prefilled {args.messages} messages (~{args.size} B, {args.keys} keys, "
-              f"{args.partitions} partitions) in {time.perf_counter() - t0:.1f}s")
-        results: dict[str, float] = {}
-        for name in which:
-            if name == "confluent":
-                results[name] = run_confluent(topic, args.messages)
-            elif name == "aiokafka":
-                results[name] = await run_aiokafka(topic, args.messages)
-            elif args.profile:
-                from pyinstrument import Profiler
+        if not args.topic:
+            t0 = time.perf_counter()
+            prefill(topic, args.messages, args.keys, args.size)
+            print(f"prefilled {topic} with {args.messages} messages (~{args.size} B, {args.keys} keys, "
+                  f"{args.partitions} partitions) in {time.perf_counter() - t0:.1f}s", flush=True)
+        results: dict[str, list[float]] = {name: [] for name in which}
+        for round_no in range(args.rounds):
+            # Each round rotates the order: whichever reader runs first meets a colder broker.
+            shift = round_no % len(which)
+            for name in which[shift:] + which[:shift]:
+                if name == "confluent":
+                    rate = run_confluent(topic, args.messages)
+                elif name == "aiokafka":
+                    rate = await run_aiokafka(topic, args.messages)
+                elif args.profile:
+                    from pyinstrument import Profiler
 
-                with Profiler(async_mode="disabled") as profiler:
-                    results[name] = await run_prosody(topic, args.messages, args.max_concurrency)
-                profiler.print(show_all=False)
-            else:
-                results[name] = await run_prosody(topic, args.messages, args.max_concurrency)
-            print(f"{name:10s} {results[name]:>10,.0f} msg/s", flush=True)
-        base = results.get("confluent")
+                    with Profiler(async_mode="disabled") as profiler:
+                        rate = await run_prosody(topic, args.messages, args.max_concurrency)
+                    profiler.print(show_all=False)
+                else:
+                    rate = await run_prosody(topic, args.messages, args.max_concurrency)
+                results[name].append(rate)
+                print(f"round {round_no + 1} {name:10s} {rate:>10,.0f} msg/s", flush=True)
+        medians = {name: statistics.median(rates) for name, rates in results.items()}
+        for name, rate in medians.items():
+            print(f"median  {name:10s} {rate:>10,.0f} msg/s")
+        base = medians.get("confluent")
         if base:
-            for name, rate in results.items():
+            for name, rate in medians.items():
                 print(f"{name:10s} {rate / base:5.2f}x confluent-kafka")
     finally:
-        await admin.delete_topic(topic)
+        if not args.topic and not args.keep:
+            await admin.delete_topic(topic)
 
 
 if __name__ == "__main__":

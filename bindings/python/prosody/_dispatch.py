@@ -2,9 +2,9 @@
 
 The client's eventfd is watched with ``loop.add_reader``. When it is
 readable, ``_drain`` takes ready events with ``prosody_client_poll`` into a
-preallocated array until a poll returns fewer than asked. Each batch is
-copied by one C call (``prosody_py_pack``, compiled into the cffi module)
-into rows of integers and one bytes object, so Python reads no cffi fields
+preallocated array until a poll returns fewer than asked. One C call per
+batch (``prosody._batch``) builds every event's Message or Timer and trace
+carrier from the array, so Python reads no cffi fields and decodes nothing
 per event. Every event then starts its handler at once (``HandlerTask``): a
 handler that never waits completes inside ``_drain`` without a task being
 scheduled; one that waits goes on as a task. Finished events are completed
@@ -25,10 +25,10 @@ from collections.abc import Callable, Iterator
 from contextvars import copy_context
 from datetime import datetime, timezone
 from json import JSONDecoder, loads
-from struct import Struct
 from typing import Any
 
 from . import _native, _otel
+from ._batch import KIND_FAILED, Builder
 from ._task import OUTCOME_OK, OUTCOME_PERMANENT, HandlerTask
 from .context import Context
 from .handler import EventHandler, ProsodyHandler, ShutdownSignal
@@ -40,31 +40,22 @@ __all__ = ["Dispatcher"]
 _log = logging.getLogger("prosody.dispatch")
 
 POLL_CAPACITY = 256
-ARENA_SIZE = 256 * 1024  # a batch that needs more gets an arena of its own
 
 _EVENT_MESSAGE = 1
-_EVENT_TIMER = 2
 _EVENT_CANCELLED = 3
 
-# One prosody_py_row (build_ffi.py): event, kind, partition, offset,
-# timestamp_ms, time_ms, then offsets into the batch's bytes: topic start and
-# end, key start and end (the payload starts there), payload end (traceparent
-# starts there), traceparent end, tracestate end, baggage end.
-_ROW = Struct("=Q13q")
-Row = tuple[int, int, int, int, int, int, int, int, int, int, int, int, int, int]
+# One built event (prosody/_batch.c): the event handle, its kind (a
+# PROSODY_EVENT_* or KIND_FAILED), the Message or Timer (for KIND_FAILED the
+# exception that decoding raised; None for a cancellation notice), and the
+# trace carrier or None.
+Row = tuple[int, int, Any, dict[str, str] | None]
 
 _UTC = timezone.utc
-_fromtimestamp = datetime.fromtimestamp
 # json.loads(text) is this scanner plus checks for whitespace around the
-# document; documents with such whitespace (or not UTF-8, or invalid) take
-# json.loads on the bytes, which gives the same result or the same error.
+# document; _batch takes json.loads on the bytes for any other document (with
+# such whitespace, not UTF-8, or invalid), which gives the same result or the
+# same error.
 _scan_json: Callable[[str, int], tuple[Any, int]] = getattr(JSONDecoder(), "scan_once")
-# A Message built as its dataclass __init__ would, at half the cost.
-_new_object = object.__new__
-_set_topic, _set_partition, _set_offset, _set_timestamp, _set_key, _set_payload = (
-    getattr(Message, name).__set__
-    for name in ("topic", "partition", "offset", "timestamp", "key", "payload")
-)
 
 
 # ProsodyHandler's own methods; a patched ProsodyHandler is always called.
@@ -76,7 +67,7 @@ class Dispatcher:
 
     __slots__ = (
         "loop", "_client", "_handler", "_user", "_fd", "_ffi", "_lib", "_buf", "_count",
-        "_rows", "_arena", "_inflight", "_ok", "_failed", "_flush_pending",
+        "_builder", "_inflight", "_ok", "_failed", "_flush_pending",
         "_shutdown", "_topics", "_watching", "_aborted",
     )
 
@@ -96,8 +87,10 @@ class Dispatcher:
         # Reused for every poll: no per-batch cdata.
         self._buf = ffi.new("prosody_event[]", POLL_CAPACITY)
         self._count = ffi.new("size_t *")
-        self._rows = ffi.new("prosody_py_row[]", POLL_CAPACITY)
-        self._arena = ffi.new("char[]", ARENA_SIZE)
+        self._builder = Builder(
+            self._buf, int(ffi.cast("uintptr_t", self._buf)), POLL_CAPACITY,
+            Message, Timer, _scan_json, loads, datetime.fromtimestamp, _UTC,
+        )
         self._inflight: dict[int, Context] = {}  # events whose handlers are waiting
         self._ok = array("Q")  # events done OK, not yet completed
         self._failed: list[tuple[int, int, bytes | None]] = []
@@ -142,10 +135,9 @@ class Dispatcher:
 
     def _drain(self) -> None:
         ffi = self._ffi
-        lib = self._lib
-        poll = lib.prosody_client_poll
-        pack = lib.prosody_py_pack
-        buf, count, rows = self._buf, self._count, self._rows
+        poll = self._lib.prosody_client_poll
+        build = self._builder.build
+        buf, count = self._buf, self._count
         while True:
             status = poll(self._client, buf, POLL_CAPACITY, count, ffi.NULL)
             if status != _native.OK:
@@ -155,46 +147,35 @@ class Dispatcher:
                 return
             n = count[0]
             if n:
-                arena = self._arena
-                used = pack(buf, n, rows, arena, ARENA_SIZE)
-                if used > ARENA_SIZE:  # large payloads: an arena for this batch only
-                    arena = ffi.new("char[]", used)
-                    used = pack(buf, n, rows, arena, used)
-                self._run_batch(_ROW.iter_unpack(ffi.buffer(rows, n * _ROW.size)), ffi.unpack(arena, used))
+                self._run_batch(iter(build(n)))
             if n < POLL_CAPACITY:
                 return
 
-    def _run_batch(self, rows: Iterator[Row], data: bytes) -> None:
+    def _run_batch(self, rows: Iterator[Row]) -> None:
         # Completions of this batch's handlers are flushed at its end (before
         # the next poll), not scheduled per loop iteration.
         self._flush_pending = True
         try:
-            self._dispatch(rows, data)
+            self._dispatch(rows)
         except BaseException:
             # A handler raised KeyboardInterrupt or SystemExit: the rest of the
-            # batch (already copied out) runs if the loop goes on.
+            # batch (already built) runs if the loop goes on.
             rest = list(rows)
             if rest:
-                self.loop.call_soon(self._run_batch, iter(rest), data)
+                self.loop.call_soon(self._run_batch, iter(rest))
             raise
         finally:
             self._flush()
 
-    def _dispatch(self, rows: Iterator[Row], data: bytes) -> None:
+    def _dispatch(self, rows: Iterator[Row]) -> None:
         loop = self.loop
         inflight = self._inflight
-        topics = self._topics
         handler = self._handler
         user = self._user
         # Whether a call needs ProsodyHandler's span; checked once per batch.
         direct = user is not None and not _otel.sdk_installed()
         shutdown = self._shutdown
-        scan = _scan_json
-        last_topic = -1
-        topic = ""
-        last_ts = None
-        timestamp = None
-        for event, kind, partition, offset, ts_ms, time_ms, t0, t1, k0, k1, p1, tp1, ts1, bg1 in rows:
+        for event, kind, item, carrier in rows:
             if self._aborted:
                 return  # the library fails the client's remaining events itself
             if kind == _EVENT_CANCELLED:
@@ -202,48 +183,11 @@ class Dispatcher:
                 if ctx is not None:
                     ctx._cancel()
                 continue
-            ctx = Context(self, event)
-            try:
-                if t0 != last_topic:
-                    raw = data[t0:t1]
-                    topic = topics.get(raw)  # type: ignore[assignment]
-                    if topic is None:
-                        topic = topics[raw] = raw.decode()
-                    last_topic = t0
-                key = data[k0:k1].decode()
-                if kind == _EVENT_MESSAGE:
-                    try:
-                        text = data[k1:p1].decode()
-                        payload, end = scan(text, 0)
-                        if end != len(text):
-                            raise ValueError
-                    except Exception:
-                        payload = loads(data[k1:p1])
-                    if ts_ms != last_ts:
-                        last_ts = ts_ms
-                        timestamp = _fromtimestamp(ts_ms / 1000, _UTC)
-                    item: Any = _new_object(Message)
-                    _set_topic(item, topic)
-                    _set_partition(item, partition)
-                    _set_offset(item, offset)
-                    _set_timestamp(item, timestamp)
-                    _set_key(item, key)
-                    _set_payload(item, payload)
-                else:
-                    item = Timer(key, _fromtimestamp(time_ms / 1000, _UTC))
-                carrier: dict[str, str] | None = None
-                if tp1 != p1 or bg1 != ts1:
-                    carrier = {}
-                    if tp1 != p1:
-                        carrier["traceparent"] = data[p1:tp1].decode()
-                        if ts1 != tp1:
-                            carrier["tracestate"] = data[tp1:ts1].decode()
-                    if bg1 != ts1:
-                        carrier["baggage"] = data[ts1:bg1].decode()
-            except Exception as e:  # an undecodable payload: the core validated it, so rare
-                ctx._done = True
-                self._complete(event, OUTCOME_PERMANENT, f"{type(e).__name__}: {e}".encode(), False)
+            if kind == KIND_FAILED:
+                # An undecodable payload (the core validated it, so rare): item is the error.
+                self._complete(event, OUTCOME_PERMANENT, f"{type(item).__name__}: {item}".encode(), False)
                 continue
+            ctx = Context(self, event)
             task = HandlerTask(loop=loop)
             task._pctx = ctx
             task._context = context = copy_context()

@@ -2,8 +2,8 @@
 
 HandlerTask tests start handlers as the dispatcher does, from a loop
 callback (no task is current there). Dispatcher tests feed hand-built
-``prosody_event`` batches through a fake library (the real
-``prosody_py_pack`` helper, a recording ``prosody_py_complete``).
+``prosody_event`` batches through a fake library (a recording
+``prosody_py_complete``) to the real batch builder (``prosody._batch``).
 """
 
 from __future__ import annotations
@@ -12,10 +12,11 @@ import asyncio
 import contextvars
 import json
 import sys
+import tracemalloc
 import types
 from collections.abc import Callable, Iterator
 from dataclasses import FrozenInstanceError
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -406,6 +407,91 @@ async def test_messages_decode_as_before(fake_lib: FakeLib) -> None:
         assert type(m) is Message
         with pytest.raises(FrozenInstanceError):
             m.key = "x"  # type: ignore[misc]
+
+
+async def test_timestamps_are_exact_in_every_range(fake_lib: FakeLib) -> None:
+    epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
+    stamps = [
+        0, 1, 999, 1000, 86_399_999, 86_400_000,  # the first day
+        951_782_400_000, 951_868_799_999,  # 2000-02-29 (a leap day in a century year)
+        4_107_542_400_000,  # 2100-03-01 (2100 is no leap year)
+        1_700_000_000_123, 1_767_225_599_999,  # now-ish, the last ms of 2025
+        253_402_300_799_999,  # the last millisecond of year 9999
+        -1, -1000, -62_135_596_800_000,  # before 1970: datetime.fromtimestamp itself
+    ]
+    fake_lib.batches = [[
+        {"event": i + 1, "topic": b"t", "key": b"k", "payload": b"{}", "timestamp_ms": ts}
+        for i, ts in enumerate(stamps)
+    ] + [{"event": 100, "kind": 2, "topic": b"t", "key": b"k", "time_ms": 1_893_456_000_000}]]
+    handler = Recorder()
+    await drain(dispatcher(handler))
+    assert fake_lib.failed == []
+    got = [m.timestamp for m in handler.messages]
+    assert got == [epoch + timedelta(milliseconds=ts) for ts in stamps]
+    assert all(t.tzinfo is timezone.utc for t in got)
+    for ts, t in zip(stamps, got):
+        if abs(ts) < 2**40:  # where a float holds the millisecond exactly
+            assert t == datetime.fromtimestamp(ts / 1000, timezone.utc)
+    assert handler.timers == [Timer("k", datetime(2030, 1, 1, tzinfo=timezone.utc))]
+
+
+async def test_timestamps_outside_datetime_fail_the_message(fake_lib: FakeLib) -> None:
+    fake_lib.batches = [[
+        {"event": 1, "topic": b"t", "key": b"k", "payload": b"{}", "timestamp_ms": 253_402_300_800_000},
+        {"event": 2, "topic": b"t", "key": b"k", "payload": b"{}", "timestamp_ms": -2**62},
+        {"event": 3, "topic": b"t", "key": b"k", "payload": b"{}", "timestamp_ms": 5},
+    ]]
+    handler = Recorder()
+    await drain(dispatcher(handler))
+    assert fake_lib.ok == [3]
+    assert [(e, o) for e, o, _ in fake_lib.failed] == [(1, OUTCOME_PERMANENT), (2, OUTCOME_PERMANENT)]
+    assert all(t and t.split(":")[0] in ("ValueError", "OverflowError", "OSError") for _, _, t in fake_lib.failed)
+
+
+async def test_building_a_batch_keeps_no_references(fake_lib: FakeLib) -> None:
+    """Every object the builder makes is released with the batch (refcounts return to where they were)."""
+    handler = Recorder()
+    disp = dispatcher(handler)
+    spec = [
+        {"event": 1, "topic": b"t", "key": b"key-one", "payload": b'{"a": [1, "x"]}', "timestamp_ms": 7},
+        {"event": 2, "topic": b"u", "key": b"key-one", "payload": b' {"a": 1}', "timestamp_ms": 8},
+        {"event": 3, "topic": b"u", "key": b"key-one", "payload": b"{", "timestamp_ms": 8},
+        {"event": 4, "kind": 2, "topic": b"u", "key": b"key-one", "time_ms": 1000},
+        {"event": 5, "kind": 3},
+        {"event": 6, "topic": b"u", "key": b"key-one", "payload": b"{}", "traceparent": b"00-x", "baggage": b"b=1"},
+    ]
+    for _ in range(3):  # warm every cache (topics, timestamps, interned ints)
+        fake_lib.batches = [spec]
+        await drain(disp)
+    handler.messages.clear()
+    handler.timers.clear()
+    before = sys.gettotalrefcount() if hasattr(sys, "gettotalrefcount") else None
+    counts = {id(o): sys.getrefcount(o) for o in (None, Message, Timer, timezone.utc)}
+    for _ in range(50):
+        fake_lib.batches = [spec]
+        await drain(disp)
+        handler.messages.clear()
+        handler.timers.clear()
+    assert {id(o): sys.getrefcount(o) for o in (None, Message, Timer, timezone.utc)} == counts
+    if before is not None:  # a debug build counts every reference
+        assert sys.gettotalrefcount() - before < 100
+    # A leaked key, payload, integer or tuple per event would be at least
+    # 6 x 500 x 28 bytes here.
+    tracemalloc.start()
+    try:
+        start = tracemalloc.get_traced_memory()[0]
+        for _ in range(500):
+            fake_lib.batches = [spec]
+            await drain(disp)
+            handler.messages.clear()
+            handler.timers.clear()
+            fake_lib.keep.clear()  # the batch's bytes (every event is done)
+            fake_lib.ok.clear()
+            fake_lib.failed.clear()
+        grown = tracemalloc.get_traced_memory()[0] - start
+    finally:
+        tracemalloc.stop()
+    assert grown < 40_000
 
 
 async def test_undecodable_events_fail_permanently(fake_lib: FakeLib) -> None:

@@ -1,0 +1,436 @@
+/* prosody._batch: turns a polled batch of prosody_event into Python objects.
+ *
+ * The event loop handles every event, so what it pays per event decides the
+ * binding's throughput. Building a Message in Python (slice and decode the
+ * key, decode and scan the payload, make the timestamp, set six slots) costs
+ * more than the handler call that follows; here it is one C call per batch.
+ *
+ * The results are exactly those of the Python code this replaces: the
+ * payload is decoded by the json module's own scanner, and whatever this
+ * code cannot build (a payload with whitespace around it, bytes that are not
+ * UTF-8, a timestamp outside the fast range) is left to the same Python
+ * functions, json.loads and datetime.fromtimestamp, so the values and the
+ * errors are theirs.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <datetime.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "prosody.h"
+
+/* The Message slots, in the order of the dataclass fields. */
+enum { SLOT_TOPIC, SLOT_PARTITION, SLOT_OFFSET, SLOT_TIMESTAMP, SLOT_KEY, SLOT_PAYLOAD, N_SLOTS };
+static const char *const slot_names[N_SLOTS] = {"topic", "partition", "offset",
+                                                "timestamp", "key", "payload"};
+
+/* The kind of a row whose event could not be decoded: its item is the
+ * exception. The other kinds are the PROSODY_EVENT_* constants. */
+#define KIND_FAILED 0
+
+typedef struct {
+  PyObject_HEAD
+  PyObject *buffer; /* keeps the polled array alive */
+  const prosody_event *events;
+  Py_ssize_t capacity;
+  PyTypeObject *message;
+  PyObject *timer;
+  PyObject *scan;          /* json.JSONDecoder().scan_once */
+  PyObject *loads;         /* json.loads */
+  PyObject *fromtimestamp; /* datetime.fromtimestamp */
+  PyObject *utc;
+  PyObject *slots[N_SLOTS]; /* Message's member descriptors */
+  /* The topic of the last event built, as bytes and as str. */
+  char *topic_bytes;
+  Py_ssize_t topic_len;
+  PyObject *topic;
+  /* The timestamp of the last message built. */
+  int64_t ts_ms;
+  PyObject *ts;
+} Builder;
+
+/* Days since 1970-01-01 to a proleptic Gregorian date (H. Hinnant's
+ * civil_from_days). */
+static void civil_from_days(int64_t z, int *y, int *m, int *d) {
+  int64_t era, doe, yoe, doy, mp;
+  z += 719468;
+  era = (z >= 0 ? z : z - 146096) / 146097;
+  doe = z - era * 146097;
+  yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+  doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+  mp = (5 * doy + 2) / 153;
+  *d = (int)(doy - (153 * mp + 2) / 5 + 1);
+  *m = (int)(mp < 10 ? mp + 3 : mp - 9);
+  *y = (int)(yoe + era * 400 + (*m <= 2));
+}
+
+/* 9999-12-31T23:59:59.999Z, the last millisecond a datetime holds. */
+#define MAX_FAST_MS INT64_C(253402300799999)
+
+/* A UTC datetime for epoch milliseconds, as
+ * datetime.fromtimestamp(ms / 1000, timezone.utc) gives it. Times before
+ * 1970 and after the year 9999 take that call itself. */
+static PyObject *utc_datetime(Builder *b, int64_t ms) {
+  int64_t secs, days, sod;
+  int y, mo, d;
+  if (ms < 0 || ms > MAX_FAST_MS) {
+    return PyObject_CallFunction(b->fromtimestamp, "dO", (double)ms / 1000.0, b->utc);
+  }
+  secs = ms / 1000;
+  days = secs / 86400;
+  sod = secs % 86400;
+  civil_from_days(days, &y, &mo, &d);
+  return PyDateTimeAPI->DateTime_FromDateAndTime(y, mo, d, (int)(sod / 3600), (int)(sod % 3600 / 60),
+                                                 (int)(sod % 60), (int)(ms % 1000) * 1000, b->utc,
+                                                 PyDateTimeAPI->DateTimeType);
+}
+
+static PyObject *decode(const char *bytes, size_t len) {
+  return PyUnicode_DecodeUTF8(len ? bytes : "", (Py_ssize_t)len, NULL);
+}
+
+/* The event's topic as str; one decode per run of events on one topic. */
+static PyObject *topic_of(Builder *b, const prosody_event *e) {
+  Py_ssize_t len = (Py_ssize_t)e->topic_len;
+  PyObject *topic;
+  char *copy;
+  if (b->topic != NULL && len == b->topic_len && (len == 0 || memcmp(e->topic, b->topic_bytes, len) == 0)) {
+    Py_INCREF(b->topic);
+    return b->topic;
+  }
+  topic = decode(e->topic, e->topic_len);
+  if (topic == NULL) return NULL;
+  copy = PyMem_Malloc(len ? len : 1);
+  if (copy == NULL) {
+    Py_DECREF(topic);
+    return PyErr_NoMemory();
+  }
+  if (len) memcpy(copy, e->topic, len);
+  PyMem_Free(b->topic_bytes);
+  Py_XDECREF(b->topic);
+  b->topic_bytes = copy;
+  b->topic_len = len;
+  b->topic = topic;
+  Py_INCREF(topic);
+  return topic;
+}
+
+/* The payload, as json.loads(payload) gives it: the scanner on the decoded
+ * text when it spans the whole text, json.loads on the bytes otherwise
+ * (whitespace around the document, a BOM, bytes that are not UTF-8, invalid
+ * JSON), which gives that call's value or error. */
+static PyObject *payload_of(Builder *b, const prosody_event *e) {
+  PyObject *text, *scanned, *value = NULL, *bytes;
+  text = decode((const char *)e->payload, e->payload_len);
+  if (text != NULL) {
+    scanned = PyObject_CallFunction(b->scan, "On", text, (Py_ssize_t)0);
+    if (scanned != NULL && PyTuple_Check(scanned) && PyTuple_GET_SIZE(scanned) == 2 &&
+        PyLong_Check(PyTuple_GET_ITEM(scanned, 1)) &&
+        PyLong_AsSsize_t(PyTuple_GET_ITEM(scanned, 1)) == PyUnicode_GET_LENGTH(text)) {
+      value = PyTuple_GET_ITEM(scanned, 0);
+      Py_INCREF(value);
+    }
+    Py_XDECREF(scanned);
+    Py_DECREF(text);
+    if (value != NULL) return value;
+  }
+  PyErr_Clear();
+  bytes = PyBytes_FromStringAndSize(e->payload_len ? (const char *)e->payload : "", (Py_ssize_t)e->payload_len);
+  if (bytes == NULL) return NULL;
+  value = PyObject_CallOneArg(b->loads, bytes);
+  Py_DECREF(bytes);
+  return value;
+}
+
+static int set_item(PyObject *dict, const char *name, const char *bytes, size_t len) {
+  PyObject *v = decode(bytes, len);
+  int rc;
+  if (v == NULL) return -1;
+  rc = PyDict_SetItemString(dict, name, v);
+  Py_DECREF(v);
+  return rc;
+}
+
+/* The trace carrier the Python dispatcher built: None when the event has
+ * neither traceparent nor baggage; tracestate only beside a traceparent. */
+static PyObject *carrier_of(const prosody_event *e) {
+  PyObject *carrier;
+  if (e->traceparent_len == 0 && e->baggage_len == 0) Py_RETURN_NONE;
+  carrier = PyDict_New();
+  if (carrier == NULL) return NULL;
+  if (e->traceparent_len) {
+    if (set_item(carrier, "traceparent", e->traceparent, e->traceparent_len) < 0) goto fail;
+    if (e->tracestate_len && set_item(carrier, "tracestate", e->tracestate, e->tracestate_len) < 0) goto fail;
+  }
+  if (e->baggage_len && set_item(carrier, "baggage", e->baggage, e->baggage_len) < 0) goto fail;
+  return carrier;
+fail:
+  Py_DECREF(carrier);
+  return NULL;
+}
+
+static PyObject *message_of(Builder *b, const prosody_event *e) {
+  PyObject *vals[N_SLOTS] = {NULL}, *m = NULL;
+  int i;
+  /* In the order the Python dispatcher decoded them, so the first error is the same. */
+  if ((vals[SLOT_TOPIC] = topic_of(b, e)) == NULL || (vals[SLOT_KEY] = decode(e->key, e->key_len)) == NULL ||
+      (vals[SLOT_PAYLOAD] = payload_of(b, e)) == NULL ||
+      (vals[SLOT_PARTITION] = PyLong_FromLong(e->partition)) == NULL ||
+      (vals[SLOT_OFFSET] = PyLong_FromLongLong(e->offset)) == NULL) {
+    goto done;
+  }
+  if (b->ts == NULL || e->timestamp_ms != b->ts_ms) {
+    PyObject *ts = utc_datetime(b, e->timestamp_ms);
+    if (ts == NULL) goto done;
+    Py_XSETREF(b->ts, ts);
+    b->ts_ms = e->timestamp_ms;
+  }
+  vals[SLOT_TIMESTAMP] = b->ts;
+  Py_INCREF(b->ts);
+  m = b->message->tp_alloc(b->message, 0);
+  if (m == NULL) goto done;
+  for (i = 0; i < N_SLOTS; i++) {
+    PyObject *descr = b->slots[i];
+    if (Py_TYPE(descr)->tp_descr_set(descr, m, vals[i]) < 0) {
+      Py_CLEAR(m);
+      goto done;
+    }
+  }
+done:
+  for (i = 0; i < N_SLOTS; i++) Py_XDECREF(vals[i]);
+  return m;
+}
+
+static PyObject *timer_of(Builder *b, const prosody_event *e) {
+  PyObject *key, *time, *timer;
+  key = decode(e->key, e->key_len);
+  if (key == NULL) return NULL;
+  time = utc_datetime(b, e->time_ms);
+  if (time == NULL) {
+    Py_DECREF(key);
+    return NULL;
+  }
+  timer = PyObject_CallFunctionObjArgs(b->timer, key, time, NULL);
+  Py_DECREF(key);
+  Py_DECREF(time);
+  return timer;
+}
+
+/* Takes the exception being raised (normalised) and clears it. */
+static PyObject *raised_exception(void) {
+#if PY_VERSION_HEX >= 0x030C0000
+  return PyErr_GetRaisedException();
+#else
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  PyErr_NormalizeException(&type, &value, &tb);
+  if (value != NULL && tb != NULL) PyException_SetTraceback(value, tb);
+  Py_XDECREF(type);
+  Py_XDECREF(tb);
+  return value;
+#endif
+}
+
+/* One row: (event, kind, item, carrier). */
+static PyObject *row_of(Builder *b, const prosody_event *e) {
+  PyObject *event, *item, *carrier = NULL, *row;
+  long kind = e->kind;
+  event = PyLong_FromUnsignedLongLong(e->event);
+  if (event == NULL) return NULL;
+  if (kind == PROSODY_EVENT_CANCELLED) {
+    item = Py_None;
+    Py_INCREF(item);
+    carrier = Py_None;
+    Py_INCREF(carrier);
+  } else {
+    item = kind == PROSODY_EVENT_MESSAGE ? message_of(b, e) : timer_of(b, e);
+    if (item != NULL) carrier = carrier_of(e);
+    if (carrier == NULL) {
+      /* Undecodable: the row carries the exception, for the handler's failure. */
+      PyObject *value;
+      Py_XDECREF(item);
+      if (!PyErr_ExceptionMatches(PyExc_Exception)) {
+        Py_DECREF(event);
+        return NULL; /* KeyboardInterrupt and the like propagate, as from the Python code */
+      }
+      value = raised_exception();
+      if (value == NULL) {
+        Py_DECREF(event);
+        return NULL;
+      }
+      item = value;
+      kind = KIND_FAILED;
+      carrier = Py_None;
+      Py_INCREF(carrier);
+    }
+  }
+  row = PyTuple_New(4);
+  if (row == NULL) {
+    Py_DECREF(event);
+    Py_DECREF(item);
+    Py_DECREF(carrier);
+    return NULL;
+  }
+  PyTuple_SET_ITEM(row, 0, event);
+  PyTuple_SET_ITEM(row, 1, PyLong_FromLong(kind));
+  PyTuple_SET_ITEM(row, 2, item);
+  PyTuple_SET_ITEM(row, 3, carrier);
+  if (PyTuple_GET_ITEM(row, 1) == NULL) {
+    Py_DECREF(row);
+    return NULL;
+  }
+  return row;
+}
+
+static PyObject *Builder_build(Builder *b, PyObject *arg) {
+  Py_ssize_t n = PyLong_AsSsize_t(arg), i;
+  PyObject *rows;
+  if (n == -1 && PyErr_Occurred()) return NULL;
+  if (n < 0 || n > b->capacity) {
+    return PyErr_Format(PyExc_ValueError, "build: n must be between 0 and %zd, got %zd", b->capacity, n);
+  }
+  rows = PyList_New(n);
+  if (rows == NULL) return NULL;
+  for (i = 0; i < n; i++) {
+    PyObject *row = row_of(b, &b->events[i]);
+    if (row == NULL) {
+      Py_DECREF(rows);
+      return NULL;
+    }
+    PyList_SET_ITEM(rows, i, row);
+  }
+  return rows;
+}
+
+static int Builder_init(Builder *b, PyObject *args, PyObject *kwargs) {
+  static char *kwlist[] = {"buffer", "address", "capacity", "message", "timer", "scan", "loads",
+                           "fromtimestamp", "utc", NULL};
+  PyObject *buffer, *address, *message, *timer, *scan, *loads, *fromtimestamp, *utc;
+  Py_ssize_t capacity;
+  void *events;
+  int i;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOnOOOOOO:Builder", kwlist, &buffer, &address, &capacity,
+                                   &message, &timer, &scan, &loads, &fromtimestamp, &utc)) {
+    return -1;
+  }
+  if (!PyType_Check(message)) {
+    PyErr_SetString(PyExc_TypeError, "Builder: message must be a class");
+    return -1;
+  }
+  events = PyLong_AsVoidPtr(address);
+  if (events == NULL && PyErr_Occurred()) return -1;
+  if (events == NULL || capacity < 0) {
+    PyErr_SetString(PyExc_ValueError, "Builder: address must be the polled array and capacity >= 0");
+    return -1;
+  }
+  for (i = 0; i < N_SLOTS; i++) {
+    PyObject *descr = PyObject_GetAttrString(message, slot_names[i]);
+    if (descr == NULL) return -1;
+    if (Py_TYPE(descr)->tp_descr_set == NULL) {
+      Py_DECREF(descr);
+      PyErr_Format(PyExc_TypeError, "Builder: message.%s is not a slot", slot_names[i]);
+      return -1;
+    }
+    Py_XSETREF(b->slots[i], descr);
+  }
+  Py_INCREF(buffer);
+  Py_XSETREF(b->buffer, buffer);
+  Py_INCREF(message);
+  Py_XSETREF(b->message, (PyTypeObject *)message);
+  Py_INCREF(timer);
+  Py_XSETREF(b->timer, timer);
+  Py_INCREF(scan);
+  Py_XSETREF(b->scan, scan);
+  Py_INCREF(loads);
+  Py_XSETREF(b->loads, loads);
+  Py_INCREF(fromtimestamp);
+  Py_XSETREF(b->fromtimestamp, fromtimestamp);
+  Py_INCREF(utc);
+  Py_XSETREF(b->utc, utc);
+  b->events = (const prosody_event *)events;
+  b->capacity = capacity;
+  return 0;
+}
+
+static int Builder_traverse(Builder *b, visitproc visit, void *arg) {
+  int i;
+  Py_VISIT(b->buffer);
+  Py_VISIT(b->message);
+  Py_VISIT(b->timer);
+  Py_VISIT(b->scan);
+  Py_VISIT(b->loads);
+  Py_VISIT(b->fromtimestamp);
+  Py_VISIT(b->utc);
+  for (i = 0; i < N_SLOTS; i++) Py_VISIT(b->slots[i]);
+  Py_VISIT(b->topic);
+  Py_VISIT(b->ts);
+  return 0;
+}
+
+static int Builder_clear(Builder *b) {
+  int i;
+  Py_CLEAR(b->buffer);
+  Py_CLEAR(b->message);
+  Py_CLEAR(b->timer);
+  Py_CLEAR(b->scan);
+  Py_CLEAR(b->loads);
+  Py_CLEAR(b->fromtimestamp);
+  Py_CLEAR(b->utc);
+  for (i = 0; i < N_SLOTS; i++) Py_CLEAR(b->slots[i]);
+  Py_CLEAR(b->topic);
+  Py_CLEAR(b->ts);
+  PyMem_Free(b->topic_bytes);
+  b->topic_bytes = NULL;
+  b->events = NULL;
+  b->capacity = 0;
+  return 0;
+}
+
+static void Builder_dealloc(Builder *b) {
+  PyObject_GC_UnTrack(b);
+  Builder_clear(b);
+  Py_TYPE(b)->tp_free((PyObject *)b);
+}
+
+static PyMethodDef Builder_methods[] = {
+    {"build", (PyCFunction)Builder_build, METH_O,
+     "build(n) -> list of (event, kind, item, carrier) for the first n polled events"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject BuilderType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "prosody._batch.Builder",
+    .tp_basicsize = sizeof(Builder),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "Builds the Python objects of polled events (see the module docstring).",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Builder_init,
+    .tp_dealloc = (destructor)Builder_dealloc,
+    .tp_traverse = (traverseproc)Builder_traverse,
+    .tp_clear = (inquiry)Builder_clear,
+    .tp_methods = Builder_methods,
+};
+
+static struct PyModuleDef batch_module = {
+    PyModuleDef_HEAD_INIT, .m_name = "prosody._batch",
+    .m_doc = "Turns a polled batch of prosody_event into Python objects in one call.",
+    .m_size = -1,
+};
+
+PyMODINIT_FUNC PyInit__batch(void) {
+  PyObject *m;
+  PyDateTime_IMPORT;
+  if (PyDateTimeAPI == NULL) return NULL;
+  if (PyType_Ready(&BuilderType) < 0) return NULL;
+  m = PyModule_Create(&batch_module);
+  if (m == NULL) return NULL;
+  Py_INCREF(&BuilderType);
+  if (PyModule_AddObject(m, "Builder", (PyObject *)&BuilderType) < 0 ||
+      PyModule_AddIntConstant(m, "KIND_FAILED", KIND_FAILED) < 0) {
+    Py_DECREF(&BuilderType);
+    Py_DECREF(m);
+    return NULL;
+  }
+  return m;
+}
