@@ -5,9 +5,10 @@
 //
 // Offsets are taken in increasing order (the consumer drops rewinds before
 // taking), so the unfinished window is a sorted ring: taking appends,
-// finishing is a binary search, and the watermark advances by popping
-// finished offsets from the front. Offsets that were never taken, such as
-// gaps in a compacted topic, never block the watermark.
+// finishing finds the offset (directly when the window has no gaps, the
+// usual case; by binary search otherwise), and the watermark advances by
+// popping finished offsets from the front. Offsets that were never taken,
+// such as gaps in a compacted topic, never block the watermark.
 //
 // A Tracker is not safe for concurrent use; its partition serialises access.
 package offsets
@@ -21,10 +22,11 @@ import (
 // None is the watermark before any offset is finished.
 const None int64 = -1
 
+// entry holds no pointer, so the garbage collector never scans the ring.
 type entry struct {
-	offset  int64
-	takenAt time.Time
-	done    bool
+	offset int64
+	since  time.Duration // when it was taken, as time since Tracker.epoch
+	done   bool
 }
 
 // Tracker holds at most Capacity unfinished offsets of one partition.
@@ -33,6 +35,7 @@ type Tracker struct {
 	head, n   int
 	watermark int64
 	highest   int64
+	epoch     time.Time // the first Take's time
 }
 
 // New returns a Tracker admitting capacity unfinished offsets (>= 1).
@@ -68,7 +71,10 @@ func (t *Tracker) Take(offset int64, now time.Time) error {
 	if offset <= t.highest {
 		return fmt.Errorf("offsets: cannot take %d: not above %d, the highest taken", offset, t.highest)
 	}
-	t.ring[(t.head+t.n)%len(t.ring)] = entry{offset: offset, takenAt: now}
+	if t.epoch.IsZero() {
+		t.epoch = now
+	}
+	*t.at(t.n) = entry{offset: offset, since: now.Sub(t.epoch)}
 	t.n++
 	t.highest = offset
 	return nil
@@ -78,11 +84,10 @@ func (t *Tracker) Take(offset int64, now time.Time) error {
 // advanced. Finishing an offset that is not unfinished is an error (a double
 // finish is a bug in the caller, never silently accepted).
 func (t *Tracker) Finish(offset int64) (advanced bool, err error) {
-	i := sort.Search(t.n, func(i int) bool { return t.at(i).offset >= offset })
-	if i == t.n || t.at(i).offset != offset {
+	e := t.find(offset)
+	if e == nil {
 		return false, fmt.Errorf("offsets: %d is not an unfinished offset", offset)
 	}
-	e := t.at(i)
 	if e.done {
 		return false, fmt.Errorf("offsets: %d finished twice", offset)
 	}
@@ -90,7 +95,10 @@ func (t *Tracker) Finish(offset int64) (advanced bool, err error) {
 	for t.n > 0 && t.ring[t.head].done {
 		t.watermark = t.ring[t.head].offset
 		t.ring[t.head] = entry{}
-		t.head = (t.head + 1) % len(t.ring)
+		t.head++
+		if t.head == len(t.ring) {
+			t.head = 0
+		}
 		t.n--
 		advanced = true
 	}
@@ -103,7 +111,7 @@ func (t *Tracker) Oldest() (offset int64, takenAt time.Time, ok bool) {
 		return None, time.Time{}, false
 	}
 	e := t.ring[t.head]
-	return e.offset, e.takenAt, true
+	return e.offset, t.epoch.Add(e.since), true
 }
 
 // Commit is the offset to commit to Kafka (the next offset to read), or
@@ -115,4 +123,42 @@ func (t *Tracker) Commit() int64 {
 	return t.watermark + 1
 }
 
-func (t *Tracker) at(i int) *entry { return &t.ring[(t.head+i)%len(t.ring)] }
+// find returns the window's entry for offset, or nil. Consecutive offsets
+// (no gaps since the oldest unfinished one) sit at their distance from the
+// oldest, which is tried first; gaps (compaction, transaction markers) move
+// entries towards the front, where a binary search finds them.
+func (t *Tracker) find(offset int64) *entry {
+	if t.n == 0 {
+		return nil
+	}
+	d := offset - t.ring[t.head].offset
+	if d < 0 {
+		return nil
+	}
+	if d < int64(t.n) {
+		if e := t.at(int(d)); e.offset == offset {
+			return e
+		}
+	}
+	hi := t.n
+	if d < int64(hi) {
+		hi = int(d) // an entry at distance i holds an offset >= oldest+i
+	}
+	i := sort.Search(hi, func(i int) bool { return t.at(i).offset >= offset })
+	if i == hi {
+		return nil
+	}
+	if e := t.at(i); e.offset == offset {
+		return e
+	}
+	return nil
+}
+
+// at is the window's i-th entry (0: the oldest), i < len(t.ring).
+func (t *Tracker) at(i int) *entry {
+	j := t.head + i
+	if j >= len(t.ring) {
+		j -= len(t.ring)
+	}
+	return &t.ring[j]
+}

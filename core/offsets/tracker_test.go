@@ -92,6 +92,56 @@ func TestOldest(t *testing.T) {
 	}
 }
 
+// TestFindAcrossGapsAndWraps checks that every taken offset is found and
+// no other, with and without gaps, for windows that wrap the ring.
+func TestFindAcrossGapsAndWraps(t *testing.T) {
+	tests := []struct {
+		name  string
+		steps []int64 // distance from the previous offset taken
+	}{
+		{"consecutive", []int64{1, 1, 1, 1, 1, 1, 1}},
+		{"a gap at the front", []int64{1, 5, 1, 1, 1, 1, 1}},
+		{"a gap at the back", []int64{1, 1, 1, 1, 1, 1, 9}},
+		{"gaps everywhere", []int64{2, 3, 1, 4, 1, 7, 2}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tr := New(len(tt.steps))
+			now := time.Now()
+			// Wrap the ring first, so the window straddles its end.
+			for o := int64(0); o < 5; o++ {
+				_ = tr.Take(o, now)
+				_, _ = tr.Finish(o)
+			}
+			taken := map[int64]bool{}
+			o := int64(4)
+			for _, d := range tt.steps {
+				o += d
+				if err := tr.Take(o, now); err != nil {
+					t.Fatal(err)
+				}
+				taken[o] = true
+			}
+			for q := int64(0); q <= o+2; q++ {
+				if got := tr.find(q) != nil; got != taken[q] {
+					t.Errorf("find(%d) = %v, want %v", q, got, taken[q])
+				}
+			}
+			// Finishing from the back leaves the watermark until the front is done.
+			for q := o; q > 4; q-- {
+				if taken[q] {
+					if _, err := tr.Finish(q); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if tr.Watermark() != o || tr.Outstanding() != 0 {
+				t.Errorf("watermark %d outstanding %d, want %d and 0", tr.Watermark(), tr.Outstanding(), o)
+			}
+		})
+	}
+}
+
 // TestRandomOrderMatchesModel finishes offsets in random order, across many
 // wraps of the ring, and checks the watermark against a direct computation.
 func TestRandomOrderMatchesModel(t *testing.T) {
@@ -134,6 +184,39 @@ func TestRandomOrderMatchesModel(t *testing.T) {
 		}
 		if tr.Watermark() != want {
 			t.Fatalf("step %d: watermark %d, want %d", step, tr.Watermark(), want)
+		}
+	}
+}
+
+// BenchmarkFinishDeepWindow finishes offsets out of order in a window of
+// thousands (a consumer with a large max_uncommitted).
+func BenchmarkFinishDeepWindow(b *testing.B) {
+	const window = 4096
+	tr := New(window)
+	now := time.Now()
+	for o := int64(0); o < window/2; o++ {
+		_ = tr.Take(o, now)
+	}
+	rng := rand.New(rand.NewSource(1))
+	next := int64(window / 2)
+	pending := make([]int64, 0, window)
+	for o := int64(0); o < next; o++ {
+		pending = append(pending, o)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		j := rng.Intn(len(pending))
+		o := pending[j]
+		pending[j] = pending[len(pending)-1]
+		pending = pending[:len(pending)-1]
+		if _, err := tr.Finish(o); err != nil {
+			b.Fatal(err)
+		}
+		for !tr.Full() && len(pending) < window/2 {
+			_ = tr.Take(next, now)
+			pending = append(pending, next)
+			next++
 		}
 	}
 }
