@@ -28,6 +28,7 @@ from prosody import AdminClient, Context, EventHandler, Message, ProsodyClient, 
 
 KAFKA = os.environ.get("PROSODY_TEST_KAFKA", "localhost:9094")
 VERBOSE = False
+MAX_UNCOMMITTED = 4096
 
 
 def prefill(topic: str, messages: int, keys: int, size: int) -> None:
@@ -146,7 +147,7 @@ async def run_prosody(topic: str, messages: int, max_concurrency: int) -> float:
     client = ProsodyClient(bootstrap_servers=KAFKA, group_id=f"bench-prosody-{uuid.uuid4().hex}",
                            subscribed_topics=topic, probe_port=None, telemetry_enabled=False,
                            mode="best-effort", max_concurrency=max_concurrency,
-                           max_uncommitted=4096, idempotence_cache_size=0,
+                           max_uncommitted=MAX_UNCOMMITTED, idempotence_cache_size=0,
                            cassandra_nodes=os.environ.get("PROSODY_TEST_CASSANDRA", "localhost:9042"))
     before = thread_cpu()
     await client.subscribe(handler)
@@ -164,6 +165,7 @@ async def main() -> None:
     parser.add_argument("--partitions", type=int, default=8)
     parser.add_argument("--keys", type=int, default=10_000)
     parser.add_argument("--size", type=int, default=200)
+    parser.add_argument("--max-uncommitted", type=int, default=4096)
     parser.add_argument("--max-concurrency", type=int, default=256)
     parser.add_argument("--topic", help="read this topic (already filled with at least --messages) instead of a new one")
     parser.add_argument("--keep", action="store_true", help="keep the new topic for later --topic runs")
@@ -172,8 +174,8 @@ async def main() -> None:
     parser.add_argument("-v", "--verbose", action="store_true", help="print the Prosody runs' CPU per event by thread")
     parser.add_argument("--profile", action="store_true", help="pyinstrument profile of the Prosody run")
     args = parser.parse_args()
-    global VERBOSE
-    VERBOSE = args.verbose
+    global VERBOSE, MAX_UNCOMMITTED
+    VERBOSE, MAX_UNCOMMITTED = args.verbose, args.max_uncommitted
     which = args.only or ["confluent", "aiokafka", "prosody"]
 
     admin = AdminClient(bootstrap_servers=KAFKA)

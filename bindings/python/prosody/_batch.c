@@ -3,7 +3,9 @@
  * The event loop handles every event, so what it pays per event decides the
  * binding's throughput. Building a Message in Python (slice and decode the
  * key, decode and scan the payload, make the timestamp, set six slots) costs
- * more than the handler call that follows; here it is one C call per batch.
+ * more than the handler call that follows; here it is one C call per batch,
+ * which also makes each event's Context (its slots start from the table the
+ * Python side gives, see context.py INITIAL_SLOTS).
  *
  * The results are exactly those of the Python code this replaces: the
  * payload is decoded by the json module's own scanner, and whatever this
@@ -41,6 +43,15 @@ typedef struct {
   PyObject *fromtimestamp; /* datetime.fromtimestamp */
   PyObject *utc;
   PyObject *slots[N_SLOTS]; /* Message's member descriptors */
+  /* The handler's Context: its class, and for each of its slots the member
+   * descriptor and the value a new one starts with (NULL for the two set
+   * per event: the dispatcher and the event handle). */
+  PyTypeObject *context;
+  PyObject *dispatcher;
+  Py_ssize_t n_context_slots;
+  PyObject **context_slots;
+  PyObject **context_initial;
+  Py_ssize_t slot_disp, slot_event;
   /* The topic of the last event built, as bytes and as str. */
   char *topic_bytes;
   Py_ssize_t topic_len;
@@ -217,6 +228,22 @@ static PyObject *timer_of(Builder *b, const prosody_event *e) {
   return timer;
 }
 
+/* A new Context for the event, as Context(dispatcher, event) makes it. */
+static PyObject *context_of(Builder *b, PyObject *event) {
+  PyObject *ctx = b->context->tp_alloc(b->context, 0);
+  Py_ssize_t i;
+  if (ctx == NULL) return NULL;
+  for (i = 0; i < b->n_context_slots; i++) {
+    PyObject *descr = b->context_slots[i];
+    PyObject *v = i == b->slot_disp ? b->dispatcher : i == b->slot_event ? event : b->context_initial[i];
+    if (Py_TYPE(descr)->tp_descr_set(descr, ctx, v) < 0) {
+      Py_DECREF(ctx);
+      return NULL;
+    }
+  }
+  return ctx;
+}
+
 /* Takes the exception being raised (normalised) and clears it. */
 static PyObject *raised_exception(void) {
 #if PY_VERSION_HEX >= 0x030C0000
@@ -232,9 +259,9 @@ static PyObject *raised_exception(void) {
 #endif
 }
 
-/* One row: (event, kind, item, carrier). */
+/* One row: (event, kind, item, carrier, context). */
 static PyObject *row_of(Builder *b, const prosody_event *e) {
-  PyObject *event, *item, *carrier = NULL, *row;
+  PyObject *event, *item, *carrier = NULL, *ctx = NULL, *row;
   long kind = e->kind;
   event = PyLong_FromUnsignedLongLong(e->event);
   if (event == NULL) return NULL;
@@ -263,19 +290,33 @@ static PyObject *row_of(Builder *b, const prosody_event *e) {
       kind = KIND_FAILED;
       carrier = Py_None;
       Py_INCREF(carrier);
+    } else {
+      ctx = context_of(b, event);
+      if (ctx == NULL) {
+        Py_DECREF(event);
+        Py_DECREF(item);
+        Py_DECREF(carrier);
+        return NULL;
+      }
     }
   }
-  row = PyTuple_New(4);
+  if (ctx == NULL) {
+    ctx = Py_None;
+    Py_INCREF(ctx);
+  }
+  row = PyTuple_New(5);
   if (row == NULL) {
     Py_DECREF(event);
     Py_DECREF(item);
     Py_DECREF(carrier);
+    Py_DECREF(ctx);
     return NULL;
   }
   PyTuple_SET_ITEM(row, 0, event);
   PyTuple_SET_ITEM(row, 1, PyLong_FromLong(kind));
   PyTuple_SET_ITEM(row, 2, item);
   PyTuple_SET_ITEM(row, 3, carrier);
+  PyTuple_SET_ITEM(row, 4, ctx);
   if (PyTuple_GET_ITEM(row, 1) == NULL) {
     Py_DECREF(row);
     return NULL;
@@ -303,21 +344,100 @@ static PyObject *Builder_build(Builder *b, PyObject *arg) {
   return rows;
 }
 
+static void context_slots_free(Builder *b) {
+  Py_ssize_t i;
+  for (i = 0; i < b->n_context_slots; i++) {
+    Py_CLEAR(b->context_slots[i]);
+    Py_CLEAR(b->context_initial[i]);
+  }
+  PyMem_Free(b->context_slots);
+  PyMem_Free(b->context_initial);
+  b->context_slots = b->context_initial = NULL;
+  b->n_context_slots = 0;
+  Py_CLEAR(b->context);
+}
+
+/* Reads the Context class's __slots__: each must be _disp, _event or a key
+ * of initial, so that a slot added to the class without a starting value
+ * here fails at once rather than as an AttributeError in a handler. */
+static int context_slots_init(Builder *b, PyObject *context, PyObject *initial) {
+  PyObject *names = PyObject_GetAttrString(context, "__slots__"), *seq;
+  Py_ssize_t n, i;
+  if (names == NULL) return -1;
+  seq = PySequence_Fast(names, "Builder: context.__slots__ must be a sequence");
+  Py_DECREF(names);
+  if (seq == NULL) return -1;
+  context_slots_free(b);
+  n = PySequence_Fast_GET_SIZE(seq);
+  b->context_slots = PyMem_Calloc(n ? n : 1, sizeof(PyObject *));
+  b->context_initial = PyMem_Calloc(n ? n : 1, sizeof(PyObject *));
+  if (b->context_slots == NULL || b->context_initial == NULL) {
+    Py_DECREF(seq);
+    PyErr_NoMemory();
+    return -1;
+  }
+  b->n_context_slots = n;
+  b->slot_disp = b->slot_event = -1;
+  for (i = 0; i < n; i++) {
+    PyObject *name = PySequence_Fast_GET_ITEM(seq, i), *descr;
+    if (!PyUnicode_Check(name)) {
+      PyErr_SetString(PyExc_TypeError, "Builder: context.__slots__ must hold names");
+      goto fail;
+    }
+    if (PyUnicode_CompareWithASCIIString(name, "_disp") == 0) {
+      b->slot_disp = i;
+    } else if (PyUnicode_CompareWithASCIIString(name, "_event") == 0) {
+      b->slot_event = i;
+    } else {
+      PyObject *v = PyDict_GetItemWithError(initial, name);
+      if (v == NULL) {
+        if (!PyErr_Occurred()) PyErr_Format(PyExc_TypeError, "Builder: no initial value for Context.%U", name);
+        goto fail;
+      }
+      Py_INCREF(v);
+      b->context_initial[i] = v;
+    }
+    descr = PyObject_GetAttr(context, name);
+    if (descr == NULL) goto fail;
+    b->context_slots[i] = descr;
+    if (Py_TYPE(descr)->tp_descr_set == NULL) {
+      PyErr_Format(PyExc_TypeError, "Builder: Context.%U is not a slot", name);
+      goto fail;
+    }
+  }
+  Py_DECREF(seq);
+  if (b->slot_disp < 0 || b->slot_event < 0) {
+    PyErr_SetString(PyExc_TypeError, "Builder: Context needs the slots _disp and _event");
+    return -1;
+  }
+  Py_INCREF(context);
+  b->context = (PyTypeObject *)context;
+  return 0;
+fail:
+  Py_DECREF(seq);
+  return -1;
+}
+
 static int Builder_init(Builder *b, PyObject *args, PyObject *kwargs) {
-  static char *kwlist[] = {"buffer", "address", "capacity", "message", "timer", "scan", "loads",
-                           "fromtimestamp", "utc", NULL};
-  PyObject *buffer, *address, *message, *timer, *scan, *loads, *fromtimestamp, *utc;
+  static char *kwlist[] = {"buffer",  "address",    "capacity",        "message", "timer", "scan", "loads",
+                           "fromtimestamp", "utc", "context", "context_initial", "dispatcher", NULL};
+  PyObject *buffer, *address, *message, *timer, *scan, *loads, *fromtimestamp, *utc, *context, *initial,
+      *dispatcher;
   Py_ssize_t capacity;
   void *events;
   int i;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOnOOOOOO:Builder", kwlist, &buffer, &address, &capacity,
-                                   &message, &timer, &scan, &loads, &fromtimestamp, &utc)) {
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOnOOOOOOOO!O:Builder", kwlist, &buffer, &address, &capacity,
+                                   &message, &timer, &scan, &loads, &fromtimestamp, &utc, &context,
+                                   &PyDict_Type, &initial, &dispatcher)) {
     return -1;
   }
-  if (!PyType_Check(message)) {
-    PyErr_SetString(PyExc_TypeError, "Builder: message must be a class");
+  if (!PyType_Check(message) || !PyType_Check(context)) {
+    PyErr_SetString(PyExc_TypeError, "Builder: message and context must be classes");
     return -1;
   }
+  if (context_slots_init(b, context, initial) < 0) return -1;
+  Py_INCREF(dispatcher);
+  Py_XSETREF(b->dispatcher, dispatcher);
   events = PyLong_AsVoidPtr(address);
   if (events == NULL && PyErr_Occurred()) return -1;
   if (events == NULL || capacity < 0) {
@@ -363,6 +483,12 @@ static int Builder_traverse(Builder *b, visitproc visit, void *arg) {
   Py_VISIT(b->fromtimestamp);
   Py_VISIT(b->utc);
   for (i = 0; i < N_SLOTS; i++) Py_VISIT(b->slots[i]);
+  Py_VISIT(b->context);
+  Py_VISIT(b->dispatcher);
+  for (i = 0; i < b->n_context_slots; i++) {
+    Py_VISIT(b->context_slots[i]);
+    Py_VISIT(b->context_initial[i]);
+  }
   Py_VISIT(b->topic);
   Py_VISIT(b->ts);
   return 0;
@@ -378,6 +504,8 @@ static int Builder_clear(Builder *b) {
   Py_CLEAR(b->fromtimestamp);
   Py_CLEAR(b->utc);
   for (i = 0; i < N_SLOTS; i++) Py_CLEAR(b->slots[i]);
+  context_slots_free(b);
+  Py_CLEAR(b->dispatcher);
   Py_CLEAR(b->topic);
   Py_CLEAR(b->ts);
   PyMem_Free(b->topic_bytes);
@@ -395,7 +523,7 @@ static void Builder_dealloc(Builder *b) {
 
 static PyMethodDef Builder_methods[] = {
     {"build", (PyCFunction)Builder_build, METH_O,
-     "build(n) -> list of (event, kind, item, carrier) for the first n polled events"},
+     "build(n) -> list of (event, kind, item, carrier, context) for the first n polled events"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -19,5 +19,8 @@ class Builder:
         loads: Callable[[bytes], Any],
         fromtimestamp: Callable[[float, tzinfo], datetime],
         utc: tzinfo,
+        context: type,
+        context_initial: dict[str, Any],
+        dispatcher: object,
     ) -> None: ...
-    def build(self, n: int, /) -> list[tuple[int, int, Any, dict[str, str] | None]]: ...
+    def build(self, n: int, /) -> list[tuple[int, int, Any, dict[str, str] | None, Any]]: ...

@@ -3,8 +3,8 @@
 The client's eventfd is watched with ``loop.add_reader``. When it is
 readable, ``_drain`` takes ready events with ``prosody_client_poll`` into a
 preallocated array until a poll returns fewer than asked. One C call per
-batch (``prosody._batch``) builds every event's Message or Timer and trace
-carrier from the array, so Python reads no cffi fields and decodes nothing
+batch (``prosody._batch``) builds every event's Message or Timer, trace
+carrier and Context from the array, so Python reads no cffi fields and decodes nothing
 per event. Every event then starts its handler at once (``HandlerTask``): a
 handler that never waits completes inside ``_drain`` without a task being
 scheduled; one that waits goes on as a task. Finished events are completed
@@ -30,7 +30,7 @@ from typing import Any
 from . import _native, _otel
 from ._batch import KIND_FAILED, Builder
 from ._task import OUTCOME_OK, OUTCOME_PERMANENT, HandlerTask
-from .context import Context
+from .context import _INITIAL_SLOTS, Context
 from .handler import EventHandler, ProsodyHandler, ShutdownSignal
 from .message import Message
 from .timer import Timer
@@ -46,9 +46,10 @@ _EVENT_CANCELLED = 3
 
 # One built event (prosody/_batch.c): the event handle, its kind (a
 # PROSODY_EVENT_* or KIND_FAILED), the Message or Timer (for KIND_FAILED the
-# exception that decoding raised; None for a cancellation notice), and the
-# trace carrier or None.
-Row = tuple[int, int, Any, dict[str, str] | None]
+# exception that decoding raised; None for a cancellation notice), the trace
+# carrier or None, and the handler's Context (None unless there is a handler
+# to call).
+Row = tuple[int, int, Any, dict[str, str] | None, Any]
 
 _UTC = timezone.utc
 # json.loads(text) is this scanner plus checks for whitespace around the
@@ -90,6 +91,7 @@ class Dispatcher:
         self._builder = Builder(
             self._buf, int(ffi.cast("uintptr_t", self._buf)), POLL_CAPACITY,
             Message, Timer, _scan_json, loads, datetime.fromtimestamp, _UTC,
+            Context, _INITIAL_SLOTS, self,
         )
         self._inflight: dict[int, Context] = {}  # events whose handlers are waiting
         self._ok = array("Q")  # events done OK, not yet completed
@@ -175,7 +177,7 @@ class Dispatcher:
         # Whether a call needs ProsodyHandler's span; checked once per batch.
         direct = user is not None and not _otel.sdk_installed()
         shutdown = self._shutdown
-        for event, kind, item, carrier in rows:
+        for event, kind, item, carrier, ctx in rows:
             if self._aborted:
                 return  # the library fails the client's remaining events itself
             if kind == _EVENT_CANCELLED:
@@ -187,7 +189,6 @@ class Dispatcher:
                 # An undecodable payload (the core validated it, so rare): item is the error.
                 self._complete(event, OUTCOME_PERMANENT, f"{type(item).__name__}: {item}".encode(), False)
                 continue
-            ctx = Context(self, event)
             task = HandlerTask(loop=loop)
             task._pctx = ctx
             task._context = context = copy_context()

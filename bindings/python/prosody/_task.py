@@ -80,17 +80,6 @@ def _failure_text(e: BaseException) -> bytes:
     return f"{type(e).__name__}: {e}".encode("utf-8", "replace")
 
 
-def _coroutine(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
-    """Calls a handler method and returns its coroutine, as ``await fn(*args)`` would use it."""
-    try:
-        coro = fn(*args)
-    except StopIteration as e:  # as it would leave a coroutine frame (PEP 479)
-        raise RuntimeError("coroutine raised StopIteration") from e
-    if type(coro) is not CoroutineType:
-        coro = _await(coro)  # fails as `await coro` would, if it is not awaitable
-    return coro
-
-
 class HandlerTask(asyncio.Future[None]):
     """Runs one handler call for a dispatcher; see the module docstring.
 
@@ -180,16 +169,31 @@ class HandlerTask(asyncio.Future[None]):
         Calls the handler method with this task current, then runs the
         coroutine to its first wait (or its end).
         """
+        # Calling the method and the first send are _send's work, inlined:
+        # this runs once per event, and a handler that never waits ends here.
         self._coro = None
         loop = self._loop
         _enter_task(loop, self)
         try:
             try:
-                self._coro = _coroutine(fn, args)
+                try:
+                    coro = fn(*args)
+                except StopIteration as e:  # as it would leave a coroutine frame (PEP 479)
+                    raise RuntimeError("coroutine raised StopIteration") from e
+                if type(coro) is not CoroutineType:
+                    coro = _await(coro)  # fails as `await coro` would, if it is not awaitable
             except BaseException as e:
                 self._failed(e)
                 return
-            self._send(loop, None)
+            self._coro = coro
+            try:
+                result = coro.send(None)
+            except StopIteration:
+                self._succeeded()
+            except BaseException as e:
+                self._failed(e)
+            else:
+                self._suspend(loop, result)
         finally:
             _leave_task(loop, self)
 

@@ -34,6 +34,12 @@ def _op_error(status: int, message: str | None) -> Exception:
     return _native.status_error(status, message)
 
 
+# What a new Context holds besides its dispatcher and event: __init__ sets
+# these, and prosody._batch, which makes the Contexts of polled events,
+# starts them from this table.
+_INITIAL_SLOTS: dict[str, Any] = {"_cancelled": False, "_cancel_waiter": None, "_done": False, "_task": None}
+
+
 class Context:
     """Given to every handler call; valid until that call returns.
 

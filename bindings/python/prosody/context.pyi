@@ -23,6 +23,8 @@ T = TypeVar("T", default=JSONValue)
 V = TypeVar("V", default=JSONValue)
 P = TypeVar("P", default=JSONValue)
 
+_INITIAL_SLOTS: dict[str, Any]
+
 class Context:
     _disp: Any
     _event: int

@@ -29,6 +29,7 @@ from prosody import (
     ProsodyHandler,
     Timer,
     TransientError,
+    _batch,
     _dispatch,
     _native,
 )
@@ -407,6 +408,31 @@ async def test_messages_decode_as_before(fake_lib: FakeLib) -> None:
         assert type(m) is Message
         with pytest.raises(FrozenInstanceError):
             m.key = "x"  # type: ignore[misc]
+
+
+async def test_the_contexts_of_polled_events_start_as_new_ones(fake_lib: FakeLib) -> None:
+    seen: list[Context] = []
+    fake_lib.batches = [[{"event": 2**63 + 5, "topic": b"t", "key": b"k", "payload": b"{}"}]]
+    disp = dispatcher(Recorder(on_message=lambda ctx, m: seen.append(ctx)))
+    await drain(disp)
+    reference = Context(disp, 2**63 + 5)
+    reference._done = True  # the handler returned
+    assert type(seen[0]) is Context
+    assert {n: getattr(seen[0], n) for n in Context.__slots__} == {n: getattr(reference, n) for n in Context.__slots__}
+
+
+def test_the_builder_refuses_a_context_slot_it_has_no_start_for() -> None:
+    class Wider(Context):
+        __slots__ = ("_extra",)
+
+    ffi, _ = _native.load()
+    buf = ffi.new("prosody_event[]", 1)
+    args = (buf, int(ffi.cast("uintptr_t", buf)), 1, Message, Timer, json.JSONDecoder().scan_once, json.loads,
+            datetime.fromtimestamp, timezone.utc)
+    with pytest.raises(TypeError, match="no initial value for Context._extra"):
+        _batch.Builder(*args, Wider, {"_cancelled": False}, None)
+    with pytest.raises(TypeError, match="message and context must be classes"):
+        _batch.Builder(*args, object(), {}, None)
 
 
 async def test_timestamps_are_exact_in_every_range(fake_lib: FakeLib) -> None:
