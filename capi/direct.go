@@ -55,7 +55,7 @@ func (h *directHandler) OnTimer(ctx *event.Context, t *event.Timer) error {
 // call runs the host's callback for ev and returns its outcome.
 func (h *directHandler) call(ev *pendingEvent) error {
 	ev.direct = true
-	events.add(ev.id, ev)
+	events.add(ev)
 	f := (*callFrame)(ev.buf)
 	ev.fill(&f.view)
 	f.msg = nil

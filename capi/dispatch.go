@@ -269,7 +269,7 @@ func (d *dispatcher) start(ev *pendingEvent, done event.Done) {
 	// watch, which finds events in the table, cannot queue a notice for an
 	// event before the event itself; counted before the host can see it, so
 	// a completion never makes inFlight negative.
-	events.add(ev.id, ev)
+	events.add(ev)
 	d.inFlight.Add(1)
 	w := d.pushLocked(readyItem{ev: ev})
 	d.mu.Unlock()

@@ -22,7 +22,7 @@ const (
 )
 
 // events holds the events the host has not completed yet.
-var events = newTable[*pendingEvent](kindEvent)
+var events = newEventTable()
 
 // pendingEvent is an event handed to the host. Its bytes live in one C
 // allocation (buf), so the host reads them in place, without a copy per

@@ -40,13 +40,12 @@ var lastID atomic.Uint64
 
 func newID(k kind) uint64 { return lastID.Add(1)<<8 | uint64(k) }
 
-// table maps handles of one kind to their objects.
+// table maps handles of one kind to their objects: clients and admin
+// clients (events have a table of their own, eventtable.go).
 //
-// It is split into shards by id because the events table is touched for
-// every event by the engine's goroutines (add), the host's completing
-// thread (take) and the cancellation watch (each): with one lock the host
-// thread kept waiting for it, and a host thread that blocks in Go costs two
-// thread switches to resume.
+// It is split into shards by id: a client is looked up by every call the
+// host makes on it (each send, each poll), from any of its threads, and a
+// host thread that blocks in Go costs two thread switches to resume.
 type table[T any] struct {
 	kind   kind
 	shards [tableShards]tableShard[T]
@@ -115,42 +114,16 @@ func (t *table[T]) takeUnless(id uint64, refuse func(T) error) (T, error) {
 	return v, nil
 }
 
-func (t *table[T]) invalid(id uint64) error {
+func (t *table[T]) invalid(id uint64) error { return invalidHandle(t.kind, id) }
+
+// invalidHandle is the INVALID_HANDLE error for id, which is not a live
+// handle of kind want.
+func invalidHandle(want kind, id uint64) error {
 	switch k := kind(id & 0xff); {
 	case id == 0:
-		return errorf(C.PROSODY_ERR_INVALID_HANDLE, "invalid %s handle 0", t.kind)
-	case k != t.kind:
-		return errorf(C.PROSODY_ERR_INVALID_HANDLE, "handle %#x is of kind %s, not %s", id, k, t.kind)
+		return errorf(C.PROSODY_ERR_INVALID_HANDLE, "invalid %s handle 0", want)
+	case k != want:
+		return errorf(C.PROSODY_ERR_INVALID_HANDLE, "handle %#x is of kind %s, not %s", id, k, want)
 	}
-	return errorf(C.PROSODY_ERR_INVALID_HANDLE, "unknown or released %s handle %#x", t.kind, id)
-}
-
-// takeWhere removes and returns every object for which match is true.
-func (t *table[T]) takeWhere(match func(T) bool) []T {
-	var out []T
-	for i := range t.shards {
-		sh := &t.shards[i]
-		sh.mu.Lock()
-		for id, v := range sh.m {
-			if match(v) {
-				out = append(out, v)
-				delete(sh.m, id)
-			}
-		}
-		sh.mu.Unlock()
-	}
-	return out
-}
-
-// each calls f for every entry, a shard at a time under its lock: f
-// must be quick and must not touch the table.
-func (t *table[T]) each(f func(T)) {
-	for i := range t.shards {
-		sh := &t.shards[i]
-		sh.mu.Lock()
-		for _, v := range sh.m {
-			f(v)
-		}
-		sh.mu.Unlock()
-	}
+	return errorf(C.PROSODY_ERR_INVALID_HANDLE, "unknown or released %s handle %#x", want, id)
 }

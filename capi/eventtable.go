@@ -1,0 +1,144 @@
+package main
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// eventTable maps event handles to the events the host holds. Every event
+// passes through it twice (added when it is handed to the host, taken when
+// the host completes it, on different threads), so those two are an atomic
+// operation each: handles are numbered in sequence, which makes the
+// sequence number modulo the ring's size a slot that is almost always free
+// when the event comes. An event whose slot is still held by an older one
+// (held by the host while eventRing newer handles were made) goes to a
+// locked overflow map instead; lookups try the map only while it holds
+// something.
+type eventTable struct {
+	ring     [eventRing]atomic.Pointer[pendingEvent]
+	spilled  atomic.Int64 // entries in overflow
+	mu       sync.Mutex
+	overflow map[uint64]*pendingEvent
+}
+
+// eventRing slots (8 bytes each). A scan of the whole ring (the
+// cancellation watch's, every noticeTick while the host holds events)
+// costs about as much as a few events.
+const eventRing = 1 << 14
+
+func newEventTable() *eventTable {
+	return &eventTable{overflow: make(map[uint64]*pendingEvent)}
+}
+
+func (t *eventTable) slot(id uint64) *atomic.Pointer[pendingEvent] {
+	return &t.ring[(id>>8)&(eventRing-1)]
+}
+
+// add registers ev under ev.id, which must be new.
+func (t *eventTable) add(ev *pendingEvent) {
+	if t.slot(ev.id).CompareAndSwap(nil, ev) {
+		return
+	}
+	t.mu.Lock()
+	t.overflow[ev.id] = ev
+	t.spilled.Add(1)
+	t.mu.Unlock()
+}
+
+// get returns the event of a live handle, or an INVALID_HANDLE error that
+// says what is wrong with it.
+func (t *eventTable) get(id uint64) (*pendingEvent, error) {
+	if ev := t.slot(id).Load(); ev != nil && ev.id == id {
+		return ev, nil
+	}
+	if t.spilled.Load() > 0 {
+		t.mu.Lock()
+		ev, ok := t.overflow[id]
+		t.mu.Unlock()
+		if ok {
+			return ev, nil
+		}
+	}
+	return nil, invalidHandle(kindEvent, id)
+}
+
+// take removes a live handle and returns its event; only one caller can
+// take a given handle, which makes release and completion exactly-once.
+func (t *eventTable) take(id uint64) (*pendingEvent, error) { return t.takeUnless(id, nil) }
+
+// takeUnless is take, except that an event for which refuse (if not nil)
+// returns an error stays, and that error is returned. refuse must depend
+// only on what does not change while the event is in the table.
+func (t *eventTable) takeUnless(id uint64, refuse func(*pendingEvent) error) (*pendingEvent, error) {
+	s := t.slot(id)
+	if ev := s.Load(); ev != nil && ev.id == id {
+		if refuse != nil {
+			if err := refuse(ev); err != nil {
+				return ev, err
+			}
+		}
+		if s.CompareAndSwap(ev, nil) {
+			return ev, nil
+		}
+		// Another caller took it first.
+		return nil, invalidHandle(kindEvent, id)
+	}
+	if t.spilled.Load() > 0 {
+		t.mu.Lock()
+		ev, ok := t.overflow[id]
+		if ok && refuse != nil {
+			if err := refuse(ev); err != nil {
+				t.mu.Unlock()
+				return ev, err
+			}
+		}
+		if ok {
+			delete(t.overflow, id)
+			t.spilled.Add(-1)
+		}
+		t.mu.Unlock()
+		if ok {
+			return ev, nil
+		}
+	}
+	return nil, invalidHandle(kindEvent, id)
+}
+
+// takeWhere removes and returns every event for which match is true.
+func (t *eventTable) takeWhere(match func(*pendingEvent) bool) []*pendingEvent {
+	var out []*pendingEvent
+	for i := range t.ring {
+		s := &t.ring[i]
+		if ev := s.Load(); ev != nil && match(ev) && s.CompareAndSwap(ev, nil) {
+			out = append(out, ev)
+		}
+	}
+	t.mu.Lock()
+	for id, ev := range t.overflow {
+		if match(ev) {
+			out = append(out, ev)
+			delete(t.overflow, id)
+			t.spilled.Add(-1)
+		}
+	}
+	t.mu.Unlock()
+	return out
+}
+
+// each calls f for every event in the table (the overflow map's under its
+// lock: f must be quick and must not touch the table).
+func (t *eventTable) each(f func(*pendingEvent)) {
+	for i := range t.ring {
+		if ev := t.ring[i].Load(); ev != nil {
+			f(ev)
+		}
+	}
+	if t.spilled.Load() == 0 {
+		return
+	}
+	t.mu.Lock()
+	for _, ev := range t.overflow {
+		f(ev)
+	}
+	t.mu.Unlock()
+}
