@@ -142,6 +142,15 @@ def print_thread_cpu(before: dict[int, tuple[str, float]], events: int) -> None:
     print(f"  cpu per event: loop thread {main / events * 1e6:.2f} µs, other threads {rest / events * 1e6:.2f} µs")
 
 
+async def print_progress(handler: NoOp) -> None:
+    """Prints the events handled in each half second (a stall shows as a dip)."""
+    last = 0
+    while True:
+        await asyncio.sleep(0.5)
+        print(f"    +{handler.count - last}", end="", flush=True)
+        last = handler.count
+
+
 async def run_prosody(topic: str, messages: int, max_concurrency: int) -> float:
     handler = NoOp(messages)
     client = ProsodyClient(bootstrap_servers=KAFKA, group_id=f"bench-prosody-{uuid.uuid4().hex}",
@@ -151,7 +160,10 @@ async def run_prosody(topic: str, messages: int, max_concurrency: int) -> float:
                            cassandra_nodes=os.environ.get("PROSODY_TEST_CASSANDRA", "localhost:9042"))
     before = thread_cpu()
     await client.subscribe(handler)
+    progress = asyncio.create_task(print_progress(handler)) if VERBOSE else None
     await asyncio.wait_for(handler.done.wait(), timeout=600)
+    if progress is not None:
+        progress.cancel()
     rate = handler.count / (time.perf_counter() - handler.first)
     if VERBOSE:
         print_thread_cpu(before, handler.count)

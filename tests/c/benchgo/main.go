@@ -4,6 +4,12 @@
 // no-op C handler (build/c/prosody_bench_c: poll a batch, complete the
 // batch), each with a fresh consumer group, and prints both rates and
 // their ratio. It is a benchmark, not a test: nothing fails on slowness.
+//
+// Every reader runs in a process of its own, started for it: the C
+// benchmark is one, and the Go engine runs in a copy of this program
+// (-go-reader), so that no reader inherits a heap, threads or caches
+// warmed by the fill or by the rounds before it (-go-in-process runs it
+// here instead, as the first versions did).
 package main
 
 import (
@@ -35,8 +41,14 @@ func main() {
 	rounds := flag.Int("rounds", 2, "rounds; each runs both readers")
 	extra := flag.String("config", "", `extra options merged into the client JSON, e.g. "max_concurrency":256`)
 	cBench := flag.String("cbench", "build/c/prosody_bench_c", "the C benchmark binary")
+	goReader := flag.String("go-reader", "", "read with the Go engine and this client JSON, print the rate and exit (what each Go round runs)")
+	goInProcess := flag.Bool("go-in-process", false, "run the Go rounds in this process rather than each in a fresh one")
 	flag.Parse()
 	sarama.Logger = log.New(io.Discard, "", 0)
+	if *goReader != "" {
+		fmt.Printf("go %f\n", goEngine(*goReader, *messages))
+		return
+	}
 
 	topic := "prosody-bench-c-" + suffix()
 	start := time.Now()
@@ -62,7 +74,11 @@ func main() {
 			var rate float64
 			switch reader {
 			case "go":
-				rate = goEngine(cfg(), *messages)
+				if *goInProcess {
+					rate = goEngine(cfg(), *messages)
+				} else {
+					rate = goFresh(cfg(), *messages)
+				}
 			case "c-abi":
 				rate = cABI(*cBench, cfg(), *messages)
 			default:
@@ -99,6 +115,20 @@ func goEngine(js string, n int) float64 {
 	defer cancel()
 	must(c.Close(ctx))
 	return float64(n) / end.Sub(start).Seconds()
+}
+
+// goFresh runs goEngine in a new process (this program with -go-reader).
+func goFresh(js string, n int) float64 {
+	self, err := os.Executable()
+	must(err)
+	cmd := exec.Command(self, "-go-reader", js, "-messages", fmt.Sprint(n))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	must(err)
+	var rate float64
+	_, err = fmt.Sscanf(string(out), "go %f", &rate)
+	must(err)
+	return rate
 }
 
 // cABI runs the C benchmark (mode: nothing for polling, "direct" for an
