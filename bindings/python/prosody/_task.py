@@ -169,8 +169,8 @@ class HandlerTask(asyncio.Future[None]):
         Calls the handler method with this task current, then runs the
         coroutine to its first wait (or its end).
         """
-        # Calling the method and the first send are _send's work, inlined:
-        # this runs once per event, and a handler that never waits ends here.
+        # Calling the method is inlined (this runs once per event); a handler
+        # that never waits ends in the _send below.
         self._coro = None
         loop = self._loop
         _enter_task(loop, self)
@@ -186,14 +186,7 @@ class HandlerTask(asyncio.Future[None]):
                 self._failed(e)
                 return
             self._coro = coro
-            try:
-                result = coro.send(None)
-            except StopIteration:
-                self._succeeded()
-            except BaseException as e:
-                self._failed(e)
-            else:
-                self._suspend(loop, result)
+            self._send(loop, None)
         finally:
             _leave_task(loop, self)
 
