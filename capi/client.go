@@ -246,7 +246,7 @@ func prosodyGo_client_subscribe(id C.uint64_t, h *C.prosody_handler_config, cb C
 		}
 		var handler event.Handler = e.disp
 		if onEvent != nil {
-			handler = &directHandler{d: e.disp, fn: onEvent, ud: hostData}
+			handler = &directHandler{d: e.disp, fn: C.uintptr_t(uintptr(unsafe.Pointer(onEvent))), ud: hostData}
 		}
 		if err := e.c.Subscribe(handler); err != nil {
 			return err

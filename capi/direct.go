@@ -22,20 +22,13 @@ import (
 // for prosody_event_should_cancel and the timer operations.
 type directHandler struct {
 	d  *dispatcher
-	fn C.prosody_event_fn
+	fn C.uintptr_t // the prosody_event_fn
 	ud C.uintptr_t
 }
 
-// callFrame is what the C call reads and writes besides the event's bytes:
-// the event's view and the callback's message pointer. It sits at the
-// front of the event's C buffer, so nothing is lent from Go memory (which
-// cgo would check on every call) and nothing more is allocated.
-type callFrame struct {
-	view C.prosody_event
-	msg  *C.char
-}
-
-const frameSize = int(unsafe.Sizeof(callFrame{}))
+// The call's frame (shims.h) sits at the front of the event's C buffer, so
+// nothing is lent from Go memory and nothing more is allocated.
+const frameSize = int(unsafe.Sizeof(C.prosodyInt_call_frame{}))
 
 // errDirectOutcome is why an event handled by on_event cannot be completed
 // by a call.
@@ -56,11 +49,11 @@ func (h *directHandler) OnTimer(ctx *event.Context, t *event.Timer) error {
 func (h *directHandler) call(ev *pendingEvent) error {
 	ev.direct = true
 	events.add(ev)
-	f := (*callFrame)(ev.buf)
+	f := (*C.prosodyInt_call_frame)(ev.buf)
 	ev.fill(&f.view)
-	f.msg = nil
-	outcome := C.prosodyInt_call_event(h.fn, h.ud, &f.view, &f.msg)
-	result, err := outcomeError(C.int(outcome), f.msg)
+	f.message = nil
+	outcome := C.prosodyInt_call_event(h.fn, h.ud, C.uintptr_t(uintptr(ev.buf)))
+	result, err := outcomeError(C.int(outcome), f.message)
 	if err != nil {
 		// Not one of the outcomes: the header counts it as transient.
 		result = errors.New("on_event returned an invalid outcome")

@@ -24,14 +24,22 @@ type eventTable struct {
 // eventRing slots (8 bytes each). A scan of the whole ring (the
 // cancellation watch's, every noticeTick while the host holds events)
 // costs about as much as a few events.
-const eventRing = 1 << 14
+const (
+	ringBits  = 14
+	eventRing = 1 << ringBits
+)
 
 func newEventTable() *eventTable {
 	return &eventTable{overflow: make(map[uint64]*pendingEvent)}
 }
 
+// slot is where id's event goes: its sequence number modulo eventRing,
+// with the low three bits moved to the top, so that consecutive handles
+// (made by different partitions, on different CPUs) fall on different
+// cache lines rather than eight to a line.
 func (t *eventTable) slot(id uint64) *atomic.Pointer[pendingEvent] {
-	return &t.ring[(id>>8)&(eventRing-1)]
+	seq := id >> 8
+	return &t.ring[(seq&7)<<(ringBits-3)|(seq>>3)&(eventRing>>3-1)]
 }
 
 // add registers ev under ev.id, which must be new.

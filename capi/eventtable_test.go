@@ -8,11 +8,38 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"unsafe"
 )
 
-// tableEvent is an event with a handle whose ring slot is slot.
-func tableEvent(slot, lap uint64) *pendingEvent {
-	return &pendingEvent{id: (lap*eventRing+slot)<<8 | uint64(kindEvent)}
+// tableEvent is an event whose handle has the sequence number
+// lap*eventRing+seq: events with the same seq share a ring slot.
+func tableEvent(seq, lap uint64) *pendingEvent {
+	return &pendingEvent{id: (lap*eventRing+seq)<<8 | uint64(kindEvent)}
+}
+
+// Every sequence number modulo the ring has a slot of its own, and eight
+// consecutive handles use eight cache lines.
+func TestEventTableSlotsSpreadAcrossLines(t *testing.T) {
+	tab := newEventTable()
+	index := func(seq uint64) int {
+		off := uintptr(unsafe.Pointer(tab.slot(tableEvent(seq, 1).id))) - uintptr(unsafe.Pointer(&tab.ring[0]))
+		i := int(off / unsafe.Sizeof(tab.ring[0]))
+		if i < 0 || i >= eventRing {
+			t.Fatalf("slot of %d outside the ring", seq)
+		}
+		return i
+	}
+	seen := make(map[int]bool, eventRing)
+	for seq := uint64(0); seq < eventRing; seq++ {
+		i := index(seq)
+		if seen[i] {
+			t.Fatalf("sequence %d shares slot %d", seq, i)
+		}
+		seen[i] = true
+		if seq > 0 && i/8 == index(seq-1)/8 {
+			t.Fatalf("sequences %d and %d share a cache line", seq-1, seq)
+		}
+	}
 }
 
 func TestEventTableSlotsAndOverflow(t *testing.T) {

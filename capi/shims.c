@@ -232,9 +232,9 @@ void prosodyInt_call_times(prosody_times_fn fn, uintptr_t user_data, int status,
 
 void prosodyInt_call_notify(prosody_notify_fn fn, uintptr_t user_data) { fn((void *)user_data); }
 
-int32_t prosodyInt_call_event(prosody_event_fn fn, uintptr_t user_data, const prosody_event *event,
-                              const char **message) {
-  return fn((void *)user_data, event, message);
+int32_t prosodyInt_call_event(uintptr_t fn, uintptr_t user_data, uintptr_t frame) {
+  prosodyInt_call_frame *f = (prosodyInt_call_frame *)frame;
+  return ((prosody_event_fn)fn)((void *)user_data, &f->view, &f->message);
 }
 
 void prosodyInt_call_log(prosody_log_fn fn, uintptr_t user_data, int32_t level, int64_t time_ms,

@@ -14,8 +14,18 @@ void prosodyInt_call_completion(prosody_completion_fn fn, uintptr_t user_data, i
 void prosodyInt_call_times(prosody_times_fn fn, uintptr_t user_data, int status, const int64_t *times_ms,
                            size_t count, const char *message);
 void prosodyInt_call_notify(prosody_notify_fn fn, uintptr_t user_data);
-int32_t prosodyInt_call_event(prosody_event_fn fn, uintptr_t user_data, const prosody_event *event,
-                              const char **message);
+/* What an on_event call reads and writes besides the event's bytes: the
+ * event's view and the callback's message pointer. It sits at the front of
+ * the event's C buffer (capi/direct.go). */
+typedef struct prosodyInt_call_frame {
+  prosody_event view;
+  const char *message;
+} prosodyInt_call_frame;
+
+/* Calls fn (a prosody_event_fn) for the frame at the address frame. Both
+ * cross as integers: they point to C memory, and cgo's check of every
+ * pointer argument costs about as much as the call. */
+int32_t prosodyInt_call_event(uintptr_t fn, uintptr_t user_data, uintptr_t frame);
 void prosodyInt_call_log(prosody_log_fn fn, uintptr_t user_data, int32_t level, int64_t time_ms,
                          const char *target, const char *message, const char *attributes);
 
