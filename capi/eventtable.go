@@ -1,9 +1,6 @@
 package main
 
-import (
-	"sync"
-	"sync/atomic"
-)
+import "sync/atomic"
 
 // eventTable maps event handles to the events the host holds. Every event
 // passes through it twice (added when it is handed to the host, taken when
@@ -17,8 +14,7 @@ import (
 type eventTable struct {
 	ring     [eventRing]atomic.Pointer[pendingEvent]
 	spilled  atomic.Int64 // entries in overflow
-	mu       sync.Mutex
-	overflow map[uint64]*pendingEvent
+	overflow tableShard[*pendingEvent]
 }
 
 // eventRing slots (8 bytes each). A scan of the whole ring (the
@@ -30,7 +26,9 @@ const (
 )
 
 func newEventTable() *eventTable {
-	return &eventTable{overflow: make(map[uint64]*pendingEvent)}
+	t := &eventTable{}
+	t.overflow.init()
+	return t
 }
 
 // slot is where id's event goes: its sequence number modulo eventRing,
@@ -47,10 +45,8 @@ func (t *eventTable) add(ev *pendingEvent) {
 	if t.slot(ev.id).CompareAndSwap(nil, ev) {
 		return
 	}
-	t.mu.Lock()
-	t.overflow[ev.id] = ev
 	t.spilled.Add(1)
-	t.mu.Unlock()
+	t.overflow.put(ev.id, ev)
 }
 
 // get returns the event of a live handle, or an INVALID_HANDLE error that
@@ -60,10 +56,7 @@ func (t *eventTable) get(id uint64) (*pendingEvent, error) {
 		return ev, nil
 	}
 	if t.spilled.Load() > 0 {
-		t.mu.Lock()
-		ev, ok := t.overflow[id]
-		t.mu.Unlock()
-		if ok {
+		if ev, ok := t.overflow.get(id); ok {
 			return ev, nil
 		}
 	}
@@ -92,20 +85,12 @@ func (t *eventTable) takeUnless(id uint64, refuse func(*pendingEvent) error) (*p
 		return nil, invalidHandle(kindEvent, id)
 	}
 	if t.spilled.Load() > 0 {
-		t.mu.Lock()
-		ev, ok := t.overflow[id]
-		if ok && refuse != nil {
-			if err := refuse(ev); err != nil {
-				t.mu.Unlock()
-				return ev, err
-			}
+		ev, ok, err := t.overflow.takeUnless(id, refuse)
+		if err != nil {
+			return ev, err
 		}
 		if ok {
-			delete(t.overflow, id)
 			t.spilled.Add(-1)
-		}
-		t.mu.Unlock()
-		if ok {
 			return ev, nil
 		}
 	}
@@ -121,15 +106,16 @@ func (t *eventTable) takeWhere(match func(*pendingEvent) bool) []*pendingEvent {
 			out = append(out, ev)
 		}
 	}
-	t.mu.Lock()
-	for id, ev := range t.overflow {
+	sh := &t.overflow
+	sh.mu.Lock()
+	for id, ev := range sh.m {
 		if match(ev) {
 			out = append(out, ev)
-			delete(t.overflow, id)
+			delete(sh.m, id)
 			t.spilled.Add(-1)
 		}
 	}
-	t.mu.Unlock()
+	sh.mu.Unlock()
 	return out
 }
 
@@ -144,9 +130,10 @@ func (t *eventTable) each(f func(*pendingEvent)) {
 	if t.spilled.Load() == 0 {
 		return
 	}
-	t.mu.Lock()
-	for _, ev := range t.overflow {
+	sh := &t.overflow
+	sh.mu.Lock()
+	for _, ev := range sh.m {
 		f(ev)
 	}
-	t.mu.Unlock()
+	sh.mu.Unlock()
 }

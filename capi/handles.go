@@ -62,7 +62,7 @@ type tableShard[T any] struct {
 func newTable[T any](k kind) *table[T] {
 	t := &table[T]{kind: k}
 	for i := range t.shards {
-		t.shards[i].m = make(map[uint64]T)
+		t.shards[i].init()
 	}
 	return t
 }
@@ -70,20 +70,12 @@ func newTable[T any](k kind) *table[T] {
 // shard is where id lives; consecutive ids go to consecutive shards.
 func (t *table[T]) shard(id uint64) *tableShard[T] { return &t.shards[(id>>8)%tableShards] }
 
-func (t *table[T]) add(id uint64, v T) {
-	sh := t.shard(id)
-	sh.mu.Lock()
-	sh.m[id] = v
-	sh.mu.Unlock()
-}
+func (t *table[T]) add(id uint64, v T) { t.shard(id).put(id, v) }
 
 // get returns the object of a live handle, or an INVALID_HANDLE error that
 // says what is wrong with it.
 func (t *table[T]) get(id uint64) (T, error) {
-	sh := t.shard(id)
-	sh.mu.Lock()
-	v, ok := sh.m[id]
-	sh.mu.Unlock()
+	v, ok := t.shard(id).get(id)
 	if !ok {
 		return v, t.invalid(id)
 	}
@@ -97,21 +89,47 @@ func (t *table[T]) take(id uint64) (T, error) { return t.takeUnless(id, nil) }
 // takeUnless is take, except that an object for which refuse (if not nil)
 // returns an error stays, and that error is returned.
 func (t *table[T]) takeUnless(id uint64, refuse func(T) error) (T, error) {
-	sh := t.shard(id)
-	sh.mu.Lock()
-	v, ok := sh.m[id]
-	if ok && refuse != nil {
-		if err := refuse(v); err != nil {
-			sh.mu.Unlock()
-			return v, err
-		}
-	}
-	delete(sh.m, id)
-	sh.mu.Unlock()
-	if !ok {
+	v, ok, err := t.shard(id).takeUnless(id, refuse)
+	switch {
+	case err != nil:
+		return v, err
+	case !ok:
 		return v, t.invalid(id)
 	}
 	return v, nil
+}
+
+func (sh *tableShard[T]) init() { sh.m = make(map[uint64]T) }
+
+func (sh *tableShard[T]) put(id uint64, v T) {
+	sh.mu.Lock()
+	sh.m[id] = v
+	sh.mu.Unlock()
+}
+
+func (sh *tableShard[T]) get(id uint64) (T, bool) {
+	sh.mu.Lock()
+	v, ok := sh.m[id]
+	sh.mu.Unlock()
+	return v, ok
+}
+
+// takeUnless removes id's entry, if it is there (ok) and refuse (if not
+// nil) accepts it; refuse's error leaves the entry.
+func (sh *tableShard[T]) takeUnless(id uint64, refuse func(T) error) (v T, ok bool, err error) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	v, ok = sh.m[id]
+	if !ok {
+		return v, false, nil
+	}
+	if refuse != nil {
+		if err := refuse(v); err != nil {
+			return v, true, err
+		}
+	}
+	delete(sh.m, id)
+	return v, true, nil
 }
 
 func (t *table[T]) invalid(id uint64) error { return invalidHandle(t.kind, id) }
