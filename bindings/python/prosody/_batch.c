@@ -7,12 +7,14 @@
  * which also makes each event's Context (its slots start from the table the
  * Python side gives, see context.py INITIAL_SLOTS).
  *
- * The results are exactly those of the Python code this replaces: the
- * payload is decoded by the json module's own scanner, and whatever this
- * code cannot build (a payload with whitespace around it, bytes that are not
- * UTF-8, a timestamp outside the fast range) is left to the same Python
- * functions, json.loads and datetime.fromtimestamp, so the values and the
- * errors are theirs.
+ * The results are those of the Python code this replaces: the payload is
+ * decoded by the json module's own scanner, and whatever this code cannot
+ * build (a payload with whitespace around it, bytes that are not UTF-8, a
+ * timestamp outside the fast range) is left to the same Python functions,
+ * json.loads and datetime.fromtimestamp, so the values and the errors are
+ * theirs. One difference: timestamps are exact to the millisecond, where
+ * datetime.fromtimestamp(ms / 1000) loses microseconds to the float after
+ * 2^33 seconds (the year 2242).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -27,9 +29,10 @@ enum { SLOT_TOPIC, SLOT_PARTITION, SLOT_OFFSET, SLOT_TIMESTAMP, SLOT_KEY, SLOT_P
 static const char *const slot_names[N_SLOTS] = {"topic", "partition", "offset",
                                                 "timestamp", "key", "payload"};
 
-/* The kind of a row whose event could not be decoded: its item is the
- * exception. The other kinds are the PROSODY_EVENT_* constants. */
+/* The kinds of a row whose event could not be built (row_of): its item is
+ * the exception. The other kinds are the PROSODY_EVENT_* constants. */
 #define KIND_FAILED 0
+#define KIND_INTERRUPTED (-1)
 
 typedef struct {
   PyObject_HEAD
@@ -146,7 +149,10 @@ static PyObject *payload_of(Builder *b, const prosody_event *e) {
     Py_DECREF(text);
     if (value != NULL) return value;
   }
-  PyErr_Clear();
+  if (PyErr_Occurred()) {
+    if (!PyErr_ExceptionMatches(PyExc_Exception)) return NULL; /* not a decoding problem */
+    PyErr_Clear();
+  }
   bytes = PyBytes_FromStringAndSize(e->payload_len ? (const char *)e->payload : "", (Py_ssize_t)e->payload_len);
   if (bytes == NULL) return NULL;
   value = PyObject_CallOneArg(b->loads, bytes);
@@ -259,53 +265,11 @@ static PyObject *raised_exception(void) {
 #endif
 }
 
-/* One row: (event, kind, item, carrier, context). */
-static PyObject *row_of(Builder *b, const prosody_event *e) {
-  PyObject *event, *item, *carrier = NULL, *ctx = NULL, *row;
-  long kind = e->kind;
-  event = PyLong_FromUnsignedLongLong(e->event);
-  if (event == NULL) return NULL;
-  if (kind == PROSODY_EVENT_CANCELLED) {
-    item = Py_None;
-    Py_INCREF(item);
-    carrier = Py_None;
-    Py_INCREF(carrier);
-  } else {
-    item = kind == PROSODY_EVENT_MESSAGE ? message_of(b, e) : timer_of(b, e);
-    if (item != NULL) carrier = carrier_of(e);
-    if (carrier == NULL) {
-      /* Undecodable: the row carries the exception, for the handler's failure. */
-      PyObject *value;
-      Py_XDECREF(item);
-      if (!PyErr_ExceptionMatches(PyExc_Exception)) {
-        Py_DECREF(event);
-        return NULL; /* KeyboardInterrupt and the like propagate, as from the Python code */
-      }
-      value = raised_exception();
-      if (value == NULL) {
-        Py_DECREF(event);
-        return NULL;
-      }
-      item = value;
-      kind = KIND_FAILED;
-      carrier = Py_None;
-      Py_INCREF(carrier);
-    } else {
-      ctx = context_of(b, event);
-      if (ctx == NULL) {
-        Py_DECREF(event);
-        Py_DECREF(item);
-        Py_DECREF(carrier);
-        return NULL;
-      }
-    }
-  }
-  if (ctx == NULL) {
-    ctx = Py_None;
-    Py_INCREF(ctx);
-  }
-  row = PyTuple_New(5);
+/* A row tuple from its parts (references stolen, released on failure). */
+static PyObject *pack_row(PyObject *event, long kind, PyObject *item, PyObject *carrier, PyObject *ctx) {
+  PyObject *k = PyLong_FromLong(kind), *row = k ? PyTuple_New(5) : NULL;
   if (row == NULL) {
+    Py_XDECREF(k);
     Py_DECREF(event);
     Py_DECREF(item);
     Py_DECREF(carrier);
@@ -313,21 +277,49 @@ static PyObject *row_of(Builder *b, const prosody_event *e) {
     return NULL;
   }
   PyTuple_SET_ITEM(row, 0, event);
-  PyTuple_SET_ITEM(row, 1, PyLong_FromLong(kind));
+  PyTuple_SET_ITEM(row, 1, k);
   PyTuple_SET_ITEM(row, 2, item);
   PyTuple_SET_ITEM(row, 3, carrier);
   PyTuple_SET_ITEM(row, 4, ctx);
-  if (PyTuple_GET_ITEM(row, 1) == NULL) {
-    Py_DECREF(row);
+  return row;
+}
+
+/* One row: (event, kind, item, carrier, context). An event that cannot be
+ * built gets a row carrying the exception instead, so that the batch's
+ * other events are not lost with it: KIND_FAILED for an Exception (an
+ * undecodable event, which the handler's failure reports), KIND_INTERRUPTED
+ * for KeyboardInterrupt and the like (the event is retried). */
+static PyObject *row_of(Builder *b, const prosody_event *e) {
+  PyObject *event, *item, *carrier = NULL, *ctx = NULL, *value;
+  long kind = e->kind;
+  event = PyLong_FromUnsignedLongLong(e->event);
+  if (event == NULL) return NULL;
+  if (kind == PROSODY_EVENT_CANCELLED) {
+    return pack_row(event, kind, Py_NewRef(Py_None), Py_NewRef(Py_None), Py_NewRef(Py_None));
+  }
+  item = kind == PROSODY_EVENT_MESSAGE ? message_of(b, e) : timer_of(b, e);
+  if (item != NULL) carrier = carrier_of(e);
+  if (carrier != NULL) ctx = context_of(b, event);
+  if (ctx != NULL) return pack_row(event, kind, item, carrier, ctx);
+  Py_XDECREF(item);
+  Py_XDECREF(carrier);
+  kind = PyErr_ExceptionMatches(PyExc_Exception) ? KIND_FAILED : KIND_INTERRUPTED;
+  value = raised_exception();
+  if (value == NULL) {
+    Py_DECREF(event);
     return NULL;
   }
-  return row;
+  return pack_row(event, kind, value, Py_NewRef(Py_None), Py_NewRef(Py_None));
 }
 
 static PyObject *Builder_build(Builder *b, PyObject *arg) {
   Py_ssize_t n = PyLong_AsSsize_t(arg), i;
   PyObject *rows;
   if (n == -1 && PyErr_Occurred()) return NULL;
+  if (b->events == NULL || b->context == NULL) {
+    PyErr_SetString(PyExc_ValueError, "build: the Builder is not initialised");
+    return NULL;
+  }
   if (n < 0 || n > b->capacity) {
     return PyErr_Format(PyExc_ValueError, "build: n must be between 0 and %zd, got %zd", b->capacity, n);
   }
@@ -431,6 +423,9 @@ static int Builder_init(Builder *b, PyObject *args, PyObject *kwargs) {
                                    &PyDict_Type, &initial, &dispatcher)) {
     return -1;
   }
+  /* Until this init succeeds, build refuses (a failed re-init leaves no half state). */
+  b->events = NULL;
+  b->capacity = 0;
   if (!PyType_Check(message) || !PyType_Check(context)) {
     PyErr_SetString(PyExc_TypeError, "Builder: message and context must be classes");
     return -1;
@@ -555,7 +550,8 @@ PyMODINIT_FUNC PyInit__batch(void) {
   if (m == NULL) return NULL;
   Py_INCREF(&BuilderType);
   if (PyModule_AddObject(m, "Builder", (PyObject *)&BuilderType) < 0 ||
-      PyModule_AddIntConstant(m, "KIND_FAILED", KIND_FAILED) < 0) {
+      PyModule_AddIntConstant(m, "KIND_FAILED", KIND_FAILED) < 0 ||
+      PyModule_AddIntConstant(m, "KIND_INTERRUPTED", KIND_INTERRUPTED) < 0) {
     Py_DECREF(&BuilderType);
     Py_DECREF(m);
     return NULL;

@@ -5,6 +5,7 @@ from datetime import datetime, tzinfo
 from typing import Any, final
 
 KIND_FAILED: int
+KIND_INTERRUPTED: int
 
 @final
 class Builder:

@@ -28,8 +28,8 @@ from json import JSONDecoder, loads
 from typing import Any
 
 from . import _native, _otel
-from ._batch import KIND_FAILED, Builder
-from ._task import OUTCOME_OK, OUTCOME_PERMANENT, HandlerTask
+from ._batch import KIND_FAILED, KIND_INTERRUPTED, Builder
+from ._task import OUTCOME_OK, OUTCOME_PERMANENT, OUTCOME_TRANSIENT, HandlerTask
 from .context import _INITIAL_SLOTS, Context
 from .handler import EventHandler, ProsodyHandler, ShutdownSignal
 from .message import Message
@@ -44,9 +44,12 @@ POLL_CAPACITY = 256
 _EVENT_MESSAGE = 1
 _EVENT_CANCELLED = 3
 
+_INTERRUPTED_TEXT = b"building the event was interrupted"
+
 # One built event (prosody/_batch.c): the event handle, its kind (a
-# PROSODY_EVENT_* or KIND_FAILED), the Message or Timer (for KIND_FAILED the
-# exception that decoding raised; None for a cancellation notice), the trace
+# PROSODY_EVENT_*, KIND_FAILED or KIND_INTERRUPTED), the Message or Timer
+# (for the last two the exception that building it raised; None for a
+# cancellation notice), the trace
 # carrier or None, and the handler's Context (None unless there is a handler
 # to call).
 Row = tuple[int, int, Any, dict[str, str] | None, Any]
@@ -189,6 +192,12 @@ class Dispatcher:
                 # An undecodable payload (the core validated it, so rare): item is the error.
                 self._complete(event, OUTCOME_PERMANENT, f"{type(item).__name__}: {item}".encode(), False)
                 continue
+            if kind == KIND_INTERRUPTED:
+                # KeyboardInterrupt or SystemExit while the event was built: it
+                # is retried, and the interruption goes on (_run_batch keeps
+                # the rest of the batch).
+                self._complete(event, OUTCOME_TRANSIENT, _INTERRUPTED_TEXT, False)
+                raise item
             task = HandlerTask(loop=loop)
             task._pctx = ctx
             task._context = context = copy_context()
