@@ -41,6 +41,16 @@ type clientEntry struct {
 	released   bool          // prosody_client_release was called
 	lastOp     chan struct{} // closed when the latest subscribe, unsubscribe or release has completed
 	notify     *notifier     // the subscription's notify callback, if any
+	// consuming is what the running subscription is (procs.go). Only the
+	// ordered operations' work (after waitFor) reads and writes it.
+	consuming consumerKind
+}
+
+// setConsuming records what runs now, for the process's count of Go
+// processors.
+func (e *clientEntry) setConsuming(k consumerKind) {
+	consumerChanged(e.consuming, k)
+	e.consuming = k
 }
 
 // nextOp returns the channel to wait on before running a subscribe or
@@ -141,6 +151,7 @@ func prosodyGo_client_release(id C.uint64_t, cb C.prosody_completion_fn, ud C.ui
 		e.disp.close()
 		waitFor(prev)
 		err := e.c.Close(context.Background())
+		e.setConsuming(consumerNone)
 		// Closing flushed the producer; the sends' callbacks come first.
 		e.sends.wait()
 		return err
@@ -252,6 +263,11 @@ func prosodyGo_client_subscribe(id C.uint64_t, h *C.prosody_handler_config, cb C
 			return err
 		}
 		started = true
+		if onEvent != nil {
+			e.setConsuming(consumerDirect)
+		} else {
+			e.setConsuming(consumerPolling)
+		}
 		e.disp.wakeIfPending()
 		return nil
 	})
@@ -286,6 +302,7 @@ func prosodyGo_client_unsubscribe(id C.uint64_t, cb C.prosody_completion_fn, ud 
 		// again meanwhile), and even if unsubscribing panics.
 		defer e.disp.notify.remove(notify)
 		waitFor(prev)
+		defer e.setConsuming(consumerNone) // stopped, even if the final commit failed
 		return e.c.Unsubscribe(context.Background())
 	})
 	return C.PROSODY_OK

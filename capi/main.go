@@ -21,25 +21,10 @@ package main
 */
 import "C"
 
-import (
-	"os"
-	"runtime"
-)
-
 // Version is the library version; include/prosody.h's PROSODY_VERSION must
 // match it (the C tests check).
 const Version = "0.1.0"
 
 func main() {}
 
-func init() {
-	// A host thread that calls into the library keeps a Go processor (P)
-	// while it runs its own code between calls, and goroutines its calls
-	// wake are queued on that P until the runtime takes it back. One P
-	// more than the runtime's default makes up for the host's; measured
-	// with make bench-c, it gave 8-12% more events per second. An explicit
-	// GOMAXPROCS in the environment is left alone.
-	if os.Getenv("GOMAXPROCS") == "" {
-		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 1)
-	}
-}
+func init() { initProcs() }
