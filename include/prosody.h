@@ -29,8 +29,10 @@
  * thread. No function blocks on I/O: calls that talk to Kafka take a
  * completion callback and return at once; the rest only take short
  * internal locks. The Go runtime inside runs GOMAXPROCS = its default + 1
- * (a host thread keeps one of its processors between calls) unless the
- * GOMAXPROCS environment variable is set when the library loads.
+ * (a host thread that polls keeps one of its processors between calls),
+ * and its default while every running subscription of the process uses
+ * on_event, unless the GOMAXPROCS environment variable is set when the
+ * library loads.
  * Callbacks (completion, notify, log) run on library-owned threads; they
  * must not block for long, and may call back into this API.
  *
