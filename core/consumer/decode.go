@@ -13,9 +13,9 @@ import (
 	"github.com/prosody-events/prosody-go/core/payload"
 )
 
-// decode fills msg from a record. A record that cannot be handled gets a
-// non-zero reason and an error saying why; the caller logs it and commits
-// it as skipped, so it is never lost silently.
+// decode fills msg, which must be zero, from a record. A record that
+// cannot be handled gets a non-zero reason and an error saying why; the
+// caller logs it and commits it as skipped, so it is never lost silently.
 //
 // The key and id strings share the record's bytes rather than copying them,
 // as Payload does: sarama decodes each fetch into fresh buffers and never
@@ -38,18 +38,17 @@ func decode(dec *payload.Decoder, r *sarama.ConsumerMessage, now time.Time, msg 
 	if ts.IsZero() || ts.Unix() <= 0 {
 		ts = now
 	}
-	*msg = event.Message{
-		Topic:     r.Topic,
-		Partition: r.Partition,
-		Offset:    r.Offset,
-		Key:       unsafe.String(unsafe.SliceData(r.Key), len(r.Key)),
-		Timestamp: ts,
-		Payload:   r.Value,
-		ID:        fields.ID,
-		Type:      fields.Type,
-		HasID:     fields.HasID,
-		HasType:   fields.HasType,
-	}
+	// Field by field: msg is zeroed (a fresh burst slice), and a struct
+	// assignment would be a bulk copy with write barriers for every
+	// pointer slot while the collector runs.
+	msg.Topic = r.Topic
+	msg.Partition = r.Partition
+	msg.Offset = r.Offset
+	msg.Key = unsafe.String(unsafe.SliceData(r.Key), len(r.Key))
+	msg.Timestamp = ts
+	msg.Payload = r.Value
+	msg.ID, msg.Type = fields.ID, fields.Type
+	msg.HasID, msg.HasType = fields.HasID, fields.HasType
 	if len(r.Headers) > 0 {
 		msg.Headers = make([]event.Header, len(r.Headers))
 		for i, h := range r.Headers {
