@@ -256,18 +256,16 @@ func prosodyGo_client_subscribe(id C.uint64_t, h *C.prosody_handler_config, cb C
 			return client.ErrClosed
 		}
 		var handler event.Handler = e.disp
+		kind := consumerPolling
 		if onEvent != nil {
 			handler = &directHandler{d: e.disp, fn: C.uintptr_t(uintptr(unsafe.Pointer(onEvent))), ud: hostData}
+			kind = consumerDirect
 		}
 		if err := e.c.Subscribe(handler); err != nil {
 			return err
 		}
 		started = true
-		if onEvent != nil {
-			e.setConsuming(consumerDirect)
-		} else {
-			e.setConsuming(consumerPolling)
-		}
+		e.setConsuming(kind)
 		e.disp.wakeIfPending()
 		return nil
 	})

@@ -144,12 +144,8 @@ func (t *Tracker) find(offset int64) *entry {
 	if d < int64(hi) {
 		hi = int(d) // an entry at distance i holds an offset >= oldest+i
 	}
-	i := sort.Search(hi, func(i int) bool { return t.at(i).offset >= offset })
-	if i == hi {
-		return nil
-	}
-	if e := t.at(i); e.offset == offset {
-		return e
+	if i := sort.Search(hi, func(i int) bool { return t.at(i).offset >= offset }); i < hi && t.at(i).offset == offset {
+		return t.at(i)
 	}
 	return nil
 }

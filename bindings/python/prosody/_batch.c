@@ -468,41 +468,31 @@ static int Builder_init(Builder *b, PyObject *args, PyObject *kwargs) {
   return 0;
 }
 
+/* The single references a Builder owns, for traverse and clear (the
+ * Context slot arrays are walked beside them). */
+#define BUILDER_REFS(X) \
+  X(buffer) X(message) X(timer) X(scan) X(loads) X(fromtimestamp) X(utc) X(context) X(dispatcher) X(topic) X(ts)
+
 static int Builder_traverse(Builder *b, visitproc visit, void *arg) {
-  int i;
-  Py_VISIT(b->buffer);
-  Py_VISIT(b->message);
-  Py_VISIT(b->timer);
-  Py_VISIT(b->scan);
-  Py_VISIT(b->loads);
-  Py_VISIT(b->fromtimestamp);
-  Py_VISIT(b->utc);
+  Py_ssize_t i;
+#define VISIT(field) Py_VISIT(b->field);
+  BUILDER_REFS(VISIT)
+#undef VISIT
   for (i = 0; i < N_SLOTS; i++) Py_VISIT(b->slots[i]);
-  Py_VISIT(b->context);
-  Py_VISIT(b->dispatcher);
   for (i = 0; i < b->n_context_slots; i++) {
     Py_VISIT(b->context_slots[i]);
     Py_VISIT(b->context_initial[i]);
   }
-  Py_VISIT(b->topic);
-  Py_VISIT(b->ts);
   return 0;
 }
 
 static int Builder_clear(Builder *b) {
   int i;
-  Py_CLEAR(b->buffer);
-  Py_CLEAR(b->message);
-  Py_CLEAR(b->timer);
-  Py_CLEAR(b->scan);
-  Py_CLEAR(b->loads);
-  Py_CLEAR(b->fromtimestamp);
-  Py_CLEAR(b->utc);
   for (i = 0; i < N_SLOTS; i++) Py_CLEAR(b->slots[i]);
   context_slots_free(b);
-  Py_CLEAR(b->dispatcher);
-  Py_CLEAR(b->topic);
-  Py_CLEAR(b->ts);
+#define CLEAR(field) Py_CLEAR(b->field);
+  BUILDER_REFS(CLEAR)
+#undef CLEAR
   PyMem_Free(b->topic_bytes);
   b->topic_bytes = NULL;
   b->events = NULL;

@@ -72,7 +72,7 @@ class Dispatcher:
     __slots__ = (
         "loop", "_client", "_handler", "_user", "_fd", "_ffi", "_lib", "_buf", "_count",
         "_builder", "_inflight", "_ok", "_failed", "_flush_pending",
-        "_shutdown", "_topics", "_watching", "_aborted",
+        "_shutdown", "_watching", "_aborted",
     )
 
     def __init__(self, client: int, loop: asyncio.AbstractEventLoop, handler: ProsodyHandler, fd: int) -> None:
@@ -101,7 +101,6 @@ class Dispatcher:
         self._failed: list[tuple[int, int, bytes | None]] = []
         self._flush_pending = False
         self._shutdown = ShutdownSignal()
-        self._topics: dict[bytes, str] = {}
         self._watching = False
         self._aborted = False
 

@@ -34,9 +34,9 @@ def _op_error(status: int, message: str | None) -> Exception:
     return _native.status_error(status, message)
 
 
-# What a new Context holds besides its dispatcher and event: __init__ sets
-# these, and prosody._batch, which makes the Contexts of polled events,
-# starts them from this table.
+# What a new Context holds besides its dispatcher and event: __init__ and
+# prosody._batch (which makes the Contexts of polled events) both start
+# from this table.
 _INITIAL_SLOTS: dict[str, Any] = {"_cancelled": False, "_cancel_waiter": None, "_done": False, "_task": None}
 
 
@@ -48,14 +48,18 @@ class Context:
     """
 
     __slots__ = ("_disp", "_event", "_cancelled", "_cancel_waiter", "_done", "_task")
+    _disp: Dispatcher
+    _event: int
+    _cancelled: bool
+    _cancel_waiter: asyncio.Future[None] | None
+    _done: bool
+    _task: HandlerTask | None  # set while the handler waits
 
     def __init__(self, disp: Dispatcher, event: int) -> None:
         self._disp = disp
         self._event = event
-        self._cancelled = False
-        self._cancel_waiter: asyncio.Future[None] | None = None
-        self._done = False
-        self._task: HandlerTask | None = None  # set while the handler waits
+        for name, value in _INITIAL_SLOTS.items():
+            setattr(self, name, value)
 
     # ---- timers ----
 
