@@ -32,7 +32,7 @@ import (
 
 var (
 	verbose        = flag.Bool("v", false, "print details of each engine run")
-	progress       = flag.Duration("progress", 0, "print the engine's message count at this interval (0: never)")
+	progress       = flag.Duration("progress", 0, "print each reader's message count at this interval (0: never)")
 	maxUncommitted = flag.Int("max-uncommitted", 0, "max_uncommitted for the engine (0: the default configuration's)")
 )
 
@@ -146,6 +146,7 @@ func rawSarama(addrs []string, topic string, n int) (time.Duration, error) {
 	defer cancel()
 	h := &countingHandler{target: int64(n), done: cancel}
 	start := time.Now()
+	defer printProgress(start, h.count.Load, func() int64 { return 0 })()
 	for ctx.Err() == nil {
 		if err := group.Consume(ctx, []string{topic}, h); err != nil {
 			return 0, err
@@ -218,25 +219,7 @@ func engine(addrs []string, topic string, n int) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	if *progress > 0 {
-		stopProgress := make(chan struct{})
-		defer close(stopProgress)
-		go func() {
-			t := time.NewTicker(*progress)
-			defer t.Stop()
-			last := int64(0)
-			for {
-				select {
-				case <-stopProgress:
-					return
-				case now := <-t.C:
-					n := count.Load()
-					fmt.Printf("    %6dms %8d (+%d) pauses %d\n", now.Sub(start).Milliseconds(), n, n-last, c.Stats().Pauses())
-					last = n
-				}
-			}
-		}()
-	}
+	defer printProgress(start, count.Load, c.Stats().Pauses)()
 	end := <-finished
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -245,6 +228,32 @@ func engine(addrs []string, topic string, n int) (time.Duration, error) {
 			c.Stats().Pauses(), c.Stats().Offloads(), c.Stats().Handovers())
 	}
 	return end.Sub(start), c.Stop(ctx)
+}
+
+// printProgress prints a reader's message count every -progress interval
+// until the returned function is called; pauses is its count of partition
+// pauses (raw sarama never pauses).
+func printProgress(start time.Time, count, pauses func() int64) (stop func()) {
+	if *progress <= 0 {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(*progress)
+		defer t.Stop()
+		last := int64(0)
+		for {
+			select {
+			case <-done:
+				return
+			case now := <-t.C:
+				n := count()
+				fmt.Printf("    %6dms %8d (+%d) pauses %d\n", now.Sub(start).Milliseconds(), n, n-last, pauses())
+				last = n
+			}
+		}
+	}()
+	return func() { close(done) }
 }
 
 // The shared pieces of the benchmark programs.

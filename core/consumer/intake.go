@@ -89,6 +89,21 @@ func (in *intake) hold(rs []*sarama.ConsumerMessage) {
 	}
 }
 
+// admitHeld admits as many held records as the tracker has room for,
+// resuming the partition once few are left.
+func (in *intake) admitHeld(p *partition) {
+	if in.held.len() == 0 {
+		return
+	}
+	n := p.admit(in.held.records())
+	in.rate.admitted += n
+	in.held.drop(n)
+	if in.paused && in.held.len() <= in.low {
+		in.resume()
+		in.paused = false
+	}
+}
+
 // end is the last thing a driver does when the claim's channel closes.
 func (in *intake) end() {
 	if in.paused {
@@ -127,6 +142,18 @@ func (p *partition) drive(gen uint64) {
 	for {
 		if !p.runReady(gen) {
 			return
+		}
+		if in.held.len() > 0 {
+			// Held records go first. Reading more while the tracker has
+			// room for held ones would only move records from sarama's
+			// buffer into the backlog (a select picks among ready cases at
+			// random) until the partition paused for nothing.
+			select {
+			case <-p.room:
+				in.admitHeld(p)
+				continue
+			default:
+			}
 		}
 		select {
 		case r, ok := <-in.records:
@@ -167,16 +194,7 @@ func (p *partition) drive(gen uint64) {
 				return
 			}
 		case <-p.room:
-			if in.held.len() == 0 {
-				continue
-			}
-			n := p.admit(in.held.records())
-			in.rate.admitted += n
-			in.held.drop(n)
-			if in.paused && in.held.len() <= in.low {
-				in.resume()
-				in.paused = false
-			}
+			in.admitHeld(p)
 		case now := <-in.tick.C:
 			in.high, in.low = in.rate.marks(now, in.holdLimit, in.interval)
 			if o, ok := p.commitOffset(); ok {
