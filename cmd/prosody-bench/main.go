@@ -70,7 +70,7 @@ func main() {
 		for _, reader := range order {
 			var el time.Duration
 			var err error
-			cpu0 := cpuTime()
+			cpu0, sys0 := cpuTime(), sysTime()
 			var ms0, ms1 runtime.MemStats
 			runtime.ReadMemStats(&ms0)
 			if reader == "sarama" {
@@ -86,9 +86,10 @@ func main() {
 					f.Close()
 				}
 			}
-			cpu := cpuTime() - cpu0
+			cpu, sys := cpuTime()-cpu0, sysTime()-sys0
 			runtime.ReadMemStats(&ms1)
 			if *verbose {
+				fmt.Printf("  %s: cpu %v of which system %v\n", reader, cpu.Round(time.Millisecond), sys.Round(time.Millisecond))
 				fmt.Printf("  %s: %.1f allocs/msg, %.0f bytes/msg, %d GCs\n", reader, float64(ms1.Mallocs-ms0.Mallocs)/float64(*messages),
 					float64(ms1.TotalAlloc-ms0.TotalAlloc)/float64(*messages), ms1.NumGC-ms0.NumGC)
 			}
@@ -129,6 +130,15 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// sysTime is the system part of cpuTime.
+func sysTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Stime.Nano())
 }
 
 // rawSarama is the floor: a consumer group that marks every message and
