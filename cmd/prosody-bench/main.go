@@ -70,7 +70,7 @@ func main() {
 		for _, reader := range order {
 			var el time.Duration
 			var err error
-			cpu0, sys0 := cpuTime(), sysTime()
+			cpu0, sys0 := cpuTime()
 			var ms0, ms1 runtime.MemStats
 			runtime.ReadMemStats(&ms0)
 			if reader == "sarama" {
@@ -86,7 +86,8 @@ func main() {
 					f.Close()
 				}
 			}
-			cpu, sys := cpuTime()-cpu0, sysTime()-sys0
+			cpu1, sys1 := cpuTime()
+			cpu, sys := cpu1-cpu0, sys1-sys0
 			runtime.ReadMemStats(&ms1)
 			if *verbose {
 				fmt.Printf("  %s: cpu %v of which system %v\n", reader, cpu.Round(time.Millisecond), sys.Round(time.Millisecond))
@@ -123,22 +124,14 @@ func startProfile(path string, rate, round int) func() {
 	}
 }
 
-// cpuTime is the CPU time (user and system) the process has used so far.
-func cpuTime() time.Duration {
+// cpuTime is the CPU time the process has used so far (user and system),
+// and the system part of it.
+func cpuTime() (total, system time.Duration) {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
+		return 0, 0
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// sysTime is the system part of cpuTime.
-func sysTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Stime.Nano())
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), time.Duration(ru.Stime.Nano())
 }
 
 // rawSarama is the floor: a consumer group that marks every message and
