@@ -24,6 +24,20 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// newQuickPartition is a test partition whose handler only counts the
+// events it sees, with the slow-run threshold raised so that a machine busy
+// with other tests, or the race detector, cannot make its runs slow.
+func newQuickPartition(t *testing.T, maxUncommitted int) (*Consumer, *partition, *atomic.Int64) {
+	handled := new(atomic.Int64)
+	c, p := newTestPartition(maxUncommitted, func(*event.Context, event.Event) error {
+		handled.Add(1)
+		return nil
+	})
+	c.slowRun = time.Second
+	t.Cleanup(func() { closeTestConsumer(c) })
+	return c, p, handled
+}
+
 // endClaim closes the test claim, waits for its driver to see it, and
 // drains the partition.
 func endClaim(p *partition, records chan<- *sarama.ConsumerMessage, in *intake) {
@@ -52,16 +66,9 @@ func TestIntake(t *testing.T) {
 }
 
 // Runs quicker than the consumer's slowRun run on the driver: nothing
-// reaches the executor. (The threshold is raised so that a machine busy
-// with other tests, or the race detector, cannot make them slow.)
+// reaches the executor.
 func testQuickRunsStayInline(t *testing.T) {
-	var handled atomic.Int64
-	c, p := newTestPartition(64, func(*event.Context, event.Event) error {
-		handled.Add(1)
-		return nil
-	})
-	c.slowRun = time.Second
-	defer closeTestConsumer(c)
+	c, p, handled := newQuickPartition(t, 64)
 	records, in := testIntake(p)
 	const n = 2000
 	go func() {
@@ -266,13 +273,7 @@ func testBlockingHandsOver(t *testing.T) {
 // is never paused. (Choosing between the two at random, as a plain select
 // does, grew the backlog to the pause mark within a few bursts.)
 func testHeldBeforeMore(t *testing.T) {
-	var handled atomic.Int64
-	c, p := newTestPartition(8, func(*event.Context, event.Event) error {
-		handled.Add(1)
-		return nil
-	})
-	c.slowRun = time.Second
-	defer closeTestConsumer(c)
+	c, p, handled := newQuickPartition(t, 8)
 	const n = 8192
 	records := make(chan *sarama.ConsumerMessage, n)
 	for i := 0; i < n; i++ {
