@@ -210,13 +210,13 @@ func engine(addrs []string, topic string, n int) (time.Duration, error) {
 		}
 		return nil
 	}}
-	invoke, timeouts := benchkit.PipelineChain(def, h)
+	invoke, timeouts, limiter := benchkit.PipelineChain(def, h)
 	defer timeouts.Stop()
 	start := time.Now()
 	c, err := consumer.Start(consumer.Options{
 		Brokers: addrs, GroupID: "bench-prosody-" + suffix(), Topics: []string{topic},
 		MaxUncommitted: def.MaxUncommitted, PollInterval: def.PollInterval, CommitInterval: def.CommitInterval,
-		ShutdownTimeout: def.ShutdownTimeout, StallThreshold: def.StallThreshold,
+		ShutdownTimeout: def.ShutdownTimeout, StallThreshold: def.StallThreshold, Limiter: limiter,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	}, invoke)
 	if err != nil {

@@ -177,7 +177,7 @@ func (c *Client) Subscribe(h event.Handler) error {
 		return err
 	}
 	timeouts := middleware.NewTimeouts(c.cfg.HandlerTimeout())
-	invoke, async := c.chain(h, timeouts)
+	invoke, async, limiter := c.chain(h, timeouts)
 	cons, err := consumer.Start(consumer.Options{
 		Brokers:         c.cfg.BootstrapServers,
 		Mock:            c.cfg.Mock,
@@ -192,6 +192,7 @@ func (c *Client) Subscribe(h event.Handler) error {
 		Timers:          store,
 		SlabSize:        c.cfg.SlabSize,
 		Async:           async,
+		Limiter:         limiter,
 		Logger:          c.log,
 	}, invoke)
 	if err != nil {
@@ -217,7 +218,7 @@ func (c *Client) Subscribe(h event.Handler) error {
 // chain builds the middleware stack of the configured mode, outermost
 // first. Every mode ends with the same inner block: cancellation, the
 // concurrency limit, the handler timeout.
-func (c *Client) chain(h event.Handler, timeouts *middleware.Timeouts) (middleware.Invoker, *middleware.Async) {
+func (c *Client) chain(h event.Handler, timeouts *middleware.Timeouts) (middleware.Invoker, *middleware.Async, *middleware.Limiter) {
 	limiter := middleware.NewLimiter(c.cfg.MaxConcurrency)
 	inner := []middleware.Middleware{
 		middleware.Cancellation(),
@@ -245,7 +246,7 @@ func (c *Client) chain(h event.Handler, timeouts *middleware.Timeouts) (middlewa
 	invoke := middleware.Chain(middleware.HandlerInvoker(h), append(layers, inner...)...)
 	ah, ok := h.(event.AsyncHandler)
 	if !ok {
-		return invoke, nil
+		return invoke, nil, limiter
 	}
 	// The same layers, sharing the limiter and the timeout watchdog with
 	// the synchronous chain (which still runs timers).
@@ -255,7 +256,7 @@ func (c *Client) chain(h event.Handler, timeouts *middleware.Timeouts) (middlewa
 		Start: func(ctx *event.Context, ev event.Event, prepared event.Prepared, done event.Done) {
 			ah.StartMessage(ctx, ev.(*event.Message), prepared, done)
 		},
-	}
+	}, limiter
 }
 
 // Unsubscribe stops consuming the way a revocation does (in-flight

@@ -213,6 +213,7 @@ func startStyled(t *testing.T, opts Options, h event.Handler, slots int, async b
 			},
 		}
 	}
+	opts.Limiter = limiter
 	c, err := Start(opts, chain(h, limiter))
 	if err != nil {
 		t.Fatal(err)

@@ -222,6 +222,8 @@ func (p *partition) runReady(gen uint64) bool {
 	}
 
 	it := t.it
+	lease := permitLease{limiter: p.c.opts.Limiter}
+	defer lease.end()
 	// Runs are timed a group of up to timedRuns at a time: reading the
 	// clock around each one cost more than a quick run itself.
 	since, timed := monotonic(), 0
@@ -234,7 +236,7 @@ func (p *partition) runReady(gen uint64) bool {
 		// After announcing the run: either the rescuer sees it before it
 		// sleeps, or this sees the rescuer asleep and wakes it.
 		p.c.rescue.watch()
-		finished, async := p.runOne(it, p.inlineEnv)
+		finished, async := p.runOne(it, p.inlineEnv, &lease)
 		// Only if nothing else was announced since: after a hand-over the
 		// word belongs to the new driver.
 		p.inline.CompareAndSwap(run|1, run)

@@ -1,6 +1,7 @@
 package consumer
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -10,6 +11,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/prosody-events/prosody-go/core/event"
+	"github.com/prosody-events/prosody-go/core/middleware"
 )
 
 // eventually polls cond every millisecond for up to 5 s.
@@ -59,6 +61,7 @@ func TestIntake(t *testing.T) {
 		{"a key's next events go to the executor while offloading", testKeyChainOffloads},
 		{"Blocking on the driver hands the intake on at once", testBlockingHandsOver},
 		{"held records are admitted before more are read", testHeldBeforeMore},
+		{"a driver leases one permit, not held over a backoff", testDriverLease},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, tc.run)
@@ -289,5 +292,64 @@ func testHeldBeforeMore(t *testing.T) {
 	}
 	if off, ok := p.commitOffset(); !ok || off != n {
 		t.Fatalf("commit offset %d (%v), want %d", off, ok, n)
+	}
+}
+
+// A driver running quick events inline holds one permit of the limiter for
+// the series (never more, and none once idle); an event whose attempt
+// failed gives it back, so that its retry's backoff holds no permit.
+func testDriverLease(t *testing.T) {
+	limiter := middleware.NewLimiter(1)
+	var handled, maxInUse, lent atomic.Int64
+	failed := make(chan struct{})
+	var once sync.Once
+	handler := middleware.HandlerInvoker(event.HandlerFuncs{Message: func(ctx *event.Context, msg *event.Message) error {
+		if n := int64(limiter.InUse()); n > maxInUse.Load() {
+			maxInUse.Store(n)
+		}
+		if ctx.LentPermit() == limiter.ID() {
+			lent.Add(1)
+		}
+		if msg.Key == "fail" {
+			first := false
+			once.Do(func() { first = true; close(failed) })
+			if first {
+				return errors.New("transient")
+			}
+		}
+		handled.Add(1)
+		return nil
+	}})
+	invoke := middleware.Chain(handler,
+		middleware.Retry(middleware.RetryPolicy{MaxRetries: middleware.Unlimited, Base: 300 * time.Millisecond, MaxDelay: 300 * time.Millisecond}),
+		middleware.Cancellation(), limiter.Middleware())
+	c, p := newTestPartition(64, invoke)
+	c.opts.Limiter = limiter
+	c.slowRun = time.Second
+	defer closeTestConsumer(c)
+	records, in := testIntake(p)
+	const n = 500
+	for i := 0; i < n; i++ {
+		records <- testRecord(int64(i), fmt.Sprintf("k-%d", i%50))
+	}
+	eventually(t, "the quick records are handled", func() bool { return handled.Load() == n })
+	eventually(t, "the driver's lease ends once it is idle", func() bool { return limiter.InUse() == 0 })
+	if lent.Load() == 0 {
+		t.Fatal("no handler ran on the driver's leased permit")
+	}
+	records <- testRecord(n, "fail")
+	<-failed
+	// The retry waits 240-300 ms: long enough to look at the limiter.
+	time.Sleep(50 * time.Millisecond)
+	if got := limiter.InUse(); got != 0 {
+		t.Fatalf("%d permits taken while the failed event waits out its backoff", got)
+	}
+	eventually(t, "the retried record is handled", func() bool { return handled.Load() == n+1 })
+	endClaim(p, records, in)
+	if maxInUse.Load() > 1 {
+		t.Fatalf("%d permits taken at once by one partition's runs", maxInUse.Load())
+	}
+	if got := limiter.InUse(); got != 0 {
+		t.Fatalf("%d permits still taken after the claim ended", got)
 	}
 }

@@ -42,6 +42,13 @@ type Options struct {
 	// synchronous chain given to Start still runs timers.
 	Async *middleware.Async
 
+	// Limiter, when set, is the chain's concurrency limiter: a driver
+	// running quick events one after another on its own goroutine leases
+	// one of its permits for the series instead of each event taking and
+	// returning one (middleware.Limiter.Lease). Nil: every event takes
+	// its own, as the chain does anyway.
+	Limiter *middleware.Limiter
+
 	ClientID string       // defaults to the host name
 	Logger   *slog.Logger // defaults to slog.Default()
 }

@@ -247,7 +247,7 @@ func (p *partition) filterOut(msg *event.Message, reason filter.Reason) int64 {
 // key (afterAsync).
 func (p *partition) run(it item) {
 	for {
-		finished, async := p.runOne(it, p.env)
+		finished, async := p.runOne(it, p.env, nil)
 		if async {
 			return
 		}
@@ -262,7 +262,7 @@ func (p *partition) run(it item) {
 // runOne handles one event. It reports whether its offset is finished, or
 // that it started asynchronously, in which case its completion continues
 // the key (afterAsync).
-func (p *partition) runOne(it item, env *event.Env) (finished, async bool) {
+func (p *partition) runOne(it item, env *event.Env, lease *permitLease) (finished, async bool) {
 	if p.startsAsync(it) {
 		p.startAsync(it)
 		return false, true
@@ -270,7 +270,7 @@ func (p *partition) runOne(it item, env *event.Env) (finished, async bool) {
 	if id, isTimer := timerID(it); isTimer {
 		// A timer unscheduled while it waited for its key is skipped.
 		if p.timers.Begin(id) {
-			if p.complete(it, p.invoke(it, env)) {
+			if p.complete(it, p.invoke(it, env, lease)) {
 				p.timers.Commit(id)
 			} else {
 				p.timers.Abort(id)
@@ -278,7 +278,7 @@ func (p *partition) runOne(it item, env *event.Env) (finished, async bool) {
 		}
 		return false, false
 	}
-	return p.complete(it, p.invoke(it, env)), false
+	return p.complete(it, p.invoke(it, env, lease)), false
 }
 
 // advance records the end of it (finishing its offset if finished) and
@@ -452,15 +452,21 @@ func (p *partition) stopTimers() {
 	}
 }
 
-func (p *partition) invoke(it item, env *event.Env) (err error) {
+// invoke runs the chain for it. A driver passes its lease (nil
+// otherwise), which lends the invocation a concurrency permit.
+func (p *partition) invoke(it item, env *event.Env, lease *permitLease) (err error) {
 	ctx := event.NewInvocation(p.scope, it.ev.EventKey())
 	ctx.SetEnv(env)
+	lent := lease.lend(ctx)
 	defer ctx.Invalidate()
 	defer func() {
 		// A panicking handler must not take the process down with it, nor
 		// leave its key blocked: it counts as a transient failure.
 		if r := recover(); r != nil {
 			err = fmt.Errorf("handler panicked: %v", r)
+		}
+		if lent {
+			lease.settle(ctx)
 		}
 	}()
 	return p.c.invoke(ctx, it.ev)

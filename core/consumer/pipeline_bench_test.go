@@ -36,10 +36,10 @@ func BenchmarkPipeline(b *testing.B) {
 		}
 		return nil
 	}}
-	invoke, timeouts := benchkit.PipelineChain(def, h)
+	invoke, timeouts, limiter := benchkit.PipelineChain(def, h)
 	defer timeouts.Stop()
 	c := &Consumer{
-		opts:       Options{GroupID: "bench", MaxUncommitted: def.MaxUncommitted, ShutdownTimeout: time.Second},
+		opts:       Options{GroupID: "bench", MaxUncommitted: def.MaxUncommitted, ShutdownTimeout: time.Second, Limiter: limiter},
 		invoke:     invoke,
 		log:        slog.New(slog.NewTextHandler(io.Discard, nil)),
 		eventTypes: filter.NewEventTypes(nil),

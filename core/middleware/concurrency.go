@@ -17,6 +17,7 @@ import (
 // any, so sleepers are served in order (an attempt arriving meanwhile may
 // still take a slot freed without sleepers first).
 type Limiter struct {
+	id      uint32 // tells a permit of this limiter lent to a Context (Lease)
 	size    int64
 	used    atomic.Int64
 	waiting atomic.Int64 // len(queue) + len(ahead), readable without the lock
@@ -84,8 +85,30 @@ func NewLimiter(n int) *Limiter {
 	if n < 1 {
 		n = 1
 	}
-	return &Limiter{size: int64(n)}
+	return &Limiter{id: limiterIDs.Add(1), size: int64(n)}
 }
+
+// limiterIDs numbers limiters from 1: 0 means no lent permit.
+var limiterIDs atomic.Uint32
+
+// ID identifies the limiter's permits lent to a Context (Lease).
+func (l *Limiter) ID() uint32 { return l.id }
+
+// Lease takes a permit for a goroutine that runs handlers one after
+// another (a partition's driver), if one is free and nobody waits for it.
+// The goroutine lends it to each invocation it runs (Context.LendPermit),
+// whose first attempt then takes no permit of its own: two atomic
+// operations on one shared word per event, which both CPUs kept writing,
+// become two per series of events. End the lease with EndLease once the
+// series is over, unless an invocation dropped it (LentPermit is 0 after
+// the handler): its attempt failed, and a retry's backoff must hold no
+// permit.
+func (l *Limiter) Lease() bool {
+	return l.waiting.Load() == 0 && l.tryAcquire()
+}
+
+// EndLease releases a leased permit.
+func (l *Limiter) EndLease() { l.release() }
 
 // shortWait reports whether an attempt asking for a slot now would wait
 // behind no more than a few rounds of the slots (16 times as many attempts
@@ -251,6 +274,9 @@ func (l *Limiter) release() {
 func (l *Limiter) Middleware() Middleware {
 	return func(next Invoker) Invoker {
 		return func(ctx *event.Context, ev event.Event) error {
+			if ctx.LentPermit() == l.id {
+				return l.lent(ctx, ev, next)
+			}
 			if err := l.acquire(ctx); err != nil {
 				return err
 			}
@@ -258,4 +284,18 @@ func (l *Limiter) Middleware() Middleware {
 			return next(ctx, ev)
 		}
 	}
+}
+
+// lent runs an attempt on the permit its caller lent it. The permit goes
+// back to the limiter (and the invocation drops it) when the attempt
+// failed, since a retry may wait out a backoff first, and when attempts
+// queue for a permit, so that they need not wait for the caller's series
+// of events to end.
+func (l *Limiter) lent(ctx *event.Context, ev event.Event, next Invoker) error {
+	err := next(ctx, ev)
+	if err != nil || l.waiting.Load() > 0 {
+		ctx.DropPermit()
+		l.release()
+	}
+	return err
 }

@@ -100,3 +100,96 @@ func TestLimiterUnderContention(t *testing.T) {
 		t.Fatalf("%d slots still taken", l.InUse())
 	}
 }
+
+// TestLimiterLease covers a permit leased by a goroutine and lent to the
+// invocations it runs (Lease, Context.LendPermit).
+func TestLimiterLease(t *testing.T) {
+	errFail := errors.New("fail")
+	// run invokes a handler returning err through l on a context lent a
+	// permit of limiter id, and returns the permits taken while it ran.
+	run := func(t *testing.T, l *Limiter, id uint32, err error) (*event.Context, int) {
+		t.Helper()
+		var during int
+		inv := Chain(func(*event.Context, event.Event) error {
+			during = l.InUse()
+			return err
+		}, l.Middleware())
+		ctx, cancel := newCtx()
+		t.Cleanup(func() { cancel(nil) })
+		ctx.LendPermit(id)
+		if got := inv(ctx, &event.Message{}); !errors.Is(got, err) {
+			t.Fatalf("err = %v, want %v", got, err)
+		}
+		return ctx, during
+	}
+	tests := []struct {
+		name string
+		test func(t *testing.T)
+	}{
+		{"a lent attempt takes no permit and keeps the lease", func(t *testing.T) {
+			l := NewLimiter(1)
+			if !l.Lease() {
+				t.Fatal("no lease on an idle limiter")
+			}
+			ctx, during := run(t, l, l.ID(), nil)
+			if during != 1 || ctx.LentPermit() != l.ID() || l.InUse() != 1 {
+				t.Fatalf("during %d, lent %d, in use %d: want 1, %d, 1", during, ctx.LentPermit(), l.InUse(), l.ID())
+			}
+			l.EndLease()
+			if l.InUse() != 0 {
+				t.Fatalf("%d permits taken after the lease ended", l.InUse())
+			}
+		}},
+		{"a failed attempt gives the permit back", func(t *testing.T) {
+			l := NewLimiter(1)
+			if !l.Lease() {
+				t.Fatal("no lease on an idle limiter")
+			}
+			ctx, _ := run(t, l, l.ID(), errFail)
+			if ctx.LentPermit() != 0 || l.InUse() != 0 {
+				t.Fatalf("lent %d, in use %d after a failure: want 0, 0", ctx.LentPermit(), l.InUse())
+			}
+		}},
+		{"a waiting attempt gets the permit, and no lease is granted meanwhile", func(t *testing.T) {
+			l := NewLimiter(1)
+			if !l.Lease() {
+				t.Fatal("no lease on an idle limiter")
+			}
+			waiter := make(chan error, 1)
+			wctx, wcancel := newCtx()
+			defer wcancel(nil)
+			go func() {
+				waiter <- Chain(func(*event.Context, event.Event) error { return nil }, l.Middleware())(wctx, &event.Message{})
+			}()
+			for l.waiting.Load() == 0 {
+				time.Sleep(time.Millisecond)
+			}
+			ctx, _ := run(t, l, l.ID(), nil)
+			if err := <-waiter; err != nil {
+				t.Fatalf("the waiting attempt failed: %v", err)
+			}
+			if ctx.LentPermit() != 0 || l.InUse() != 0 {
+				t.Fatalf("lent %d, in use %d: want 0, 0", ctx.LentPermit(), l.InUse())
+			}
+			l.waiting.Store(1) // a permit free, but an attempt about to queue
+			if l.Lease() {
+				t.Fatal("a lease was granted while an attempt waits")
+			}
+			l.waiting.Store(0)
+			l.used.Store(1) // full, nobody waiting
+			if l.Lease() {
+				t.Fatal("a lease was granted on a full limiter")
+			}
+		}},
+		{"another limiter's permit is not honoured", func(t *testing.T) {
+			l, other := NewLimiter(1), NewLimiter(1)
+			ctx, during := run(t, l, other.ID(), nil)
+			if during != 1 || l.InUse() != 0 || ctx.LentPermit() != other.ID() {
+				t.Fatalf("during %d, in use %d, lent %d: want 1, 0, %d", during, l.InUse(), ctx.LentPermit(), other.ID())
+			}
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, tc.test)
+	}
+}

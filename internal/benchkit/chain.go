@@ -9,13 +9,15 @@ import (
 // PipelineChain is the middleware chain the client builds around h in
 // pipeline mode from cfg (unlimited retries, cancellation, the concurrency
 // limit, handler timeouts): what the benchmarks that drive the consumer
-// directly run. Stop the returned Timeouts when done.
-func PipelineChain(cfg config.Config, h event.Handler) (middleware.Invoker, *middleware.Timeouts) {
+// directly run, with its limiter (for consumer.Options.Limiter, as the
+// client passes it). Stop the returned Timeouts when done.
+func PipelineChain(cfg config.Config, h event.Handler) (middleware.Invoker, *middleware.Timeouts, *middleware.Limiter) {
 	timeouts := middleware.NewTimeouts(cfg.HandlerTimeout())
+	limiter := middleware.NewLimiter(cfg.MaxConcurrency)
 	return middleware.Chain(middleware.HandlerInvoker(h),
 		middleware.Retry(middleware.RetryPolicy{MaxRetries: middleware.Unlimited, Base: cfg.RetryBase, MaxDelay: cfg.MaxRetryDelay}),
 		middleware.Cancellation(),
-		middleware.NewLimiter(cfg.MaxConcurrency).Middleware(),
+		limiter.Middleware(),
 		timeouts.Middleware(),
-	), timeouts
+	), timeouts, limiter
 }

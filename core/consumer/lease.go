@@ -1,0 +1,49 @@
+package consumer
+
+import (
+	"github.com/prosody-events/prosody-go/core/event"
+	"github.com/prosody-events/prosody-go/core/middleware"
+)
+
+// permitLease is a concurrency permit that a partition's driver holds
+// across the events it runs one after another (runReady), lent to each
+// invocation so that quick events do not each take and return a permit of
+// the limiter both CPUs share (middleware.Limiter.Lease). It is taken at
+// the first invocation that needs it, so a series of events that start
+// asynchronously holds none, and ends with the series.
+type permitLease struct {
+	limiter *middleware.Limiter // nil: no leases
+	held    bool
+}
+
+// lend lends the lease's permit to ctx, taking one first if needed, and
+// reports whether it did. A nil lease lends nothing.
+func (l *permitLease) lend(ctx *event.Context) bool {
+	if l == nil || l.limiter == nil {
+		return false
+	}
+	if !l.held {
+		l.held = l.limiter.Lease()
+		if !l.held {
+			return false // none free: the attempt queues for one
+		}
+	}
+	ctx.LendPermit(l.limiter.ID())
+	return true
+}
+
+// settle is called after an invocation lent the permit: if the invocation
+// dropped it, the limiter has it back and the lease is over.
+func (l *permitLease) settle(ctx *event.Context) {
+	if ctx.LentPermit() == 0 {
+		l.held = false
+	}
+}
+
+// end gives the permit back once the series of events is over.
+func (l *permitLease) end() {
+	if l.held {
+		l.limiter.EndLease()
+		l.held = false
+	}
+}
