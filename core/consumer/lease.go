@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"github.com/prosody-events/prosody-go/core/event"
+	"github.com/prosody-events/prosody-go/core/internal/permit"
 	"github.com/prosody-events/prosody-go/core/middleware"
 )
 
@@ -9,8 +10,9 @@ import (
 // across the events it runs one after another (runReady), lent to each
 // invocation so that quick events do not each take and return a permit of
 // the limiter both CPUs share (middleware.Limiter.Lease). It is taken at
-// the first invocation that needs it, so a series of events that start
-// asynchronously holds none, and ends with the series.
+// the first message invoked synchronously (timers and messages started
+// asynchronously never lend it, so such a series holds none), and ends
+// with the series.
 type permitLease struct {
 	limiter *middleware.Limiter // nil: no leases
 	held    bool
@@ -28,14 +30,14 @@ func (l *permitLease) lend(ctx *event.Context) bool {
 			return false // none free: the attempt queues for one
 		}
 	}
-	ctx.LendPermit(l.limiter.ID())
+	permit.Lend(ctx, l.limiter.ID())
 	return true
 }
 
 // settle is called after an invocation lent the permit: if the invocation
 // dropped it, the limiter has it back and the lease is over.
 func (l *permitLease) settle(ctx *event.Context) {
-	if ctx.LentPermit() == 0 {
+	if permit.Lent(ctx) == 0 {
 		l.held = false
 	}
 }

@@ -268,9 +268,11 @@ func (p *partition) runOne(it item, env *event.Env, lease *permitLease) (finishe
 		return false, true
 	}
 	if id, isTimer := timerID(it); isTimer {
-		// A timer unscheduled while it waited for its key is skipped.
+		// A timer unscheduled while it waited for its key is skipped. It
+		// takes no leased permit: a kept permit would stay held through
+		// the store writes of Commit, which retry while the store is down.
 		if p.timers.Begin(id) {
-			if p.complete(it, p.invoke(it, env, lease)) {
+			if p.complete(it, p.invoke(it, env, nil)) {
 				p.timers.Commit(id)
 			} else {
 				p.timers.Abort(id)

@@ -8,7 +8,15 @@ import (
 	"time"
 
 	"github.com/prosody-events/prosody-go/core/fault"
+	"github.com/prosody-events/prosody-go/core/internal/permit"
 )
+
+func init() {
+	permit.Register(
+		func(ctx any) uint32 { return ctx.(*Context).permit },
+		func(ctx any, limiter uint32) { ctx.(*Context).permit = limiter },
+	)
+}
 
 // Why an invocation was cancelled. Context.Cause returns one of these.
 var (
@@ -42,8 +50,9 @@ type Context struct {
 	key    string
 	valid  atomic.Bool
 	// permit is the id of the concurrency limiter whose permit the
-	// goroutine invoking the handler lends this invocation (LendPermit), 0
-	// when none. Plain: only that goroutine reads and writes it.
+	// goroutine invoking the handler lends this invocation (package
+	// internal/permit), 0 when none. Plain: only that goroutine reads and
+	// writes it.
 	permit uint32
 	// state is why the context was cancelled, nil while it is not. It is
 	// set once, by compare-and-swap: cancelling (which every event does
@@ -206,22 +215,6 @@ func (c *Context) Invalidate() {
 	c.valid.Store(false)
 	c.cancel(ErrInvalidContext, context.Canceled)
 }
-
-// LendPermit records that the goroutine about to invoke the handler holds
-// a permit of the concurrency limiter with the given id, which the
-// invocation's first attempt may use instead of taking one (the engine's
-// drivers hold one across a series of quick events; see
-// middleware.Limiter.Lease). Only that goroutine may call it, before the
-// handler runs.
-func (c *Context) LendPermit(limiter uint32) { c.permit = limiter }
-
-// LentPermit is the id of the limiter whose permit the invocation was lent
-// and has not dropped, 0 if none.
-func (c *Context) LentPermit() uint32 { return c.permit }
-
-// DropPermit records that the lent permit is no longer the invocation's
-// (the limiter released it), so that later attempts take their own.
-func (c *Context) DropPermit() { c.permit = 0 }
 
 // Cause returns why the invocation was cancelled, or nil while it runs.
 func (c *Context) Cause() error {

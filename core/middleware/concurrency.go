@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/prosody-events/prosody-go/core/event"
+	"github.com/prosody-events/prosody-go/core/internal/permit"
 )
 
 // Limiter bounds how many handler attempts run at once across every
@@ -17,7 +18,7 @@ import (
 // any, so sleepers are served in order (an attempt arriving meanwhile may
 // still take a slot freed without sleepers first).
 type Limiter struct {
-	id      uint32 // tells a permit of this limiter lent to a Context (Lease)
+	id      uint32 // tells a permit of this limiter lent to an invocation (Lease)
 	size    int64
 	used    atomic.Int64
 	waiting atomic.Int64 // len(queue) + len(ahead), readable without the lock
@@ -91,16 +92,16 @@ func NewLimiter(n int) *Limiter {
 // limiterIDs numbers limiters from 1: 0 means no lent permit.
 var limiterIDs atomic.Uint32
 
-// ID identifies the limiter's permits lent to a Context (Lease).
+// ID identifies the limiter's permits lent to an invocation (Lease).
 func (l *Limiter) ID() uint32 { return l.id }
 
 // Lease takes a permit for a goroutine that runs handlers one after
 // another (a partition's driver), if one is free and nobody waits for it.
-// The goroutine lends it to each invocation it runs (Context.LendPermit),
+// The goroutine lends it to each invocation it runs (internal/permit),
 // whose first attempt then takes no permit of its own: two atomic
 // operations on one shared word per event, which both CPUs kept writing,
 // become two per series of events. End the lease with EndLease once the
-// series is over, unless an invocation dropped it (LentPermit is 0 after
+// series is over, unless an invocation dropped it (permit.Lent is 0 after
 // the handler): its attempt failed, and a retry's backoff must hold no
 // permit.
 func (l *Limiter) Lease() bool {
@@ -274,7 +275,7 @@ func (l *Limiter) release() {
 func (l *Limiter) Middleware() Middleware {
 	return func(next Invoker) Invoker {
 		return func(ctx *event.Context, ev event.Event) error {
-			if ctx.LentPermit() == l.id {
+			if permit.Lent(ctx) == l.id {
 				return l.lent(ctx, ev, next)
 			}
 			if err := l.acquire(ctx); err != nil {
@@ -294,7 +295,7 @@ func (l *Limiter) Middleware() Middleware {
 func (l *Limiter) lent(ctx *event.Context, ev event.Event, next Invoker) error {
 	err := next(ctx, ev)
 	if err != nil || l.waiting.Load() > 0 {
-		ctx.DropPermit()
+		permit.Drop(ctx)
 		l.release()
 	}
 	return err

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prosody-events/prosody-go/core/event"
+	"github.com/prosody-events/prosody-go/core/internal/permit"
 )
 
 func TestLimiterBoundsConcurrentAttempts(t *testing.T) {
@@ -102,7 +103,7 @@ func TestLimiterUnderContention(t *testing.T) {
 }
 
 // TestLimiterLease covers a permit leased by a goroutine and lent to the
-// invocations it runs (Lease, Context.LendPermit).
+// invocations it runs (Lease, internal/permit).
 func TestLimiterLease(t *testing.T) {
 	errFail := errors.New("fail")
 	// run invokes a handler returning err through l on a context lent a
@@ -116,7 +117,7 @@ func TestLimiterLease(t *testing.T) {
 		}, l.Middleware())
 		ctx, cancel := newCtx()
 		t.Cleanup(func() { cancel(nil) })
-		ctx.LendPermit(id)
+		permit.Lend(ctx, id)
 		if got := inv(ctx, &event.Message{}); !errors.Is(got, err) {
 			t.Fatalf("err = %v, want %v", got, err)
 		}
@@ -132,8 +133,8 @@ func TestLimiterLease(t *testing.T) {
 				t.Fatal("no lease on an idle limiter")
 			}
 			ctx, during := run(t, l, l.ID(), nil)
-			if during != 1 || ctx.LentPermit() != l.ID() || l.InUse() != 1 {
-				t.Fatalf("during %d, lent %d, in use %d: want 1, %d, 1", during, ctx.LentPermit(), l.InUse(), l.ID())
+			if during != 1 || permit.Lent(ctx) != l.ID() || l.InUse() != 1 {
+				t.Fatalf("during %d, lent %d, in use %d: want 1, %d, 1", during, permit.Lent(ctx), l.InUse(), l.ID())
 			}
 			l.EndLease()
 			if l.InUse() != 0 {
@@ -146,8 +147,8 @@ func TestLimiterLease(t *testing.T) {
 				t.Fatal("no lease on an idle limiter")
 			}
 			ctx, _ := run(t, l, l.ID(), errFail)
-			if ctx.LentPermit() != 0 || l.InUse() != 0 {
-				t.Fatalf("lent %d, in use %d after a failure: want 0, 0", ctx.LentPermit(), l.InUse())
+			if permit.Lent(ctx) != 0 || l.InUse() != 0 {
+				t.Fatalf("lent %d, in use %d after a failure: want 0, 0", permit.Lent(ctx), l.InUse())
 			}
 		}},
 		{"a waiting attempt gets the permit, and no lease is granted meanwhile", func(t *testing.T) {
@@ -168,8 +169,8 @@ func TestLimiterLease(t *testing.T) {
 			if err := <-waiter; err != nil {
 				t.Fatalf("the waiting attempt failed: %v", err)
 			}
-			if ctx.LentPermit() != 0 || l.InUse() != 0 {
-				t.Fatalf("lent %d, in use %d: want 0, 0", ctx.LentPermit(), l.InUse())
+			if permit.Lent(ctx) != 0 || l.InUse() != 0 {
+				t.Fatalf("lent %d, in use %d: want 0, 0", permit.Lent(ctx), l.InUse())
 			}
 			l.waiting.Store(1) // a permit free, but an attempt about to queue
 			if l.Lease() {
@@ -184,8 +185,8 @@ func TestLimiterLease(t *testing.T) {
 		{"another limiter's permit is not honoured", func(t *testing.T) {
 			l, other := NewLimiter(1), NewLimiter(1)
 			ctx, during := run(t, l, other.ID(), nil)
-			if during != 1 || l.InUse() != 0 || ctx.LentPermit() != other.ID() {
-				t.Fatalf("during %d, in use %d, lent %d: want 1, 0, %d", during, l.InUse(), ctx.LentPermit(), other.ID())
+			if during != 1 || l.InUse() != 0 || permit.Lent(ctx) != other.ID() {
+				t.Fatalf("during %d, in use %d, lent %d: want 1, 0, %d", during, l.InUse(), permit.Lent(ctx), other.ID())
 			}
 		}},
 	}
