@@ -18,26 +18,25 @@ type permitLease struct {
 	held    bool
 }
 
-// lend lends the lease's permit to ctx, taking one first if needed, and
-// reports whether it did. A nil lease lends nothing.
-func (l *permitLease) lend(ctx *event.Context) bool {
+// lend lends the lease's permit to ctx, taking one first if needed. A nil
+// lease lends nothing, and none is lent when no permit is free (the
+// attempt then queues for one of its own).
+func (l *permitLease) lend(ctx *event.Context) {
 	if l == nil || l.limiter == nil {
-		return false
+		return
 	}
 	if !l.held {
-		l.held = l.limiter.Lease()
-		if !l.held {
-			return false // none free: the attempt queues for one
+		if l.held = l.limiter.Lease(); !l.held {
+			return
 		}
 	}
 	permit.Lend(ctx, l.limiter.ID())
-	return true
 }
 
-// settle is called after an invocation lent the permit: if the invocation
-// dropped it, the limiter has it back and the lease is over.
+// settle follows an invocation lend was called for: a held permit that the
+// invocation dropped is the limiter's again, and the lease is over.
 func (l *permitLease) settle(ctx *event.Context) {
-	if permit.Lent(ctx) == 0 {
+	if l != nil && l.held && permit.Lent(ctx) == 0 {
 		l.held = false
 	}
 }

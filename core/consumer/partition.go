@@ -459,7 +459,7 @@ func (p *partition) stopTimers() {
 func (p *partition) invoke(it item, env *event.Env, lease *permitLease) (err error) {
 	ctx := event.NewInvocation(p.scope, it.ev.EventKey())
 	ctx.SetEnv(env)
-	lent := lease.lend(ctx)
+	lease.lend(ctx)
 	defer ctx.Invalidate()
 	defer func() {
 		// A panicking handler must not take the process down with it, nor
@@ -467,9 +467,7 @@ func (p *partition) invoke(it item, env *event.Env, lease *permitLease) (err err
 		if r := recover(); r != nil {
 			err = fmt.Errorf("handler panicked: %v", r)
 		}
-		if lent {
-			lease.settle(ctx)
-		}
+		lease.settle(ctx)
 	}()
 	return p.c.invoke(ctx, it.ev)
 }

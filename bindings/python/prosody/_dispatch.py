@@ -29,7 +29,7 @@ from typing import Any
 
 from . import _native, _otel
 from ._batch import KIND_FAILED, KIND_INTERRUPTED, Builder
-from ._task import OUTCOME_OK, OUTCOME_PERMANENT, OUTCOME_TRANSIENT, HandlerTask
+from ._task import OUTCOME_OK, OUTCOME_PERMANENT, OUTCOME_TRANSIENT, HandlerTask, failure_text
 from .context import _INITIAL_SLOTS, Context
 from .handler import EventHandler, ProsodyHandler, ShutdownSignal
 from .message import Message
@@ -189,7 +189,7 @@ class Dispatcher:
                 continue
             if kind == KIND_FAILED:
                 # An undecodable payload (the core validated it, so rare): item is the error.
-                self._complete(event, OUTCOME_PERMANENT, f"{type(item).__name__}: {item}".encode(), False)
+                self._complete(event, OUTCOME_PERMANENT, failure_text(item), False)
                 continue
             if kind == KIND_INTERRUPTED:
                 # KeyboardInterrupt or SystemExit while the event was built: it

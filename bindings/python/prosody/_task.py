@@ -76,7 +76,8 @@ async def _await(awaitable: Any) -> None:
     await awaitable
 
 
-def _failure_text(e: BaseException) -> bytes:
+def failure_text(e: BaseException) -> bytes:
+    """The failure message the core gets for an exception."""
     return f"{type(e).__name__}: {e}".encode("utf-8", "replace")
 
 
@@ -245,7 +246,7 @@ class HandlerTask(asyncio.Future[None]):
             if self._direct:
                 report_to_sentry(e)
             outcome = OUTCOME_PERMANENT if getattr(e, "is_permanent", False) else OUTCOME_TRANSIENT
-            text = _failure_text(e)
+            text = failure_text(e)
         else:  # KeyboardInterrupt, SystemExit: report, then let them through
             ctx._disp._complete(ctx._event, OUTCOME_TRANSIENT, _INTERRUPTED_TEXT, self._waited)
             super().set_exception(e)
