@@ -22,6 +22,7 @@ import (
 
 	"github.com/prosody-events/prosody-go/core/event"
 	"github.com/prosody-events/prosody-go/core/fault"
+	"github.com/prosody-events/prosody-go/core/fetch"
 	"github.com/prosody-events/prosody-go/core/filter"
 	"github.com/prosody-events/prosody-go/core/middleware"
 	"github.com/prosody-events/prosody-go/core/mockbroker"
@@ -47,9 +48,10 @@ func (s *Stats) Handovers() int64 { return s.handovers.Load() }
 // Timers is the number of timer events handled (or failed and skipped).
 func (s *Stats) Timers() int64 { return s.timers.Load() }
 
-// Pauses is how many times a partition was paused because it held too
-// many fetched records it could not admit yet (it had max_uncommitted
-// unfinished offsets for a while).
+// Pauses is how many times a partition was left out of fetches because it
+// held as many fetched records as it may queue (see holdRate.limit): it
+// fetches faster than it finishes, or had max_uncommitted unfinished
+// offsets for a while.
 func (s *Stats) Pauses() int64 { return s.pauses.Load() }
 
 // Handled is the number of events whose handler succeeded.
@@ -78,6 +80,8 @@ type Consumer struct {
 	log        *slog.Logger
 	eventTypes filter.EventTypes
 	group      sarama.ConsumerGroup
+	client     sarama.Client // the fetcher's, apart from the group's
+	fetcher    *fetch.Fetcher
 	exec       *executor
 	rescue     *rescuer
 	slowRun    time.Duration // see intake.go; a field so tests can change it
@@ -115,17 +119,28 @@ func Start(opts Options, invoke middleware.Invoker) (*Consumer, error) {
 			}
 		}
 	}
-	group, err := sarama.NewConsumerGroup(brokers, opts.GroupID, opts.saramaConfig())
+	cfg := opts.saramaConfig()
+	// A client of its own keeps the fetches' long polls off the
+	// connections carrying the group's heartbeats and commits.
+	client, err := sarama.NewClient(brokers, cfg)
 	if err != nil {
+		return nil, fmt.Errorf("connecting to %v: %w", brokers, err)
+	}
+	group, err := sarama.NewConsumerGroup(brokers, opts.GroupID, cfg)
+	if err != nil {
+		client.Close()
 		return nil, fmt.Errorf("joining consumer group %q: %w", opts.GroupID, err)
 	}
+	log := opts.Logger.With(slog.String("group", opts.GroupID))
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Consumer{
 		opts:       opts,
 		invoke:     invoke,
-		log:        opts.Logger.With(slog.String("group", opts.GroupID)),
+		log:        log,
 		eventTypes: filter.NewEventTypes(opts.AllowedEvents),
 		group:      group,
+		client:     client,
+		fetcher:    fetch.New(client, fetch.Options{MaxWait: opts.PollInterval, Logger: log}),
 		exec:       newExecutor(),
 		rescue:     newRescuer(),
 		slowRun:    slowRun,
@@ -184,6 +199,12 @@ func (c *Consumer) Stop(ctx context.Context) error {
 		if cerr := c.group.Close(); cerr != nil && !errors.Is(cerr, sarama.ErrClosedConsumerGroup) {
 			err = errors.Join(err, fmt.Errorf("closing consumer group: %w", cerr))
 		}
+		// Every claim has ended (its stream closed) once the group is
+		// closed.
+		c.fetcher.Close()
+		if cerr := c.client.Close(); cerr != nil && !errors.Is(cerr, sarama.ErrClosedClient) {
+			err = errors.Join(err, fmt.Errorf("closing the fetch client: %w", cerr))
+		}
 	})
 	return err
 }
@@ -214,76 +235,39 @@ func (c *Consumer) Stalled() bool {
 	return stalled
 }
 
-// holdLimit is how many fetched records a partition holds beyond its
-// unfinished offsets before it is paused: at least sarama's channel buffer,
-// so that one buffered fetch never triggers a pause on its own.
+// holdLimit is the fewest fetched records a partition's stream queues
+// beyond its unfinished offsets before the fetcher leaves it out.
 func (c *Consumer) holdLimit() int {
 	return max(4*c.opts.MaxUncommitted, 512)
 }
 
-// backlog is the FIFO of records a partition holds, reusing its buffer from
-// one burst to the next.
-type backlog struct {
-	buf []*sarama.ConsumerMessage
-	off int // buf[:off] is taken
-}
-
-func (b *backlog) len() int                           { return len(b.buf) - b.off }
-func (b *backlog) records() []*sarama.ConsumerMessage { return b.buf[b.off:] }
-
-func (b *backlog) push(rs []*sarama.ConsumerMessage) {
-	if b.off > 0 && b.off >= len(b.buf)/2 {
-		// At most half of the buffer is still held: move it to the front
-		// rather than grow.
-		n := copy(b.buf, b.buf[b.off:])
-		clear(b.buf[n:])
-		b.buf, b.off = b.buf[:n], 0
-	}
-	b.buf = append(b.buf, rs...)
-}
-
-// drop forgets the first n held records.
-func (b *backlog) drop(n int) {
-	clear(b.buf[b.off : b.off+n])
-	b.off += n
-	if b.off == len(b.buf) {
-		b.buf, b.off = b.buf[:0], 0
-		if cap(b.buf) > 1<<16 {
-			b.buf = nil // an exceptional burst: do not pin its buffer
-		}
-	}
-}
-
 // holdRate measures how fast a partition admits records, to size its
-// backlog.
+// stream.
 type holdRate struct {
 	admitted int       // since the last tick
 	last     time.Time // of the last tick
 	perSec   float64   // smoothed
 }
 
-// marks returns the held backlog at which the partition pauses (high) and
-// resumes (low).
+// limit returns how many records the partition's stream may queue before
+// it is left out of fetches.
 //
-// Pausing takes effect at the next fetch, and a resumed partition gets
-// records again only a fetch round trip later (longer when sarama, having
-// found every partition paused, naps before it fetches again). A resume at
-// a fixed handful of held records leaves the handlers idle for that wait
-// whenever fetches are larger than the hold limit, once per fetch. So the
-// low-water mark is what the partition admits in a poll interval (it has
-// that much work left while the next fetch is under way), and the
-// high-water mark twice that, never below holdLimit and holdLimit/2. Held
-// memory thus stays bounded by about two poll intervals of processing plus
-// one fetch response; a slow partition keeps the fixed marks.
-func (r *holdRate) marks(now time.Time, holdLimit int, interval time.Duration) (high, low int) {
+// A partition left out is fetched again once it has room, and gets records
+// a fetch round trip later. A limit of a fixed handful of records would
+// leave the handlers idle for that wait once per fetch, whenever fetches
+// bring more than the limit. So the limit is twice what the partition
+// admits in a poll interval (it has at least that much work left while the
+// next fetch is under way), and never below holdLimit. Queued memory thus
+// stays bounded by about two poll intervals of processing plus one fetch
+// response; a slow partition keeps the fixed limit.
+func (r *holdRate) limit(now time.Time, holdLimit int, interval time.Duration) int {
 	if !r.last.IsZero() {
 		if el := now.Sub(r.last).Seconds(); el > 0 {
 			r.perSec = 0.5*r.perSec + 0.5*float64(r.admitted)/el
 		}
 	}
 	r.admitted, r.last = 0, now
-	runway := int(r.perSec * interval.Seconds())
-	return max(holdLimit, 2*runway), max(holdLimit/2, runway)
+	return max(holdLimit, 2*int(r.perSec*interval.Seconds()))
 }
 
 // maxBurst is the most records a partition's driver admits at once.
@@ -335,17 +319,13 @@ func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 		}()
 	}
 
-	tp := map[string][]int32{p.topic: {p.id}}
-	// A newly assigned partition always starts resumed, whatever an earlier
-	// claim of it left behind (the spec's post-rebalance resume).
-	c.group.Resume(tp)
-	in := newIntake(claim.Messages(), c.opts.PollInterval, c.holdLimit(),
-		func(o int64) { sess.MarkOffset(p.topic, p.id, o, "") },
-		func() {
-			c.group.Pause(tp)
-			c.stats.pauses.Add(1)
-		},
-		func() { c.group.Resume(tp) })
+	// The fetcher reads the partition (package fetch); sarama's own
+	// partition consumer of the claim stays paused, and a later claim of
+	// the partition starts paused, since sarama remembers it.
+	c.group.Pause(map[string][]int32{p.topic: {p.id}})
+	stream := c.fetcher.Subscribe(p.topic, p.id, claim.InitialOffset(), c.holdLimit())
+	in := newIntake(stream, claim.Messages(), c.opts.PollInterval, c.holdLimit(),
+		func(o int64) { sess.MarkOffset(p.topic, p.id, o, "") })
 	defer in.tick.Stop()
 	p.startIntake(in)
 	defer c.rescue.remove(p)
@@ -355,7 +335,7 @@ func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 	if c.stopping.Load() {
 		cause = ErrStopped
 	}
-	p.log.Info("partition released; draining", slog.Int("unfinished", p.outstanding()), slog.Int("held", in.held.len()))
+	p.log.Info("partition released; draining", slog.Int("unfinished", p.outstanding()), slog.Int("fetched_unread", in.unread))
 	p.drain(c.opts.ShutdownTimeout, cause)
 	if o, ok := p.commitOffset(); ok {
 		sess.MarkOffset(p.topic, p.id, o, "")

@@ -6,28 +6,27 @@ import (
 	"unicode/utf8"
 	"unsafe"
 
-	"github.com/IBM/sarama"
-
 	"github.com/prosody-events/prosody-go/core/event"
+	"github.com/prosody-events/prosody-go/core/fetch"
 	"github.com/prosody-events/prosody-go/core/filter"
 	"github.com/prosody-events/prosody-go/core/payload"
 )
 
-// decode fills msg, which must be zero, from a record. A record that
+// decode fills msg, which must be zero, from a record of the partition. A record that
 // cannot be handled gets a non-zero reason and an error saying why; the
 // caller logs it and commits it as skipped, so it is never lost silently.
 //
 // The key and id strings share the record's bytes rather than copying them,
-// as Payload does: sarama decodes each fetch into fresh buffers and never
+// as Payload does: each fetch is decoded into fresh buffers and never
 // writes to a record once delivered. The type comes from dec's cache.
-func decode(dec *payload.Decoder, r *sarama.ConsumerMessage, now time.Time, msg *event.Message) (filter.Reason, error) {
+func (p *partition) decode(r *fetch.Record, now time.Time, msg *event.Message) (filter.Reason, error) {
 	if r.Key == nil {
 		return filter.ReasonNoKey, errors.New("record has no key")
 	}
 	if !utf8.Valid(r.Key) {
 		return filter.ReasonKeyNotUTF8, errors.New("record key is not valid UTF-8")
 	}
-	fields, err := dec.Meta(r.Value)
+	fields, err := p.dec.Meta(r.Value)
 	if err != nil {
 		if errors.Is(err, payload.ErrNull) {
 			return filter.ReasonNullPayload, err
@@ -41,8 +40,8 @@ func decode(dec *payload.Decoder, r *sarama.ConsumerMessage, now time.Time, msg 
 	// Field by field: msg is zeroed (a fresh burst slice), and a struct
 	// assignment would be a bulk copy with write barriers for every
 	// pointer slot while the collector runs.
-	msg.Topic = r.Topic
-	msg.Partition = r.Partition
+	msg.Topic = p.topic
+	msg.Partition = p.id
 	msg.Offset = r.Offset
 	msg.Key = unsafe.String(unsafe.SliceData(r.Key), len(r.Key))
 	msg.Timestamp = ts

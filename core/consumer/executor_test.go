@@ -11,6 +11,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/prosody-events/prosody-go/core/event"
+	"github.com/prosody-events/prosody-go/core/fetch"
 	"github.com/prosody-events/prosody-go/core/filter"
 )
 
@@ -35,25 +36,51 @@ func closeTestConsumer(c *Consumer) {
 	c.exec.close()
 }
 
-// testIntake drives p's intake from a channel the test feeds, the way a
-// claim would. Closing the channel ends the claim; in.done closes once the
-// driver has seen it.
-func testIntake(p *partition) (chan<- *sarama.ConsumerMessage, *intake) {
-	records := make(chan *sarama.ConsumerMessage, 256)
-	in := newIntake(records, time.Hour, p.c.holdLimit(), func(int64) {}, func() {}, func() {})
+// testIntake drives p's intake from a channel the test feeds, the way the
+// fetcher and a claim would: each record sent reaches the partition's
+// stream, and closing the channel ends the claim once they all have.
+// in.done closes once the driver has seen the end.
+func testIntake(p *partition) (chan<- fetch.Record, *intake) {
+	records := make(chan fetch.Record, 256)
+	claim := make(chan *sarama.ConsumerMessage)
+	stream := fetch.NewStream(p.topic, p.id, 0, p.c.holdLimit())
+	in := newIntake(stream, claim, time.Hour, p.c.holdLimit(), func(int64) {})
+	go func() {
+		defer close(claim)
+		// What is sent before the stream takes it arrives as one fetch.
+		next := int64(0)
+		for r := range records {
+			batch := []fetch.Record{r}
+		gather:
+			for {
+				select {
+				case r, ok := <-records:
+					if !ok {
+						break gather
+					}
+					batch = append(batch, r)
+				default:
+					break gather
+				}
+			}
+			last := batch[len(batch)-1].Offset + 1
+			stream.Push(next, batch, last)
+			next = last
+		}
+	}()
 	p.startIntake(in)
 	return records, in
 }
 
 // feed sends rs to the intake.
-func feed(records chan<- *sarama.ConsumerMessage, rs []*sarama.ConsumerMessage) {
+func feed(records chan<- fetch.Record, rs []fetch.Record) {
 	for _, r := range rs {
 		records <- r
 	}
 }
 
-func testRecord(offset int64, key string) *sarama.ConsumerMessage {
-	return &sarama.ConsumerMessage{Topic: "t", Offset: offset, Key: []byte(key), Value: []byte(`{"id":"x"}`)}
+func testRecord(offset int64, key string) fetch.Record {
+	return fetch.Record{Offset: offset, Key: []byte(key), Value: []byte(`{"id":"x"}`)}
 }
 
 // TestBlockedHandlersDoNotStallOtherKeys: with every worker the executor
@@ -72,7 +99,7 @@ func TestBlockedHandlersDoNotStallOtherKeys(t *testing.T) {
 		return nil
 	})
 	n := 4*runtime.GOMAXPROCS(0) + 4
-	var rs []*sarama.ConsumerMessage
+	var rs []fetch.Record
 	for i := 0; i < n; i++ {
 		rs = append(rs, testRecord(int64(i), fmt.Sprintf("block-%d", i)))
 	}
@@ -108,7 +135,7 @@ func TestDrainDropsQueuedRuns(t *testing.T) {
 		return nil
 	})
 	const n = 200
-	var rs []*sarama.ConsumerMessage
+	var rs []fetch.Record
 	for i := 0; i < n; i++ {
 		rs = append(rs, testRecord(int64(i), fmt.Sprintf("k-%d", i)))
 	}
@@ -135,52 +162,21 @@ func TestDrainDropsQueuedRuns(t *testing.T) {
 	closeTestConsumer(c)
 }
 
-func TestBacklogKeepsOrderAcrossCompaction(t *testing.T) {
-	var b backlog
-	next, want := int64(0), int64(0)
-	for round := 0; round < 200; round++ {
-		var rs []*sarama.ConsumerMessage
-		for i := 0; i < round%37+1; i++ {
-			rs = append(rs, &sarama.ConsumerMessage{Offset: next})
-			next++
-		}
-		b.push(rs)
-		n := min(b.len(), round%29+1)
-		for _, r := range b.records()[:n] {
-			if r.Offset != want {
-				t.Fatalf("got offset %d, want %d", r.Offset, want)
-			}
-			want++
-		}
-		b.drop(n)
-	}
-	for _, r := range b.records() {
-		if r.Offset != want {
-			t.Fatalf("got offset %d, want %d", r.Offset, want)
-		}
-		want++
-	}
-	if want != next {
-		t.Fatalf("read %d records, pushed %d", want, next)
-	}
-}
-
-func TestHoldMarksFollowThroughput(t *testing.T) {
+func TestHoldLimitFollowsThroughput(t *testing.T) {
 	var r holdRate
 	start := time.Now()
-	if high, low := r.marks(start, 512, 100*time.Millisecond); high != 512 || low != 256 {
-		t.Fatalf("before any rate: marks %d/%d, want 512/256", high, low)
+	if got := r.limit(start, 512, 100*time.Millisecond); got != 512 {
+		t.Fatalf("before any rate: limit %d, want 512", got)
 	}
-	r.admitted = 100 // 1,000/s: slow, the fixed marks hold
-	if high, low := r.marks(start.Add(100*time.Millisecond), 512, 100*time.Millisecond); high != 512 || low != 256 {
-		t.Fatalf("slow partition: marks %d/%d, want 512/256", high, low)
+	r.admitted = 100 // 1,000/s: slow, the fixed limit holds
+	if got := r.limit(start.Add(100*time.Millisecond), 512, 100*time.Millisecond); got != 512 {
+		t.Fatalf("slow partition: limit %d, want 512", got)
 	}
 	for i := 2; i < 12; i++ { // 200,000/s: a poll interval holds 20,000
 		r.admitted = 20000
-		r.marks(start.Add(time.Duration(i)*100*time.Millisecond), 512, 100*time.Millisecond)
+		r.limit(start.Add(time.Duration(i)*100*time.Millisecond), 512, 100*time.Millisecond)
 	}
-	high, low := r.marks(start.Add(1200*time.Millisecond), 512, 100*time.Millisecond)
-	if low < 5000 || low > 20000 || high != 2*low {
-		t.Fatalf("fast partition: marks %d/%d", high, low)
+	if got := r.limit(start.Add(1200*time.Millisecond), 512, 100*time.Millisecond); got < 10000 || got > 40000 {
+		t.Fatalf("fast partition: limit %d, want about 40,000", got)
 	}
 }

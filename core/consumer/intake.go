@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+
+	"github.com/prosody-events/prosody-go/core/fetch"
 )
 
 // A partition's intake and the goroutine that drives it.
@@ -47,72 +49,62 @@ const (
 )
 
 // intake is what the driver of a partition keeps between bursts: the
-// claim's records, the records held back while the partition is full, and
-// the pause state. Only the goroutine driving the partition touches it; a
-// hand-over happens under the partition's lock, which orders the old
-// driver's last use before the new one's first.
+// stream of fetched records, sarama's claim (whose end is the revocation
+// signal), and what sizes the stream. Only the goroutine driving the
+// partition touches it; a hand-over happens under the partition's lock,
+// which orders the old driver's last use before the new one's first.
 type intake struct {
-	records  <-chan *sarama.ConsumerMessage
+	stream   *fetch.Stream
+	claim    <-chan *sarama.ConsumerMessage
 	mark     func(offset int64) // hands the commit offset to sarama
-	pause    func()
-	resume   func()
-	tick     *time.Ticker // poll interval: commit marks, stall checks, hold marks
+	tick     *time.Ticker       // poll interval: commit marks, stall checks, stream limit
 	interval time.Duration
 
 	holdLimit int
-	held      backlog
-	burst     []*sarama.ConsumerMessage
-	paused    bool
 	rate      holdRate
-	high, low int
+	pauses    int64 // the stream's pauses already counted in the consumer's stats
+	unread    int   // fetched records left in the stream when the claim ended
 
 	done chan struct{} // closed by the driver that sees the claim end
 }
 
-func newIntake(records <-chan *sarama.ConsumerMessage, interval time.Duration, holdLimit int,
-	mark func(int64), pause, resume func()) *intake {
+func newIntake(stream *fetch.Stream, claim <-chan *sarama.ConsumerMessage, interval time.Duration, holdLimit int,
+	mark func(int64)) *intake {
+	stream.SetLimit(holdLimit)
 	return &intake{
-		records: records, mark: mark, pause: pause, resume: resume,
-		tick: time.NewTicker(interval), interval: interval,
-		holdLimit: holdLimit, high: holdLimit, low: holdLimit / 2,
+		stream: stream, claim: claim, mark: mark,
+		tick: time.NewTicker(interval), interval: interval, holdLimit: holdLimit,
 		done: make(chan struct{}),
 	}
 }
 
-// hold keeps records the partition cannot admit yet, pausing it when too
-// many are held.
-func (in *intake) hold(rs []*sarama.ConsumerMessage) {
-	in.held.push(rs)
-	if !in.paused && in.held.len() >= in.high {
-		in.pause()
-		in.paused = true
+// admitQueued admits the oldest records of the stream, as many as the
+// tracker takes, and reports whether it admitted any.
+func (in *intake) admitQueued(p *partition) bool {
+	rs := in.stream.Peek(maxBurst)
+	if len(rs) == 0 {
+		return false
 	}
-}
-
-// admitHeld admits as many held records as the tracker has room for,
-// resuming the partition once few are left.
-func (in *intake) admitHeld(p *partition) {
-	if in.held.len() == 0 {
-		return
-	}
-	n := p.admit(in.held.records())
+	n := p.admit(rs)
+	in.stream.Take(n)
 	in.rate.admitted += n
-	in.held.drop(n)
-	if in.paused && in.held.len() <= in.low {
-		in.resume()
-		in.paused = false
-	}
+	return n > 0
 }
 
-// end is the last thing a driver does when the claim's channel closes.
-func (in *intake) end() {
-	if in.paused {
-		// sarama remembers a pause across a reassignment: a later claim
-		// of the partition would start paused and never resume.
-		in.resume()
-		in.paused = false
-	}
+// end is the last thing a driver does when the claim ends: nothing more is
+// fetched for it, and what was fetched but not admitted is the next
+// owner's to read again.
+func (in *intake) end(c *Consumer) {
+	in.unread = in.stream.Queued()
+	in.stream.Close()
+	in.countPauses(c)
 	close(in.done)
+}
+
+func (in *intake) countPauses(c *Consumer) {
+	n := in.stream.Pauses()
+	c.stats.pauses.Add(n - in.pauses)
+	in.pauses = n
 }
 
 // startIntake makes in the partition's intake and starts its first driver.
@@ -126,77 +118,36 @@ func (p *partition) startIntake(in *intake) {
 // drive is the intake loop, run by the goroutine of driver generation gen
 // until the claim ends or the intake is handed to another goroutine.
 //
-// It keeps reading the claim even when the partition is at max_uncommitted,
-// holding the records it cannot admit yet, because the claim's channel
-// closing is the only revocation signal. A fetched record is therefore
-// never dropped while the partition is owned.
+// The stream is the partition's backlog: what the tracker has no room for
+// stays queued there, and the fetcher stops fetching the partition while
+// the stream holds its limit (see holdRate.marks), which bounds memory to
+// that plus one fetch response. A fetched record is never dropped while
+// the partition is owned.
 //
-// Holding is not pausing: records already fetched are in memory anyway, and
-// pausing at the first full tracker would stop fetching each time a burst
-// arrives and leave the partition idle for a fetch round trip once it
-// drains. The partition is paused only when the held backlog reaches its
-// high-water mark, which bounds memory to that plus one fetch response, and
-// resumed when it is down to the low-water mark (see holdRate.marks).
+// sarama's own partition consumer of the claim is paused from the start
+// (ConsumeClaim), but may have fetched before that: its records are read
+// and ignored, since the stream fetches the same offsets. Its channel
+// closing is the revocation signal.
 func (p *partition) drive(gen uint64) {
 	in := p.in
 	for {
 		if !p.runReady(gen) {
 			return
 		}
-		if in.held.len() > 0 {
-			// Held records go first. Reading more while the tracker has
-			// room for held ones would only move records from sarama's
-			// buffer into the backlog (a select picks among ready cases at
-			// random) until the partition paused for nothing.
-			select {
-			case <-p.room:
-				in.admitHeld(p)
-				continue
-			default:
-			}
+		if in.admitQueued(p) {
+			continue
 		}
 		select {
-		case r, ok := <-in.records:
-			if !ok {
-				in.end()
-				return
-			}
-			// Take what sarama has already buffered too, and admit it as
-			// one burst.
-			in.burst = append(in.burst[:0], r)
-			closed := false
-		gather:
-			for len(in.burst) < maxBurst {
-				select {
-				case r, ok := <-in.records:
-					if !ok {
-						closed = true
-						break gather
-					}
-					in.burst = append(in.burst, r)
-				default:
-					break gather
-				}
-			}
-			if in.held.len() > 0 {
-				in.hold(in.burst)
-			} else if n := p.admit(in.burst); n < len(in.burst) {
-				in.rate.admitted += n
-				in.hold(in.burst[n:])
-			} else {
-				in.rate.admitted += n
-			}
-			clear(in.burst)
-			if closed {
-				// What this burst made ready is left to the drain, which
-				// hands it to the next owner.
-				in.end()
-				return
-			}
+		case <-in.stream.Ready():
 		case <-p.room:
-			in.admitHeld(p)
+		case _, ok := <-in.claim:
+			if !ok {
+				in.end(p.c)
+				return
+			}
 		case now := <-in.tick.C:
-			in.high, in.low = in.rate.marks(now, in.holdLimit, in.interval)
+			in.stream.SetLimit(in.rate.limit(now, in.holdLimit, in.interval))
+			in.countPauses(p.c)
 			if o, ok := p.commitOffset(); ok {
 				in.mark(o)
 			}

@@ -11,9 +11,9 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/prosody-events/prosody-go/core/event"
+	"github.com/prosody-events/prosody-go/core/fetch"
 	"github.com/prosody-events/prosody-go/core/internal/permit"
 	"github.com/prosody-events/prosody-go/core/middleware"
-	"github.com/prosody-events/prosody-go/core/watchdog"
 )
 
 // eventually polls cond every millisecond for up to 5 s.
@@ -44,7 +44,7 @@ func newQuickPartition(t *testing.T, maxUncommitted int) (*Consumer, *partition,
 
 // endClaim closes the test claim, waits for its driver to see it, and
 // drains the partition.
-func endClaim(p *partition, records chan<- *sarama.ConsumerMessage, in *intake) {
+func endClaim(p *partition, records chan<- fetch.Record, in *intake) {
 	close(records)
 	<-in.done
 	p.drain(5*time.Second, event.ErrRevoked)
@@ -62,7 +62,7 @@ func TestIntake(t *testing.T) {
 		{"runs are numbered across calls", testRunsNumberedAcrossCalls},
 		{"a key's next events go to the executor while offloading", testKeyChainOffloads},
 		{"Blocking on the driver hands the intake on at once", testBlockingHandsOver},
-		{"held records are admitted before more are read", testHeldBeforeMore},
+		{"a full tracker leaves records queued in the stream", testFullTrackerQueues},
 		{"a driver leases one permit, not held over a backoff", testDriverLease},
 	}
 	for _, tc := range tests {
@@ -214,7 +214,7 @@ func testRunsNumberedAcrossCalls(t *testing.T) {
 	})
 	defer closeTestConsumer(c)
 	for i := 0; i < 3; i++ {
-		p.admit([]*sarama.ConsumerMessage{testRecord(int64(i), fmt.Sprintf("k-%d", i))})
+		p.admit([]fetch.Record{testRecord(int64(i), fmt.Sprintf("k-%d", i))})
 		p.runReady(0)
 	}
 	if len(seen) != 3 || seen[0] == seen[1] || seen[1] == seen[2] {
@@ -237,7 +237,7 @@ func testKeyChainOffloads(t *testing.T) {
 		return nil
 	})
 	defer closeTestConsumer(c)
-	var rs []*sarama.ConsumerMessage
+	var rs []fetch.Record
 	for i := 0; i < 10; i++ {
 		rs = append(rs, testRecord(int64(i), "hot"))
 	}
@@ -272,34 +272,42 @@ func testBlockingHandsOver(t *testing.T) {
 	endClaim(p, records, in)
 }
 
-// With sarama's buffer full of records and a small max_uncommitted, the
-// driver admits the records it holds as room appears before it reads more:
-// the backlog stays below one burst and a partition whose handlers keep up
-// is never paused. (Choosing between the two at random, as a plain select
-// does, grew the backlog to the pause mark within a few bursts.)
-func testHeldBeforeMore(t *testing.T) {
-	c, p, handled := newQuickPartition(t, 8)
-	// A driver kept from its CPU for a few milliseconds (the race
-	// detector, a busy machine) would hand its intake on, and the new
-	// driver rightly holds what it reads while the old one's runs fill the
-	// tracker: no rescues here.
-	c.rescue.close()
-	c.rescue = &rescuer{ticker: watchdog.NewTicker(rescueTick), stop: make(chan struct{}), done: make(chan struct{})}
-	close(c.rescue.done) // never run: close returns at once
-	const n = 8192
-	records := make(chan *sarama.ConsumerMessage, n)
-	for i := 0; i < n; i++ {
-		records <- testRecord(int64(i), fmt.Sprintf("k-%d", i%100))
+// With max_uncommitted unfinished offsets, what the tracker has no room
+// for stays queued in the stream (whose limit then keeps the fetcher from
+// adding to it, fetch's tests); as handlers finish, every record is
+// admitted.
+func testFullTrackerQueues(t *testing.T) {
+	release := make(chan struct{})
+	var handled atomic.Int64
+	c, p := newTestPartition(8, func(*event.Context, event.Event) error {
+		<-release
+		handled.Add(1)
+		return nil
+	})
+	c.slowRun = time.Second
+	defer closeTestConsumer(c)
+	limit := c.holdLimit()
+	n := limit + 100
+	stream := fetch.NewStream(p.topic, p.id, 0, limit)
+	rs := make([]fetch.Record, n)
+	for i := range rs {
+		rs[i] = testRecord(int64(i), fmt.Sprintf("k-%d", i))
 	}
-	var pauses atomic.Int64
-	in := newIntake(records, time.Hour, c.holdLimit(), func(int64) {}, func() { pauses.Add(1) }, func() {})
+	stream.Push(0, rs, int64(n))
+	claim := make(chan *sarama.ConsumerMessage)
+	in := newIntake(stream, claim, time.Hour, limit, func(int64) {})
 	p.startIntake(in)
-	eventually(t, "every record is handled", func() bool { return handled.Load() == n })
-	endClaim(p, records, in)
-	if got := pauses.Load(); got != 0 {
-		t.Fatalf("the partition paused %d times with handlers keeping up", got)
+	eventually(t, "the tracker is full", func() bool { return p.outstanding() == 8 })
+	time.Sleep(10 * time.Millisecond)
+	if q := stream.Queued(); q != n-8 {
+		t.Fatalf("%d records queued in the stream with the tracker full, want %d", q, n-8)
 	}
-	if off, ok := p.commitOffset(); !ok || off != n {
+	close(release)
+	eventually(t, "every record is handled", func() bool { return handled.Load() == int64(n) })
+	close(claim)
+	<-in.done
+	p.drain(5*time.Second, event.ErrRevoked)
+	if off, ok := p.commitOffset(); !ok || off != int64(n) {
 		t.Fatalf("commit offset %d (%v), want %d", off, ok, n)
 	}
 }

@@ -101,6 +101,10 @@ func (o *Options) saramaConfig() *sarama.Config {
 	cfg.Consumer.Offsets.AutoCommit.Enable = true
 	cfg.Consumer.Offsets.AutoCommit.Interval = o.CommitInterval
 	cfg.Consumer.MaxWaitTime = o.PollInterval
+	// sarama's own partition consumers only serve as claims (package fetch
+	// reads the records) and are paused as each claim starts; this bounds
+	// what one fetches before that.
+	cfg.Consumer.Fetch.Default = 32 << 10
 	cfg.Consumer.Return.Errors = true
 	cfg.Metadata.RefreshFrequency = time.Minute
 	return cfg

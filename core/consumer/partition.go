@@ -8,10 +8,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/IBM/sarama"
-
 	"github.com/prosody-events/prosody-go/core/event"
 	"github.com/prosody-events/prosody-go/core/fault"
+	"github.com/prosody-events/prosody-go/core/fetch"
 	"github.com/prosody-events/prosody-go/core/filter"
 	"github.com/prosody-events/prosody-go/core/keyqueue"
 	"github.com/prosody-events/prosody-go/core/middleware"
@@ -91,7 +90,7 @@ type partition struct {
 
 	// Scratch state of the driver, reused across bursts.
 	dec      payload.Decoder
-	takeBuf  []*sarama.ConsumerMessage
+	takeBuf  []*fetch.Record
 	itemBuf  []item
 	skipBuf  []int64
 	startBuf []task
@@ -130,7 +129,7 @@ func newPartition(c *Consumer, topic string, id int32) *partition {
 // queues, rather than one of each per record. The runs it makes ready wait
 // in p.ready for the driver to start them (runReady), or go to the
 // executor while the partition offloads.
-func (p *partition) admit(rs []*sarama.ConsumerMessage) int {
+func (p *partition) admit(rs []fetch.Record) int {
 	now := time.Now()
 	taken := p.takeBuf[:0]
 	n := 0
@@ -142,7 +141,8 @@ func (p *partition) admit(rs []*sarama.ConsumerMessage) int {
 		p.mu.Unlock()
 		return 0
 	}
-	for _, r := range rs {
+	for i := range rs {
+		r := &rs[i]
 		if r.Offset <= p.tracker.Highest() {
 			// A rewind after a seek or a redelivered fetch: the offset was
 			// taken before and is tracked there.
@@ -169,7 +169,7 @@ func (p *partition) admit(rs []*sarama.ConsumerMessage) int {
 	for i, r := range taken {
 		taken[i] = nil
 		msg := &msgs[i]
-		if reason, err := decode(&p.dec, r, now, msg); err != nil {
+		if reason, err := p.decode(r, now, msg); err != nil {
 			p.c.stats.undecodable.Add(1)
 			p.log.Error("undecodable record skipped", slog.Int64("offset", r.Offset),
 				slog.String("reason", reason.String()), slog.Any("error", err))

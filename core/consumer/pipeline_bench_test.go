@@ -9,10 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/IBM/sarama"
-
 	"github.com/prosody-events/prosody-go/core/config"
 	"github.com/prosody-events/prosody-go/core/event"
+	"github.com/prosody-events/prosody-go/core/fetch"
 	"github.com/prosody-events/prosody-go/core/filter"
 	"github.com/prosody-events/prosody-go/internal/benchkit"
 )
@@ -59,17 +58,17 @@ func BenchmarkPipeline(b *testing.B) {
 	for i := range filler {
 		filler[i] = 'x'
 	}
-	records := make([][]*sarama.ConsumerMessage, partitions)
+	records := make([][]fetch.Record, partitions)
 	for i := 0; len(records[partitions-1]) < pool; i++ {
 		k := i % keys
 		part := k % partitions
 		if len(records[part]) == pool {
 			continue
 		}
-		records[part] = append(records[part], &sarama.ConsumerMessage{
-			Topic: "bench", Partition: int32(part), Timestamp: time.Now(),
-			Key:   fmt.Appendf(nil, "key-%d", k),
-			Value: fmt.Appendf(nil, `{"id":"e-%d","type":"bench","seq":%d,"data":"%s"}`, i, i, filler),
+		records[part] = append(records[part], fetch.Record{
+			Timestamp: time.Now(),
+			Key:       fmt.Appendf(nil, "key-%d", k),
+			Value:     fmt.Appendf(nil, `{"id":"e-%d","type":"bench","seq":%d,"data":"%s"}`, i, i, filler),
 		})
 	}
 
@@ -82,12 +81,12 @@ func BenchmarkPipeline(b *testing.B) {
 	var feeders sync.WaitGroup
 	for i, p := range ps {
 		feeders.Add(1)
-		go func(p *partition, pool []*sarama.ConsumerMessage, share int) {
+		go func(p *partition, pool []fetch.Record, share int) {
 			defer feeders.Done()
 			// The partition's driver, without sarama: bursts of up to
 			// maxBurst, started inline, waiting for room when the
 			// partition is full.
-			burst := make([]*sarama.ConsumerMessage, 0, maxBurst)
+			burst := make([]fetch.Record, 0, maxBurst)
 			for off := 0; off < share; {
 				burst = burst[:0]
 				for k := off; k < share && len(burst) < maxBurst; k++ {

@@ -1,0 +1,199 @@
+package fetch
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math"
+	"sync"
+
+	"github.com/IBM/sarama"
+)
+
+// brokerLoop fetches the streams whose leader is one broker, one fetch at
+// a time (a broker answers a connection's requests in order anyway), each
+// leaving as soon as the one before is decoded.
+type brokerLoop struct {
+	f      *Fetcher
+	broker *sarama.Broker
+	wakeup chan struct{}
+
+	mu      sync.Mutex
+	streams []*Stream
+	failed  bool // the loop ended on a broker error; place streams elsewhere
+}
+
+// asked is a stream in a fetch and the offset it was fetched from.
+type asked struct {
+	s    *Stream
+	from int64
+}
+
+func (b *brokerLoop) signal() {
+	select {
+	case b.wakeup <- struct{}{}:
+	default:
+	}
+}
+
+// add makes the loop fetch s.
+func (b *brokerLoop) add(s *Stream) {
+	b.mu.Lock()
+	failed := b.failed
+	if !failed {
+		b.streams = append(b.streams, s)
+	}
+	b.mu.Unlock()
+	if failed {
+		b.f.place(s, b.f.opts.RetryBackoff, false)
+		return
+	}
+	b.signal()
+}
+
+// remove stops fetching s here.
+func (b *brokerLoop) remove(s *Stream) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i, o := range b.streams {
+		if o == s {
+			b.streams = append(b.streams[:i], b.streams[i+1:]...)
+			return
+		}
+	}
+}
+
+func (b *brokerLoop) run() {
+	defer b.f.wg.Done()
+	var ask []asked
+	for {
+		var req *sarama.FetchRequest
+		req, ask = b.request(ask[:0])
+		if req == nil {
+			select {
+			case <-b.wakeup:
+				continue
+			case <-b.f.done:
+				return
+			}
+		}
+		resp, err := b.broker.Fetch(req)
+		select {
+		case <-b.f.done:
+			return
+		default:
+		}
+		if err != nil {
+			b.fail(err)
+			return
+		}
+		for _, a := range ask {
+			b.deliver(resp, a)
+		}
+		clear(ask)
+	}
+}
+
+// request builds the next fetch from the streams with room, or returns
+// nil when none has any.
+func (b *brokerLoop) request(ask []asked) (*sarama.FetchRequest, []asked) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	live := b.streams[:0]
+	for _, s := range b.streams {
+		if s.isClosed() {
+			continue
+		}
+		live = append(live, s)
+		if from, ok := s.wanted(); ok {
+			ask = append(ask, asked{s: s, from: from})
+		}
+	}
+	clear(b.streams[len(live):])
+	b.streams = live
+	if len(ask) == 0 {
+		return nil, ask
+	}
+	o := &b.f.opts
+	req := &sarama.FetchRequest{
+		// Version 12 is what sarama's consumer sends to the brokers we
+		// support (Kafka 2.7 and later). Fetch sessions (KIP-227) are not
+		// used: session 0, epoch -1.
+		Version:      12,
+		MinBytes:     1,
+		MaxWaitTime:  int32(o.MaxWait.Milliseconds()),
+		MaxBytes:     o.MaxBytes,
+		Isolation:    sarama.ReadUncommitted,
+		SessionID:    0,
+		SessionEpoch: -1,
+	}
+	for _, a := range ask {
+		req.AddBlock(a.s.topic, a.s.partition, a.from, a.s.size, -1)
+	}
+	return req, ask
+}
+
+// deliver queues what the response holds for one stream, or moves the
+// stream on an error.
+func (b *brokerLoop) deliver(resp *sarama.FetchResponse, a asked) {
+	s := a.s
+	block := resp.GetBlock(s.topic, s.partition)
+	if block == nil {
+		// Not in the response (a broker may leave partitions out when the
+		// response is full): asked again next time.
+		return
+	}
+	switch {
+	case errors.Is(block.Err, sarama.ErrNoError):
+		out := records(block, a.from)
+		if out.partial {
+			// A record larger than the fetch size, with nothing before it:
+			// ask for more next time (the broker returns at least one whole
+			// batch only for the first partition of a response).
+			s.size = int32(min(2*int64(s.size), math.MaxInt32))
+		} else if len(out.records) > 0 {
+			s.size = b.f.opts.PartitionBytes
+		}
+		s.Push(a.from, out.records, out.next)
+	case errors.Is(block.Err, sarama.ErrOffsetOutOfRange):
+		b.remove(s)
+		b.f.place(s, 0, true)
+	default:
+		level := slog.LevelWarn
+		if leadership(block.Err) {
+			level = slog.LevelInfo
+		}
+		b.f.log.Log(context.Background(), level, "partition fetch failed; finding its leader again", slog.String("topic", s.topic),
+			slog.Int("partition", int(s.partition)), slog.Any("error", block.Err))
+		b.remove(s)
+		b.f.place(s, b.f.opts.RetryBackoff, false)
+	}
+}
+
+// fail ends the loop after a broker error: its streams look for their
+// leaders again after the backoff.
+func (b *brokerLoop) fail(err error) {
+	b.f.log.Warn("fetch from broker failed; finding the leaders again", slog.Int("broker", int(b.broker.ID())),
+		slog.String("addr", b.broker.Addr()), slog.Any("error", err))
+	b.f.detach(b)
+	_ = b.broker.Close() // the client reopens it on its next use
+	b.mu.Lock()
+	b.failed = true
+	streams := b.streams
+	b.streams = nil
+	b.mu.Unlock()
+	for _, s := range streams {
+		b.f.place(s, b.f.opts.RetryBackoff, false)
+	}
+}
+
+// leadership reports errors that only mean the partition's leader moved.
+func leadership(err sarama.KError) bool {
+	switch err {
+	case sarama.ErrNotLeaderForPartition, sarama.ErrLeaderNotAvailable, sarama.ErrReplicaNotAvailable,
+		sarama.ErrFencedLeaderEpoch, sarama.ErrUnknownLeaderEpoch, sarama.ErrUnknownTopicOrPartition,
+		sarama.ErrOffsetNotAvailable:
+		return true
+	}
+	return false
+}

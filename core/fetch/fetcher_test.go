@@ -1,0 +1,170 @@
+package fetch
+
+import (
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+)
+
+const topic = "t"
+
+func testConfig() *sarama.Config {
+	cfg := sarama.NewConfig()
+	cfg.Version = sarama.V2_7_0_0
+	// The mock brokers answer only what each test sets up.
+	cfg.ApiVersionsRequest = false
+	cfg.Metadata.Retry.Backoff = 10 * time.Millisecond
+	return cfg
+}
+
+func metadata(t *testing.T, leader *sarama.MockBroker, all ...*sarama.MockBroker) *sarama.MockMetadataResponse {
+	m := sarama.NewMockMetadataResponse(t)
+	for _, b := range all {
+		m.SetBroker(b.Addr(), b.BrokerID())
+	}
+	return m.SetLeader(topic, 0, leader.BrokerID()).SetController(all[0].BrokerID())
+}
+
+// fetchResponse holds records at the given offsets of partition 0, or the
+// error.
+func fetchResponse(kerr sarama.KError, offsets ...int64) *sarama.FetchResponse {
+	r := &sarama.FetchResponse{Version: 12}
+	if kerr != sarama.ErrNoError {
+		r.AddError(topic, 0, kerr)
+		return r
+	}
+	for _, o := range offsets {
+		r.AddRecord(topic, 0, nil, sarama.StringEncoder("v"), o)
+	}
+	if len(offsets) == 0 {
+		r.AddError(topic, 0, sarama.ErrNoError)
+	}
+	return r
+}
+
+func newTestFetcher(t *testing.T, seed *sarama.MockBroker) *Fetcher {
+	t.Helper()
+	client, err := sarama.NewClient([]string{seed.Addr()}, testConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := New(client, Options{MaxWait: 10 * time.Millisecond, RetryBackoff: 10 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	t.Cleanup(func() {
+		f.Close()
+		client.Close()
+	})
+	return f
+}
+
+// read takes records from s until it has n or a few seconds have passed.
+func read(t *testing.T, s *Stream, n int) []int64 {
+	t.Helper()
+	var got []int64
+	deadline := time.After(5 * time.Second)
+	for len(got) < n {
+		rs := s.Peek(n)
+		if len(rs) == 0 {
+			select {
+			case <-s.Ready():
+			case <-deadline:
+				t.Fatalf("read %v, want %d records", got, n)
+			}
+			continue
+		}
+		got = append(got, offsets(rs)...)
+		s.Take(len(rs))
+	}
+	return got
+}
+
+func expect(t *testing.T, got []int64, want ...int64) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("offsets %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("offsets %v, want %v", got, want)
+		}
+	}
+}
+
+func TestFetcher(t *testing.T) {
+	tests := []struct {
+		name string
+		run  func(t *testing.T)
+	}{
+		{"the oldest offset is resolved and records arrive in order", testFetchFromOldest},
+		{"an offset out of range moves to the log's start", testFetchOutOfRange},
+		{"a moved leader is found again", testFetchLeaderMoved},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, tc.run)
+	}
+}
+
+func testFetchFromOldest(t *testing.T) {
+	b := sarama.NewMockBroker(t, 1)
+	t.Cleanup(b.Close)
+	b.SetLatency(time.Millisecond)
+	b.SetHandlerByMap(map[string]sarama.MockResponse{
+		"MetadataRequest": metadata(t, b, b),
+		"OffsetRequest":   sarama.NewMockOffsetResponse(t).SetOffset(topic, 0, sarama.OffsetOldest, 5),
+		"FetchRequest": sarama.NewMockSequence(
+			fetchResponse(sarama.ErrNoError, 5, 6, 7),
+			fetchResponse(sarama.ErrNoError, 8, 9),
+			fetchResponse(sarama.ErrNoError)),
+	})
+	s := newTestFetcher(t, b).Subscribe(topic, 0, sarama.OffsetOldest, 100)
+	defer s.Close()
+	expect(t, read(t, s, 5), 5, 6, 7, 8, 9)
+}
+
+func testFetchOutOfRange(t *testing.T) {
+	b := sarama.NewMockBroker(t, 1)
+	t.Cleanup(b.Close)
+	b.SetLatency(time.Millisecond)
+	b.SetHandlerByMap(map[string]sarama.MockResponse{
+		"MetadataRequest": metadata(t, b, b),
+		"OffsetRequest": sarama.NewMockOffsetResponse(t).
+			SetOffset(topic, 0, sarama.OffsetOldest, 10).SetOffset(topic, 0, sarama.OffsetNewest, 20),
+		"FetchRequest": sarama.NewMockSequence(
+			fetchResponse(sarama.ErrNoError, 0, 1, 2),
+			fetchResponse(sarama.ErrOffsetOutOfRange),
+			fetchResponse(sarama.ErrNoError, 10, 11),
+			fetchResponse(sarama.ErrNoError)),
+	})
+	s := newTestFetcher(t, b).Subscribe(topic, 0, 0, 100)
+	defer s.Close()
+	expect(t, read(t, s, 5), 0, 1, 2, 10, 11)
+}
+
+func testFetchLeaderMoved(t *testing.T) {
+	b1 := sarama.NewMockBroker(t, 1)
+	t.Cleanup(b1.Close)
+	b2 := sarama.NewMockBroker(t, 2)
+	t.Cleanup(b2.Close)
+	b1.SetLatency(time.Millisecond)
+	b2.SetLatency(time.Millisecond)
+	b1.SetHandlerByMap(map[string]sarama.MockResponse{
+		// The client's first metadata says broker 1 leads; once its fetch
+		// says it does not, broker 2 does.
+		"MetadataRequest": sarama.NewMockSequence(metadata(t, b1, b1, b2), metadata(t, b2, b1, b2)),
+		"FetchRequest": sarama.NewMockSequence(
+			fetchResponse(sarama.ErrNoError, 0, 1),
+			fetchResponse(sarama.ErrNotLeaderForPartition)),
+	})
+	b2.SetHandlerByMap(map[string]sarama.MockResponse{
+		"MetadataRequest": metadata(t, b2, b1, b2),
+		"FetchRequest": sarama.NewMockSequence(
+			fetchResponse(sarama.ErrNoError, 2, 3),
+			fetchResponse(sarama.ErrNoError)),
+	})
+	s := newTestFetcher(t, b1).Subscribe(topic, 0, 0, 100)
+	defer s.Close()
+	expect(t, read(t, s, 4), 0, 1, 2, 3)
+}

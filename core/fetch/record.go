@@ -1,0 +1,124 @@
+package fetch
+
+import (
+	"time"
+
+	"github.com/IBM/sarama"
+)
+
+// Record is one fetched record. Key, Value and the headers share the
+// fetch response's buffers, which nothing writes to once decoded.
+type Record struct {
+	Offset    int64
+	Timestamp time.Time
+	Key       []byte
+	Value     []byte
+	Headers   []*sarama.RecordHeader
+}
+
+// blockRecords is what one partition's block of a fetch response holds
+// from offset from on: its records, the offset to fetch next, and whether
+// the block ended in a record too large for the fetch size, with nothing
+// before it.
+type blockRecords struct {
+	records []Record
+	next    int64
+	partial bool
+}
+
+// records decodes a block. Control records (transaction markers) are
+// skipped but move next past them, as do records before from: a
+// compressed batch is always returned whole, even when the fetch started
+// inside it.
+func records(block *sarama.FetchResponseBlock, from int64) blockRecords {
+	out := blockRecords{next: from}
+	n := 0
+	for _, rs := range block.RecordsSet {
+		if rs.RecordBatch != nil {
+			n += len(rs.RecordBatch.Records)
+		} else if rs.MsgSet != nil {
+			n += len(rs.MsgSet.Messages)
+		}
+	}
+	if n > 0 {
+		// One allocation for the whole block.
+		out.records = make([]Record, 0, n)
+	}
+	for _, rs := range block.RecordsSet {
+		switch {
+		case rs.RecordBatch != nil:
+			out.batch(rs.RecordBatch)
+		case rs.MsgSet != nil:
+			out.messageSet(rs.MsgSet)
+		}
+	}
+	if len(out.records) == 0 && out.next == from {
+		out.partial = block.Partial || trailingPartial(block)
+	}
+	return out
+}
+
+func (out *blockRecords) batch(b *sarama.RecordBatch) {
+	if b.PartialTrailingRecord && len(b.Records) == 0 {
+		return
+	}
+	if !b.Control {
+		for _, r := range b.Records {
+			offset := b.FirstOffset + r.OffsetDelta
+			if offset < out.next {
+				continue
+			}
+			ts := b.FirstTimestamp.Add(r.TimestampDelta)
+			if b.LogAppendTime {
+				ts = b.MaxTimestamp
+			}
+			out.records = append(out.records, Record{Offset: offset, Timestamp: ts, Key: r.Key, Value: r.Value, Headers: r.Headers})
+			out.next = offset + 1
+		}
+	}
+	// The batch's last offset may lie past its last record (compaction
+	// keeps a batch's offset range), and a control batch has only markers.
+	if b.PartialTrailingRecord {
+		return
+	}
+	if last := b.FirstOffset + int64(b.LastOffsetDelta); last >= out.next {
+		out.next = last + 1
+	}
+}
+
+// messageSet decodes the message formats before Kafka 0.11 (magic 0 and
+// 1), which old segments of a log may still hold.
+func (out *blockRecords) messageSet(ms *sarama.MessageSet) {
+	for _, block := range ms.Messages {
+		inner := block.Messages()
+		for _, m := range inner {
+			offset := m.Offset
+			ts := m.Msg.Timestamp
+			if m.Msg.Version >= 1 && len(inner) > 0 {
+				// Inner offsets of a compressed v1 wrapper are relative to
+				// the wrapper's, which is the last inner message's.
+				offset += block.Offset - inner[len(inner)-1].Offset
+				if m.Msg.LogAppendTime {
+					ts = block.Msg.Timestamp
+				}
+			}
+			if offset < out.next {
+				continue
+			}
+			out.records = append(out.records, Record{Offset: offset, Timestamp: ts, Key: m.Msg.Key, Value: m.Msg.Value})
+			out.next = offset + 1
+		}
+	}
+}
+
+func trailingPartial(block *sarama.FetchResponseBlock) bool {
+	for _, rs := range block.RecordsSet {
+		if rs.RecordBatch != nil && rs.RecordBatch.PartialTrailingRecord {
+			return true
+		}
+		if rs.MsgSet != nil && rs.MsgSet.PartialTrailingMessage {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,86 @@
+package fetch
+
+import (
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+)
+
+func batch(first int64, lastDelta int32, deltas ...int64) *sarama.RecordBatch {
+	b := &sarama.RecordBatch{FirstOffset: first, LastOffsetDelta: lastDelta, FirstTimestamp: time.Unix(100, 0)}
+	for _, d := range deltas {
+		b.Records = append(b.Records, &sarama.Record{OffsetDelta: d, TimestampDelta: time.Duration(d) * time.Second,
+			Key: []byte("k"), Value: []byte("v")})
+	}
+	return b
+}
+
+func block(bs ...*sarama.RecordBatch) *sarama.FetchResponseBlock {
+	fb := &sarama.FetchResponseBlock{}
+	for _, b := range bs {
+		fb.RecordsSet = append(fb.RecordsSet, &sarama.Records{RecordBatch: b})
+	}
+	return fb
+}
+
+func offsets(rs []Record) []int64 {
+	out := make([]int64, len(rs))
+	for i, r := range rs {
+		out[i] = r.Offset
+	}
+	return out
+}
+
+func TestRecords(t *testing.T) {
+	control := batch(10, 0, 0)
+	control.Control = true
+	partial := batch(20, 0)
+	partial.PartialTrailingRecord = true
+	appended := batch(30, 1, 0, 1)
+	appended.LogAppendTime = true
+	appended.MaxTimestamp = time.Unix(500, 0)
+	tests := []struct {
+		name        string
+		block       *sarama.FetchResponseBlock
+		from        int64
+		wantOffsets []int64
+		wantNext    int64
+		wantPartial bool
+	}{
+		{"records in order", block(batch(0, 2, 0, 1, 2), batch(3, 1, 0, 1)), 0, []int64{0, 1, 2, 3, 4}, 5, false},
+		{"a batch fetched from its middle", block(batch(0, 4, 0, 1, 2, 3, 4)), 3, []int64{3, 4}, 5, false},
+		{"compaction left a gap at the batch's end", block(batch(0, 9, 0, 4)), 0, []int64{0, 4}, 10, false},
+		{"a control batch moves the offset only", block(batch(8, 1, 0, 1), control), 8, []int64{8, 9}, 11, false},
+		{"a record too large for the fetch", block(partial), 20, nil, 20, true},
+		{"a partial record after whole ones", block(batch(18, 1, 0, 1), partial), 18, []int64{18, 19}, 20, false},
+		{"log-append time", block(appended), 30, []int64{30, 31}, 32, false},
+		{"an empty block", block(), 7, nil, 7, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			out := records(tc.block, tc.from)
+			got := offsets(out.records)
+			if len(got) != len(tc.wantOffsets) {
+				t.Fatalf("offsets %v, want %v", got, tc.wantOffsets)
+			}
+			for i := range got {
+				if got[i] != tc.wantOffsets[i] {
+					t.Fatalf("offsets %v, want %v", got, tc.wantOffsets)
+				}
+			}
+			if out.next != tc.wantNext || out.partial != tc.wantPartial {
+				t.Fatalf("next %d partial %v, want %d %v", out.next, out.partial, tc.wantNext, tc.wantPartial)
+			}
+		})
+	}
+	t.Run("timestamps", func(t *testing.T) {
+		out := records(block(batch(0, 1, 0, 1), appended), 0)
+		if !out.records[1].Timestamp.Equal(time.Unix(101, 0)) {
+			t.Fatalf("create time %v, want the batch's first plus the record's delta", out.records[1].Timestamp)
+		}
+		if !out.records[2].Timestamp.Equal(time.Unix(500, 0)) {
+			t.Fatalf("log-append time %v, want the batch's max timestamp", out.records[2].Timestamp)
+		}
+	})
+}

@@ -1,0 +1,194 @@
+package fetch
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// Stream is one subscribed partition: a FIFO of fetched records that the
+// fetcher fills and one reader takes from.
+//
+// The queue is the partition's backpressure. The fetcher leaves a stream
+// out of its fetches while the stream holds limit records or more, so
+// memory is bounded by the limit plus one fetch response, and a reader
+// that stops taking (its partition is full of unfinished work) stops the
+// fetching of its partition only.
+type Stream struct {
+	topic     string
+	partition int32
+
+	ready chan struct{} // signalled when records are added
+
+	mu      sync.Mutex
+	batches [][]Record // batches[0][head:] is next
+	head    int
+	queued  int
+	limit   int
+	next    int64 // offset the next fetch starts from
+	closed  bool
+	full    bool // left out of fetches since the last time it had room
+
+	pauses atomic.Int64
+	fetch  func() // wakes the fetcher when the stream has room again
+	size   int32  // bytes per fetch; touched only by the loop fetching the stream
+}
+
+// NewStream makes a stream of a partition whose next record is at offset
+// next, fetched while fewer than limit records are queued. Records reach it
+// through Push; Fetcher.Subscribe makes streams the fetcher fills.
+func NewStream(topic string, partition int32, next int64, limit int) *Stream {
+	return &Stream{topic: topic, partition: partition, next: next, limit: max(limit, 1),
+		ready: make(chan struct{}, 1), fetch: func() {}}
+}
+
+// Topic is the stream's topic.
+func (s *Stream) Topic() string { return s.topic }
+
+// Partition is the stream's partition.
+func (s *Stream) Partition() int32 { return s.partition }
+
+// Ready is signalled when records are added. A signal may be stale: Peek
+// tells what is there.
+func (s *Stream) Ready() <-chan struct{} { return s.ready }
+
+// Peek returns up to max of the oldest queued records, all from one fetch,
+// without taking them. The slice stays valid after Take.
+func (s *Stream) Peek(max int) []Record {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.batches) == 0 {
+		return nil
+	}
+	b := s.batches[0][s.head:]
+	if len(b) > max {
+		b = b[:max]
+	}
+	return b
+}
+
+// Take removes the n oldest queued records (n at most what Peek returned).
+func (s *Stream) Take(n int) {
+	if n == 0 {
+		return
+	}
+	s.mu.Lock()
+	s.head += n
+	s.queued -= n
+	if s.head >= len(s.batches[0]) {
+		s.batches[0] = nil
+		s.batches = s.batches[1:]
+		s.head = 0
+	}
+	wake := s.full && s.queued < s.limit
+	if wake {
+		s.full = false
+	}
+	s.mu.Unlock()
+	if wake {
+		s.fetch()
+	}
+}
+
+// Queued is the number of records queued.
+func (s *Stream) Queued() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.queued
+}
+
+// SetLimit changes how many records the stream queues before the fetcher
+// leaves it out.
+func (s *Stream) SetLimit(limit int) {
+	s.mu.Lock()
+	s.limit = max(limit, 1)
+	wake := s.full && s.queued < s.limit
+	if wake {
+		s.full = false
+	}
+	s.mu.Unlock()
+	if wake {
+		s.fetch()
+	}
+}
+
+// Pauses is how many times the fetcher left the stream out of its fetches
+// because it held limit records.
+func (s *Stream) Pauses() int64 { return s.pauses.Load() }
+
+// Push appends fetched records, whose offsets follow those queued before,
+// and sets the offset of the next fetch. It drops them if the stream is
+// closed or next no longer is at the offset they were fetched from.
+func (s *Stream) Push(from int64, rs []Record, next int64) bool {
+	s.mu.Lock()
+	if s.closed || s.next != from {
+		s.mu.Unlock()
+		return false
+	}
+	s.next = next
+	if len(rs) > 0 {
+		s.batches = append(s.batches, rs)
+		s.queued += len(rs)
+	}
+	s.mu.Unlock()
+	if len(rs) > 0 {
+		select {
+		case s.ready <- struct{}{}:
+		default:
+		}
+	}
+	return true
+}
+
+// wanted reports whether the stream should be in the next fetch, and from
+// which offset.
+func (s *Stream) wanted() (offset int64, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return 0, false
+	}
+	if s.queued >= s.limit {
+		if !s.full {
+			s.full = true
+			s.pauses.Add(1)
+		}
+		return 0, false
+	}
+	return s.next, true
+}
+
+// position is the offset of the next fetch and whether the stream is
+// closed.
+func (s *Stream) position() (int64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.next, s.closed
+}
+
+// seek moves the next fetch to offset, if the stream is still at from.
+func (s *Stream) seek(from, offset int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.next != from {
+		return false
+	}
+	s.next = offset
+	return true
+}
+
+// isClosed reports whether Close was called.
+func (s *Stream) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// Close ends the subscription: nothing more is fetched or queued, and what
+// is queued is dropped.
+func (s *Stream) Close() {
+	s.mu.Lock()
+	s.closed = true
+	s.batches, s.head, s.queued = nil, 0, 0
+	s.mu.Unlock()
+	s.fetch()
+}

@@ -1,0 +1,127 @@
+package fetch
+
+import (
+	"testing"
+)
+
+func recs(from, n int64) []Record {
+	rs := make([]Record, n)
+	for i := range rs {
+		rs[i].Offset = from + int64(i)
+	}
+	return rs
+}
+
+func TestStream(t *testing.T) {
+	tests := []struct {
+		name string
+		run  func(t *testing.T)
+	}{
+		{"records come out in order across fetches", testStreamOrder},
+		{"a stream at its limit is left out, and asks again once it has room", testStreamLimit},
+		{"records fetched from a stale offset are dropped", testStreamStalePush},
+		{"a closed stream drops what it holds and takes nothing more", testStreamClose},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, tc.run)
+	}
+}
+
+func testStreamOrder(t *testing.T) {
+	s := NewStream("t", 0, 0, 100)
+	s.Push(0, recs(0, 5), 5)
+	s.Push(5, nil, 7) // a control batch: nothing to read, the offset moves
+	s.Push(7, recs(7, 3), 10)
+	var got []int64
+	for {
+		rs := s.Peek(2)
+		if len(rs) == 0 {
+			break
+		}
+		for _, r := range rs {
+			got = append(got, r.Offset)
+		}
+		s.Take(len(rs))
+	}
+	want := []int64{0, 1, 2, 3, 4, 7, 8, 9}
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("got %v, want %v", got, want)
+		}
+	}
+	if from, ok := s.wanted(); !ok || from != 10 {
+		t.Fatalf("next fetch from %d (%v), want 10", from, ok)
+	}
+	select {
+	case <-s.Ready():
+	default:
+		t.Fatal("no ready signal after records were pushed")
+	}
+}
+
+func testStreamLimit(t *testing.T) {
+	s := NewStream("t", 0, 0, 10)
+	woken := 0
+	s.fetch = func() { woken++ }
+	s.Push(0, recs(0, 12), 12)
+	if _, ok := s.wanted(); ok {
+		t.Fatal("a stream holding more than its limit is still fetched")
+	}
+	if _, ok := s.wanted(); ok || s.Pauses() != 1 {
+		t.Fatalf("pauses %d after being left out twice in a row, want 1", s.Pauses())
+	}
+	s.Take(2) // 10 left: still at the limit
+	if woken != 0 {
+		t.Fatal("woke the fetcher with no room")
+	}
+	s.Take(1)
+	if woken != 1 {
+		t.Fatalf("woke the fetcher %d times once it had room, want 1", woken)
+	}
+	if from, ok := s.wanted(); !ok || from != 12 {
+		t.Fatalf("next fetch from %d (%v), want 12", from, ok)
+	}
+	s.Push(12, recs(12, 20), 32)
+	s.wanted()
+	s.SetLimit(100) // a faster partition: more room
+	if woken != 2 {
+		t.Fatalf("raising the limit woke the fetcher %d times in all, want 2", woken)
+	}
+	if s.Queued() != 29 {
+		t.Fatalf("%d queued, want 29", s.Queued())
+	}
+}
+
+func testStreamStalePush(t *testing.T) {
+	s := NewStream("t", 0, 0, 10)
+	if !s.seek(0, 50) {
+		t.Fatal("seek refused")
+	}
+	if s.Push(0, recs(0, 3), 3) {
+		t.Fatal("records fetched from before the seek were taken")
+	}
+	if s.Queued() != 0 {
+		t.Fatal("stale records queued")
+	}
+	if s.seek(0, 60) {
+		t.Fatal("a seek from a position the stream left was applied")
+	}
+}
+
+func testStreamClose(t *testing.T) {
+	s := NewStream("t", 0, 0, 10)
+	s.Push(0, recs(0, 3), 3)
+	s.Close()
+	if s.Queued() != 0 || len(s.Peek(10)) != 0 {
+		t.Fatal("a closed stream still holds records")
+	}
+	if s.Push(3, recs(3, 1), 4) {
+		t.Fatal("a closed stream took records")
+	}
+	if _, ok := s.wanted(); ok {
+		t.Fatal("a closed stream is still fetched")
+	}
+}
