@@ -68,16 +68,16 @@ func main() {
 			order = []string{"prosody", "sarama"}
 		}
 		for _, reader := range order {
-			var el time.Duration
+			var el, first time.Duration
 			var err error
 			cpu0, sys0 := cpuTime()
 			var ms0, ms1 runtime.MemStats
 			runtime.ReadMemStats(&ms0)
 			if reader == "sarama" {
-				el, err = rawSarama(addrs, name, *messages)
+				el, first, err = rawSarama(addrs, name, *messages)
 			} else {
 				stop := startProfile(*cpuProfile, *profileRate, r)
-				el, err = engine(addrs, name, *messages)
+				el, first, err = engine(addrs, name, *messages)
 				stop()
 				if *memProfile != "" && r == 0 {
 					f, ferr := os.Create(*memProfile)
@@ -96,13 +96,18 @@ func main() {
 			}
 			must(err)
 			rate := float64(*messages) / el.Seconds()
+			reading := float64(*messages-1) / (el - first).Seconds()
 			results[reader] = append(results[reader], rate)
-			fmt.Printf("round %d %-8s %8.0f msg/s (%v, cpu %v = %.2f µs/msg)\n", r+1, reader, rate, el.Round(time.Millisecond),
-				cpu.Round(time.Millisecond), float64(cpu.Nanoseconds())/float64(*messages)/1e3)
+			results[reader+" reading"] = append(results[reader+" reading"], reading)
+			fmt.Printf("round %d %-8s %8.0f msg/s (%v, cpu %v = %.2f µs/msg; first message after %v, %.0f msg/s from there)\n", r+1, reader, rate,
+				el.Round(time.Millisecond), cpu.Round(time.Millisecond), float64(cpu.Nanoseconds())/float64(*messages)/1e3,
+				first.Round(time.Millisecond), reading)
 		}
 	}
 	s, p := median(results["sarama"]), median(results["prosody"])
 	fmt.Printf("median  sarama %.0f msg/s, prosody %.0f msg/s, ratio %.2f\n", s, p, p/s)
+	s, p = median(results["sarama reading"]), median(results["prosody reading"])
+	fmt.Printf("median from the first message  sarama %.0f msg/s, prosody %.0f msg/s, ratio %.2f\n", s, p, p/s)
 }
 
 // startProfile profiles the first prosody round when path is set.
@@ -136,13 +141,15 @@ func cpuTime() (total, system time.Duration) {
 
 // rawSarama is the floor: a consumer group that marks every message and
 // does nothing else.
-func rawSarama(addrs []string, topic string, n int) (time.Duration, error) {
+//
+// It returns the time from the start to the last message and to the first.
+func rawSarama(addrs []string, topic string, n int) (el, first time.Duration, err error) {
 	cfg := saramaConfig()
 	cfg.Consumer.Offsets.Initial = sarama.OffsetOldest
 	cfg.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{sarama.NewBalanceStrategyCooperativeSticky()}
 	group, err := sarama.NewConsumerGroup(addrs, "bench-sarama-"+suffix(), cfg)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer group.Close()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -152,13 +159,10 @@ func rawSarama(addrs []string, topic string, n int) (time.Duration, error) {
 	defer printProgress(start, h.count.Load, func() int64 { return 0 })()
 	for ctx.Err() == nil {
 		if err := group.Consume(ctx, []string{topic}, h); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 	}
-	if *verbose {
-		fmt.Printf("  sarama: first message after %v\n", time.Unix(0, h.first.Load()).Sub(start).Round(time.Millisecond))
-	}
-	return h.elapsed(start), nil
+	return h.elapsed(start), time.Unix(0, h.first.Load()).Sub(start), nil
 }
 
 type countingHandler struct {
@@ -191,19 +195,20 @@ func (h *countingHandler) elapsed(start time.Time) time.Duration {
 }
 
 // engine runs the Prosody consumer with the pipeline-mode inner block and
-// the default configuration, and a handler that does nothing.
-func engine(addrs []string, topic string, n int) (time.Duration, error) {
+// the default configuration, and a handler that does nothing. It returns
+// the time from the start to the last message and to the first.
+func engine(addrs []string, topic string, n int) (el, first time.Duration, err error) {
 	def := config.Default()
 	if *maxUncommitted > 0 {
 		def.MaxUncommitted = *maxUncommitted
 	}
 	var count atomic.Int64
 	finished := make(chan time.Time, 1)
-	var first atomic.Int64
+	var firstAt atomic.Int64
 	h := event.HandlerFuncs{Message: func(*event.Context, *event.Message) error {
 		c := count.Add(1)
 		if c == 1 {
-			first.Store(time.Now().UnixNano())
+			firstAt.Store(time.Now().UnixNano())
 		}
 		if c == int64(n) {
 			finished <- time.Now()
@@ -220,17 +225,16 @@ func engine(addrs []string, topic string, n int) (time.Duration, error) {
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	}, invoke)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer printProgress(start, count.Load, c.Stats().Pauses)()
 	end := <-finished
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if *verbose {
-		fmt.Printf("  engine: first message after %v, pauses %d, offloads %d, handovers %d\n", time.Unix(0, first.Load()).Sub(start).Round(time.Millisecond),
-			c.Stats().Pauses(), c.Stats().Offloads(), c.Stats().Handovers())
+		fmt.Printf("  engine: pauses %d, offloads %d, handovers %d\n", c.Stats().Pauses(), c.Stats().Offloads(), c.Stats().Handovers())
 	}
-	return end.Sub(start), c.Stop(ctx)
+	return end.Sub(start), time.Unix(0, firstAt.Load()).Sub(start), c.Stop(ctx)
 }
 
 // printProgress prints a reader's message count every -progress interval
