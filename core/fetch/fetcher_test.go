@@ -101,6 +101,7 @@ func TestFetcher(t *testing.T) {
 		{"the oldest offset is resolved and records arrive in order", testFetchFromOldest},
 		{"an offset out of range moves to the log's start", testFetchOutOfRange},
 		{"a moved leader is found again", testFetchLeaderMoved},
+		{"a broker that goes away: its partitions move to the new leader", testFetchBrokerGone},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, tc.run)
@@ -167,4 +168,25 @@ func testFetchLeaderMoved(t *testing.T) {
 	s := newTestFetcher(t, b1).Subscribe(topic, 0, 0, 100)
 	defer s.Close()
 	expect(t, read(t, s, 4), 0, 1, 2, 3)
+}
+
+func testFetchBrokerGone(t *testing.T) {
+	b1 := sarama.NewMockBroker(t, 1)
+	b2 := sarama.NewMockBroker(t, 2)
+	t.Cleanup(b2.Close)
+	b1.SetLatency(time.Millisecond)
+	b2.SetLatency(time.Millisecond)
+	b1.SetHandlerByMap(map[string]sarama.MockResponse{
+		"MetadataRequest": metadata(t, b1, b1, b2),
+		"FetchRequest":    sarama.NewMockSequence(fetchResponse(sarama.ErrNoError, 0, 1), fetchResponse(sarama.ErrNoError)),
+	})
+	b2.SetHandlerByMap(map[string]sarama.MockResponse{
+		"MetadataRequest": metadata(t, b2, b2),
+		"FetchRequest":    sarama.NewMockSequence(fetchResponse(sarama.ErrNoError, 2, 3), fetchResponse(sarama.ErrNoError)),
+	})
+	s := newTestFetcher(t, b1).Subscribe(topic, 0, 0, 100)
+	defer s.Close()
+	expect(t, read(t, s, 2), 0, 1)
+	b1.Close()
+	expect(t, read(t, s, 2), 2, 3)
 }
