@@ -80,8 +80,7 @@ type Consumer struct {
 	log        *slog.Logger
 	eventTypes filter.EventTypes
 	group      sarama.ConsumerGroup
-	client     sarama.Client // the fetcher's, apart from the group's
-	fetcher    *fetch.Fetcher
+	fetcher    *fetch.Fetcher // with a client of its own, apart from the group's
 	exec       *executor
 	rescue     *rescuer
 	slowRun    time.Duration // see intake.go; a field so tests can change it
@@ -139,7 +138,6 @@ func Start(opts Options, invoke middleware.Invoker) (*Consumer, error) {
 		log:        log,
 		eventTypes: filter.NewEventTypes(opts.AllowedEvents),
 		group:      group,
-		client:     client,
 		fetcher:    fetch.New(client, fetch.Options{MaxWait: opts.PollInterval, Logger: log}),
 		exec:       newExecutor(),
 		rescue:     newRescuer(),
@@ -201,9 +199,8 @@ func (c *Consumer) Stop(ctx context.Context) error {
 		}
 		// Every claim has ended (its stream closed) once the group is
 		// closed.
-		c.fetcher.Close()
-		if cerr := c.client.Close(); cerr != nil && !errors.Is(cerr, sarama.ErrClosedClient) {
-			err = errors.Join(err, fmt.Errorf("closing the fetch client: %w", cerr))
+		if cerr := c.fetcher.Close(); cerr != nil {
+			err = errors.Join(err, cerr)
 		}
 	})
 	return err

@@ -80,6 +80,7 @@ func (b *brokerLoop) run() {
 		resp, err := b.broker.Fetch(req)
 		select {
 		case <-b.f.done:
+			// Close closes the client, which fails the fetch under way.
 			return
 		default:
 		}

@@ -14,6 +14,7 @@
 package fetch
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -73,7 +74,7 @@ type Fetcher struct {
 }
 
 // New makes a fetcher on client, which it uses for metadata, offsets and
-// fetches; the caller closes the client after Close.
+// fetches, and which Close closes.
 func New(client sarama.Client, opts Options) *Fetcher {
 	opts.defaults()
 	return &Fetcher{client: client, opts: opts, log: opts.Logger,
@@ -91,18 +92,27 @@ func (f *Fetcher) Subscribe(topic string, partition int32, offset int64, limit i
 	return s
 }
 
-// Close stops every fetch loop and waits for them. Streams get nothing
+// Close stops every fetch loop and closes the client. Streams get nothing
 // more.
-func (f *Fetcher) Close() {
+//
+// The client is closed before the wait: it ends the fetches under way and
+// the lookups of partitions waiting for a leader, which could otherwise
+// hold Close for a dial timeout while a broker is unreachable.
+func (f *Fetcher) Close() error {
 	f.mu.Lock()
 	if f.closed {
 		f.mu.Unlock()
-		return
+		return nil
 	}
 	f.closed = true
 	close(f.done)
 	f.mu.Unlock()
+	err := f.client.Close()
 	f.wg.Wait()
+	if err != nil && !errors.Is(err, sarama.ErrClosedClient) {
+		return fmt.Errorf("closing the fetch client: %w", err)
+	}
+	return nil
 }
 
 // wake tells every fetch loop that a stream may have room again.

@@ -54,8 +54,9 @@ func newTestFetcher(t *testing.T, seed *sarama.MockBroker) *Fetcher {
 	f := New(client, Options{MaxWait: 10 * time.Millisecond, RetryBackoff: 10 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	t.Cleanup(func() {
-		f.Close()
-		client.Close()
+		if err := f.Close(); err != nil {
+			t.Error(err)
+		}
 	})
 	return f
 }
