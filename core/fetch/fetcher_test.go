@@ -45,6 +45,16 @@ func fetchResponse(kerr sarama.KError, offsets ...int64) *sarama.FetchResponse {
 	return r
 }
 
+// mockBroker starts a mock broker that answers after a millisecond (a
+// fetch loop would otherwise spin on empty answers) and stops with the
+// test, after the fetcher.
+func mockBroker(t *testing.T, id int32) *sarama.MockBroker {
+	b := sarama.NewMockBroker(t, id)
+	t.Cleanup(b.Close)
+	b.SetLatency(time.Millisecond)
+	return b
+}
+
 func newTestFetcher(t *testing.T, seed *sarama.MockBroker) *Fetcher {
 	t.Helper()
 	client, err := sarama.NewClient([]string{seed.Addr()}, testConfig())
@@ -110,9 +120,7 @@ func TestFetcher(t *testing.T) {
 }
 
 func testFetchFromOldest(t *testing.T) {
-	b := sarama.NewMockBroker(t, 1)
-	t.Cleanup(b.Close)
-	b.SetLatency(time.Millisecond)
+	b := mockBroker(t, 1)
 	b.SetHandlerByMap(map[string]sarama.MockResponse{
 		"MetadataRequest": metadata(t, b, b),
 		"OffsetRequest":   sarama.NewMockOffsetResponse(t).SetOffset(topic, 0, sarama.OffsetOldest, 5),
@@ -127,9 +135,7 @@ func testFetchFromOldest(t *testing.T) {
 }
 
 func testFetchOutOfRange(t *testing.T) {
-	b := sarama.NewMockBroker(t, 1)
-	t.Cleanup(b.Close)
-	b.SetLatency(time.Millisecond)
+	b := mockBroker(t, 1)
 	b.SetHandlerByMap(map[string]sarama.MockResponse{
 		"MetadataRequest": metadata(t, b, b),
 		"OffsetRequest": sarama.NewMockOffsetResponse(t).
@@ -146,12 +152,7 @@ func testFetchOutOfRange(t *testing.T) {
 }
 
 func testFetchLeaderMoved(t *testing.T) {
-	b1 := sarama.NewMockBroker(t, 1)
-	t.Cleanup(b1.Close)
-	b2 := sarama.NewMockBroker(t, 2)
-	t.Cleanup(b2.Close)
-	b1.SetLatency(time.Millisecond)
-	b2.SetLatency(time.Millisecond)
+	b1, b2 := mockBroker(t, 1), mockBroker(t, 2)
 	b1.SetHandlerByMap(map[string]sarama.MockResponse{
 		// The client's first metadata says broker 1 leads; once its fetch
 		// says it does not, broker 2 does.
@@ -172,11 +173,9 @@ func testFetchLeaderMoved(t *testing.T) {
 }
 
 func testFetchBrokerGone(t *testing.T) {
-	b1 := sarama.NewMockBroker(t, 1)
-	b2 := sarama.NewMockBroker(t, 2)
-	t.Cleanup(b2.Close)
+	b1 := sarama.NewMockBroker(t, 1) // closed by the test
 	b1.SetLatency(time.Millisecond)
-	b2.SetLatency(time.Millisecond)
+	b2 := mockBroker(t, 2)
 	b1.SetHandlerByMap(map[string]sarama.MockResponse{
 		"MetadataRequest": metadata(t, b1, b1, b2),
 		"FetchRequest":    sarama.NewMockSequence(fetchResponse(sarama.ErrNoError, 0, 1), fetchResponse(sarama.ErrNoError)),

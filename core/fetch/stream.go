@@ -79,10 +79,7 @@ func (s *Stream) Take(n int) {
 		s.batches = s.batches[1:]
 		s.head = 0
 	}
-	wake := s.full && s.queued < s.limit
-	if wake {
-		s.full = false
-	}
+	wake := s.roomAgainLocked()
 	s.mu.Unlock()
 	if wake {
 		s.fetch()
@@ -101,14 +98,21 @@ func (s *Stream) Queued() int {
 func (s *Stream) SetLimit(limit int) {
 	s.mu.Lock()
 	s.limit = max(limit, 1)
-	wake := s.full && s.queued < s.limit
-	if wake {
-		s.full = false
-	}
+	wake := s.roomAgainLocked()
 	s.mu.Unlock()
 	if wake {
 		s.fetch()
 	}
+}
+
+// roomAgainLocked reports, once, that a stream left out of fetches has
+// room again: the caller wakes the fetcher once it has unlocked s.mu.
+func (s *Stream) roomAgainLocked() bool {
+	if s.full && s.queued < s.limit {
+		s.full = false
+		return true
+	}
+	return false
 }
 
 // Pauses is how many times the fetcher left the stream out of its fetches
