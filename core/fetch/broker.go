@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"math"
 	"sync"
 
 	"github.com/IBM/sarama"
@@ -20,13 +19,15 @@ type brokerLoop struct {
 
 	mu      sync.Mutex
 	streams []*Stream
-	failed  bool // the loop ended on a broker error; place streams elsewhere
+	ended   bool // on a broker error, or retired: streams go elsewhere
 }
 
-// asked is a stream in a fetch and the offset it was fetched from.
+// asked is a stream in a fetch, the offset it was fetched from and the
+// bytes asked for.
 type asked struct {
 	s    *Stream
 	from int64
+	size int32
 }
 
 func (b *brokerLoop) signal() {
@@ -36,39 +37,61 @@ func (b *brokerLoop) signal() {
 	}
 }
 
-// add makes the loop fetch s.
-func (b *brokerLoop) add(s *Stream) {
+// add makes the loop fetch s, and reports false if the loop has ended.
+func (b *brokerLoop) add(s *Stream) bool {
 	b.mu.Lock()
-	failed := b.failed
-	if !failed {
+	ended := b.ended
+	if !ended {
 		b.streams = append(b.streams, s)
+		s.owner.Store(b)
 	}
 	b.mu.Unlock()
-	if failed {
-		b.f.place(s, b.f.opts.RetryBackoff, false)
-		return
+	if !ended {
+		b.signal()
 	}
-	b.signal()
+	return !ended
 }
 
-// remove stops fetching s here.
-func (b *brokerLoop) remove(s *Stream) {
+// remove stops fetching s here, and reports whether the loop had it. Only
+// the one that takes a stream out of a loop moves it on, so a stream is
+// never fetched by two loops.
+func (b *brokerLoop) remove(s *Stream) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for i, o := range b.streams {
 		if o == s {
 			b.streams = append(b.streams[:i], b.streams[i+1:]...)
-			return
+			return true
 		}
 	}
+	return false
 }
+
+// end stops the loop and returns the streams it had.
+func (b *brokerLoop) end() []*Stream {
+	b.mu.Lock()
+	b.ended = true
+	streams := b.streams
+	b.streams = nil
+	b.mu.Unlock()
+	b.signal()
+	return streams
+}
+
+// retire ends a loop another replaces (Fetcher.attach, under its lock)
+// and returns its streams.
+func (b *brokerLoop) retire() []*Stream { return b.end() }
 
 func (b *brokerLoop) run() {
 	defer b.f.wg.Done()
 	var ask []asked
 	for {
 		var req *sarama.FetchRequest
-		req, ask = b.request(ask[:0])
+		var ok bool
+		req, ask, ok = b.request(ask[:0])
+		if !ok {
+			return
+		}
 		if req == nil {
 			select {
 			case <-b.wakeup:
@@ -96,27 +119,30 @@ func (b *brokerLoop) run() {
 }
 
 // request builds the next fetch from the streams with room, or returns
-// nil when none has any.
-func (b *brokerLoop) request(ask []asked) (*sarama.FetchRequest, []asked) {
+// nil when none has any; ok is false once the loop has ended.
+func (b *brokerLoop) request(ask []asked) (req *sarama.FetchRequest, _ []asked, ok bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.ended {
+		return nil, ask, false
+	}
 	live := b.streams[:0]
 	for _, s := range b.streams {
 		if s.isClosed() {
 			continue
 		}
 		live = append(live, s)
-		if from, ok := s.wanted(); ok {
-			ask = append(ask, asked{s: s, from: from})
+		if from, size, ok := s.wanted(); ok {
+			ask = append(ask, asked{s: s, from: from, size: size})
 		}
 	}
 	clear(b.streams[len(live):])
 	b.streams = live
 	if len(ask) == 0 {
-		return nil, ask
+		return nil, ask, true
 	}
 	o := &b.f.opts
-	req := &sarama.FetchRequest{
+	req = &sarama.FetchRequest{
 		// Version 12 is what sarama's consumer sends to the brokers we
 		// support (Kafka 2.7 and later). Fetch sessions (KIP-227) are not
 		// used: session 0, epoch -1.
@@ -129,9 +155,9 @@ func (b *brokerLoop) request(ask []asked) (*sarama.FetchRequest, []asked) {
 		SessionEpoch: -1,
 	}
 	for _, a := range ask {
-		req.AddBlock(a.s.topic, a.s.partition, a.from, a.s.size, -1)
+		req.AddBlock(a.s.topic, a.s.partition, a.from, a.size, -1)
 	}
-	return req, ask
+	return req, ask, true
 }
 
 // deliver queues what the response holds for one stream, or moves the
@@ -151,14 +177,15 @@ func (b *brokerLoop) deliver(resp *sarama.FetchResponse, a asked) {
 			// A record larger than the fetch size, with nothing before it:
 			// ask for more next time (the broker returns at least one whole
 			// batch only for the first partition of a response).
-			s.size = int32(min(2*int64(s.size), math.MaxInt32))
+			s.fitLarger()
 		} else if len(out.records) > 0 {
-			s.size = b.f.opts.PartitionBytes
+			s.fitDefault()
 		}
 		s.Push(a.from, out.records, out.next)
 	case errors.Is(block.Err, sarama.ErrOffsetOutOfRange):
-		b.remove(s)
-		b.f.place(s, 0, true)
+		if b.remove(s) {
+			b.f.place(s, 0, true)
+		}
 	default:
 		level := slog.LevelWarn
 		if leadership(block.Err) {
@@ -166,8 +193,9 @@ func (b *brokerLoop) deliver(resp *sarama.FetchResponse, a asked) {
 		}
 		b.f.log.Log(context.Background(), level, "partition fetch failed; finding its leader again", slog.String("topic", s.topic),
 			slog.Int("partition", int(s.partition)), slog.Any("error", block.Err))
-		b.remove(s)
-		b.f.place(s, b.f.opts.RetryBackoff, false)
+		if b.remove(s) {
+			b.f.place(s, b.f.opts.RetryBackoff, false)
+		}
 	}
 }
 
@@ -176,14 +204,11 @@ func (b *brokerLoop) deliver(resp *sarama.FetchResponse, a asked) {
 func (b *brokerLoop) fail(err error) {
 	b.f.log.Warn("fetch from broker failed; finding the leaders again", slog.Int("broker", int(b.broker.ID())),
 		slog.String("addr", b.broker.Addr()), slog.Any("error", err))
+	// Closed before the loop leaves the map, so that no new loop starts on
+	// the broken connection; the client reopens it on its next use.
+	_ = b.broker.Close()
 	b.f.detach(b)
-	_ = b.broker.Close() // the client reopens it on its next use
-	b.mu.Lock()
-	b.failed = true
-	streams := b.streams
-	b.streams = nil
-	b.mu.Unlock()
-	for _, s := range streams {
+	for _, s := range b.end() {
 		b.f.place(s, b.f.opts.RetryBackoff, false)
 	}
 }

@@ -40,12 +40,15 @@ type Options struct {
 	Logger       *slog.Logger
 }
 
+// defaultPartitionBytes is sarama's Consumer.Fetch.Default.
+const defaultPartitionBytes = 1 << 20
+
 func (o *Options) defaults() {
 	if o.MaxWait <= 0 {
 		o.MaxWait = 500 * time.Millisecond
 	}
 	if o.PartitionBytes <= 0 {
-		o.PartitionBytes = 1 << 20
+		o.PartitionBytes = defaultPartitionBytes
 	}
 	if o.MaxBytes <= 0 {
 		o.MaxBytes = 100 << 20
@@ -86,8 +89,7 @@ func New(client sarama.Client, opts Options) *Fetcher {
 // about limit records. Close the stream to stop.
 func (f *Fetcher) Subscribe(topic string, partition int32, offset int64, limit int) *Stream {
 	s := NewStream(topic, partition, offset, limit)
-	s.fetch = f.wake
-	s.size = f.opts.PartitionBytes
+	s.size, s.minSize = f.opts.PartitionBytes, f.opts.PartitionBytes
 	f.place(s, 0, false)
 	return s
 }
@@ -113,15 +115,6 @@ func (f *Fetcher) Close() error {
 		return fmt.Errorf("closing the fetch client: %w", err)
 	}
 	return nil
-}
-
-// wake tells every fetch loop that a stream may have room again.
-func (f *Fetcher) wake() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, b := range f.brokers {
-		b.signal()
-	}
 }
 
 // place finds the stream's leader, after delay, and hands the stream to
@@ -175,20 +168,41 @@ func (f *Fetcher) locate(s *Stream, refresh, reset bool) error {
 	if err != nil {
 		return fmt.Errorf("finding the leader: %w", err)
 	}
+	if !f.attach(leader, s) {
+		f.place(s, f.opts.RetryBackoff, false)
+	}
+	return nil
+}
+
+// attach hands s to the fetch loop of its leader, starting one if there is
+// none. It reports false if that loop had just ended: s needs placing
+// again.
+func (f *Fetcher) attach(leader *sarama.Broker, s *Stream) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
-		return nil
+		return true
 	}
 	b := f.brokers[leader.ID()]
-	if b == nil || b.broker != leader {
+	var moved []*Stream
+	if b != nil && b.broker != leader {
+		// sarama opened a new connection to the broker (it dropped the old
+		// one after an error, or the broker moved): a loop on it takes
+		// over the old loop's streams, which would otherwise wait on a
+		// loop nothing wakes.
+		moved = b.retire()
+		b = nil
+	}
+	if b == nil {
 		b = &brokerLoop{f: f, broker: leader, wakeup: make(chan struct{}, 1)}
 		f.brokers[leader.ID()] = b
 		f.wg.Add(1)
 		go b.run()
 	}
-	b.add(s)
-	return nil
+	for _, m := range moved {
+		b.add(m) // a loop just started has not ended
+	}
+	return b.add(s)
 }
 
 // resolve turns a sentinel offset into a real one, and an offset out of
@@ -213,8 +227,13 @@ func (f *Fetcher) resolve(s *Stream, from int64) (int64, error) {
 		return 0, fmt.Errorf("finding the newest offset: %w", err)
 	}
 	to := oldest
-	if from > newest {
+	switch {
+	case from > newest:
 		to = newest
+	case from >= oldest:
+		// Back in range by now (the log grew again after a truncation):
+		// nothing to skip.
+		to = from
 	}
 	f.log.Warn("fetch offset out of range; moving to the nearest end of the log", slog.String("topic", s.topic),
 		slog.Int("partition", int(s.partition)), slog.Int64("offset", from), slog.Int64("oldest", oldest),

@@ -113,6 +113,9 @@ func TestFetcher(t *testing.T) {
 		{"an offset out of range moves to the log's start", testFetchOutOfRange},
 		{"a moved leader is found again", testFetchLeaderMoved},
 		{"a broker that goes away: its partitions move to the new leader", testFetchBrokerGone},
+		{"an offset back in range by the time it is resolved is kept", testFetchBackInRange},
+		{"batches with no records left are skipped, not fetched forever", testFetchEmptyBatches},
+		{"a new connection to a broker takes over its idle loop's partitions", testFetchNewConnection},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, tc.run)
@@ -189,4 +192,106 @@ func testFetchBrokerGone(t *testing.T) {
 	expect(t, read(t, s, 2), 0, 1)
 	b1.Close()
 	expect(t, read(t, s, 2), 2, 3)
+}
+
+// After the out-of-range answer the broker serves the records from the
+// offset asked for (a MockFetchResponse, in the legacy message format): a
+// resolved offset moved back to the log's start would read 0-2 again.
+func testFetchBackInRange(t *testing.T) {
+	b := mockBroker(t, 1)
+	log := sarama.NewMockFetchResponse(t, 2)
+	for o := int64(0); o < 5; o++ {
+		log.SetMessage(topic, 0, o, sarama.StringEncoder("v"))
+	}
+	log.SetHighWaterMark(topic, 0, 5)
+	b.SetHandlerByMap(map[string]sarama.MockResponse{
+		"MetadataRequest": metadata(t, b, b),
+		"OffsetRequest": sarama.NewMockOffsetResponse(t).
+			SetOffset(topic, 0, sarama.OffsetOldest, 0).SetOffset(topic, 0, sarama.OffsetNewest, 20),
+		"FetchRequest": sarama.NewMockSequence(
+			fetchResponse(sarama.ErrNoError, 0, 1, 2),
+			fetchResponse(sarama.ErrOffsetOutOfRange),
+			log),
+	})
+	s := newTestFetcher(t, b).Subscribe(topic, 0, 0, 100)
+	defer s.Close()
+	expect(t, read(t, s, 5), 0, 1, 2, 3, 4)
+}
+
+// Offsets 0-5 are a batch whose records compaction removed, and nothing
+// follows yet: the next fetch must start at 6.
+func testFetchEmptyBatches(t *testing.T) {
+	b := mockBroker(t, 1)
+	empty := &sarama.FetchResponse{Version: 12}
+	empty.AddRecord(topic, 0, nil, sarama.StringEncoder("v"), 0)
+	blk := empty.GetBlock(topic, 0)
+	blk.RecordsSet[0].RecordBatch.Records = nil
+	blk.RecordsSet[0].RecordBatch.LastOffsetDelta = 5
+	blk.HighWaterMarkOffset = 6
+	b.SetHandlerByMap(map[string]sarama.MockResponse{
+		"MetadataRequest": metadata(t, b, b),
+		"FetchRequest":    sarama.NewMockWrapper(empty),
+	})
+	s := newTestFetcher(t, b).Subscribe(topic, 0, 0, 100)
+	defer s.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if from, _ := s.position(); from == 6 {
+			break
+		}
+		if time.Now().After(deadline) {
+			from, _ := s.position()
+			t.Fatalf("next fetch from %d, want 6, past the empty batch", from)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if s.Queued() != 0 {
+		t.Fatalf("%d records queued from an empty batch", s.Queued())
+	}
+}
+
+// The client replaces its connection to broker 1 (as after an error that
+// made it drop the broker) while the loop on the old one is idle, its
+// stream full; a partition placed on broker 1 then starts a loop on the new
+// connection. The idle loop's partition must go on being fetched once it
+// has room (the new loop takes it over, and a stream wakes the loop that
+// has it, not the loops the fetcher knows of: before both, nothing woke
+// the old loop again).
+func testFetchNewConnection(t *testing.T) {
+	b := mockBroker(t, 1)
+	m := sarama.NewMockMetadataResponse(t).SetBroker(b.Addr(), 1).
+		SetLeader(topic, 0, 1).SetLeader(topic, 1, 1).SetController(1)
+	fr := sarama.NewMockFetchResponse(t, 2)
+	for o := int64(0); o < 100; o++ {
+		fr.SetMessage(topic, 0, o, sarama.StringEncoder("v"))
+	}
+	fr.SetHighWaterMark(topic, 0, 100)
+	b.SetHandlerByMap(map[string]sarama.MockResponse{"MetadataRequest": m, "FetchRequest": fr})
+	f := newTestFetcher(t, b)
+	s0 := f.Subscribe(topic, 0, 0, 2)
+	defer s0.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for s0.Queued() < 2 || s0.Pauses() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the stream never filled")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := f.client.RefreshBrokers([]string{b.Addr()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.client.RefreshMetadata(topic); err != nil {
+		t.Fatal(err)
+	}
+	s1 := f.Subscribe(topic, 1, 0, 2)
+	defer s1.Close()
+	deadline = time.Now().Add(5 * time.Second)
+	for s1.owner.Load() == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the new partition never reached a loop")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// Taking records makes room in s0: only a loop that has it hears.
+	expect(t, read(t, s0, 6), 0, 1, 2, 3, 4, 5)
 }

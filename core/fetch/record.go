@@ -1,6 +1,7 @@
 package fetch
 
 import (
+	"reflect"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -54,8 +55,40 @@ func records(block *sarama.FetchResponseBlock, from int64) blockRecords {
 	}
 	if len(out.records) == 0 && out.next == from {
 		out.partial = block.Partial || trailingPartial(block)
+		if next, ok := nextOffset(block); ok && !out.partial && next > from && next <= block.HighWaterMarkOffset {
+			// Only batches without records: compaction keeps a batch whose
+			// records are all gone (for its producer's state), and sarama
+			// leaves such batches out of RecordsSet. Move past them, or
+			// the partition would be fetched at this offset forever.
+			out.next = next
+		}
 	}
 	return out
+}
+
+// recordsNextOffset is the index of FetchResponseBlock's unexported
+// recordsNextOffset (*int64): the offset after the last batch sarama
+// decoded, counting those it left out for holding no record. sarama's own
+// consumer moves past such batches with it; nothing exported says where
+// they end. TestNextOffset fails if a sarama upgrade drops the field.
+var recordsNextOffset = func() []int {
+	f, ok := reflect.TypeFor[sarama.FetchResponseBlock]().FieldByName("recordsNextOffset")
+	if !ok || f.Type != reflect.TypeFor[*int64]() {
+		return nil
+	}
+	return f.Index
+}()
+
+// nextOffset reads recordsNextOffset, if the block has it.
+func nextOffset(block *sarama.FetchResponseBlock) (int64, bool) {
+	if recordsNextOffset == nil {
+		return 0, false
+	}
+	v := reflect.ValueOf(block).Elem().FieldByIndex(recordsNextOffset)
+	if v.IsNil() {
+		return 0, false
+	}
+	return v.Elem().Int(), true
 }
 
 func (out *blockRecords) batch(b *sarama.RecordBatch) {

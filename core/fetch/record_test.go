@@ -84,3 +84,15 @@ func TestRecords(t *testing.T) {
 		}
 	})
 }
+
+// The field nextOffset reads must still be there: without it, a partition
+// whose log ends in batches without records would be fetched at the same
+// offset forever (TestFetcher covers the behaviour).
+func TestNextOffset(t *testing.T) {
+	if recordsNextOffset == nil {
+		t.Fatal("sarama.FetchResponseBlock has no recordsNextOffset *int64 field any more")
+	}
+	if _, ok := nextOffset(&sarama.FetchResponseBlock{}); ok {
+		t.Fatal("a block without the field set reports an offset")
+	}
+}

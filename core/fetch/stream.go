@@ -1,6 +1,7 @@
 package fetch
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
 )
@@ -28,17 +29,31 @@ type Stream struct {
 	closed  bool
 	full    bool // left out of fetches since the last time it had room
 
+	size    int32 // bytes asked for per fetch
+	minSize int32 // what size goes back to after a large record
+
 	pauses atomic.Int64
-	fetch  func() // wakes the fetcher when the stream has room again
-	size   int32  // bytes per fetch; touched only by the loop fetching the stream
+	owner  atomic.Pointer[brokerLoop] // the loop fetching the stream, or the last one
+	fetch  func()                     // wakes the owner when the stream has room again
 }
 
 // NewStream makes a stream of a partition whose next record is at offset
 // next, fetched while fewer than limit records are queued. Records reach it
 // through Push; Fetcher.Subscribe makes streams the fetcher fills.
 func NewStream(topic string, partition int32, next int64, limit int) *Stream {
-	return &Stream{topic: topic, partition: partition, next: next, limit: max(limit, 1),
-		ready: make(chan struct{}, 1), fetch: func() {}}
+	s := &Stream{topic: topic, partition: partition, next: next, limit: max(limit, 1),
+		size: defaultPartitionBytes, minSize: defaultPartitionBytes, ready: make(chan struct{}, 1)}
+	s.fetch = s.wakeOwner
+	return s
+}
+
+// wakeOwner tells the loop fetching the stream that it has room again. A
+// stream between loops has none, or a stale one: the loop it joins next
+// looks at it anyway.
+func (s *Stream) wakeOwner() {
+	if b := s.owner.Load(); b != nil {
+		b.signal()
+	}
 }
 
 // Topic is the stream's topic.
@@ -143,22 +158,36 @@ func (s *Stream) Push(from int64, rs []Record, next int64) bool {
 	return true
 }
 
-// wanted reports whether the stream should be in the next fetch, and from
-// which offset.
-func (s *Stream) wanted() (offset int64, ok bool) {
+// wanted reports whether the stream should be in the next fetch, from
+// which offset and for how many bytes.
+func (s *Stream) wanted() (offset int64, size int32, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return 0, false
+		return 0, 0, false
 	}
 	if s.queued >= s.limit {
 		if !s.full {
 			s.full = true
 			s.pauses.Add(1)
 		}
-		return 0, false
+		return 0, 0, false
 	}
-	return s.next, true
+	return s.next, s.size, true
+}
+
+// fitLarger doubles the fetch size: the next record did not fit.
+func (s *Stream) fitLarger() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.size = int32(min(2*int64(s.size), math.MaxInt32))
+}
+
+// fitDefault returns the fetch size to its usual value.
+func (s *Stream) fitDefault() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.size = s.minSize
 }
 
 // position is the offset of the next fetch and whether the stream is
