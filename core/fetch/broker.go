@@ -22,12 +22,10 @@ type brokerLoop struct {
 	ended   bool // on a broker error, or retired: streams go elsewhere
 }
 
-// asked is a stream in a fetch, the offset it was fetched from and the
-// bytes asked for.
+// asked is a stream in a fetch and what was asked for it.
 type asked struct {
-	s    *Stream
-	from int64
-	size int32
+	s  *Stream
+	at fetchAt
 }
 
 func (b *brokerLoop) signal() {
@@ -132,8 +130,8 @@ func (b *brokerLoop) request(ask []asked) (req *sarama.FetchRequest, _ []asked, 
 			continue
 		}
 		live = append(live, s)
-		if from, size, ok := s.wanted(); ok {
-			ask = append(ask, asked{s: s, from: from, size: size})
+		if at, ok := s.wanted(); ok {
+			ask = append(ask, asked{s: s, at: at})
 		}
 	}
 	clear(b.streams[len(live):])
@@ -155,7 +153,7 @@ func (b *brokerLoop) request(ask []asked) (req *sarama.FetchRequest, _ []asked, 
 		SessionEpoch: -1,
 	}
 	for _, a := range ask {
-		req.AddBlock(a.s.topic, a.s.partition, a.from, a.size, -1)
+		req.AddBlock(a.s.topic, a.s.partition, a.at.offset, a.at.size, a.at.epoch)
 	}
 	return req, ask, true
 }
@@ -172,7 +170,7 @@ func (b *brokerLoop) deliver(resp *sarama.FetchResponse, a asked) {
 	}
 	switch {
 	case errors.Is(block.Err, sarama.ErrNoError):
-		out := records(block, a.from)
+		out := records(block, a.at.offset)
 		if out.partial {
 			// A record larger than the fetch size, with nothing before it:
 			// ask for more next time (the broker returns at least one whole
@@ -181,7 +179,7 @@ func (b *brokerLoop) deliver(resp *sarama.FetchResponse, a asked) {
 		} else if len(out.records) > 0 {
 			s.fitDefault()
 		}
-		s.Push(a.from, out.records, out.next)
+		s.Push(a.at.offset, out.records, out.next)
 	case errors.Is(block.Err, sarama.ErrOffsetOutOfRange):
 		if b.remove(s) {
 			b.f.place(s, 0, true)

@@ -164,10 +164,11 @@ func (f *Fetcher) locate(s *Stream, refresh, reset bool) error {
 		}
 		s.seek(from, to)
 	}
-	leader, err := f.client.Leader(s.topic, s.partition)
+	leader, epoch, err := f.client.LeaderAndEpoch(s.topic, s.partition)
 	if err != nil {
 		return fmt.Errorf("finding the leader: %w", err)
 	}
+	s.setEpoch(epoch)
 	if !f.attach(leader, s) {
 		f.place(s, f.opts.RetryBackoff, false)
 	}

@@ -31,6 +31,7 @@ type Stream struct {
 
 	size    int32 // bytes asked for per fetch
 	minSize int32 // what size goes back to after a large record
+	epoch   int32 // the leader's epoch when the stream was placed; -1: unknown
 
 	pauses atomic.Int64
 	owner  atomic.Pointer[brokerLoop] // the loop fetching the stream, or the last one
@@ -42,7 +43,7 @@ type Stream struct {
 // through Push; Fetcher.Subscribe makes streams the fetcher fills.
 func NewStream(topic string, partition int32, next int64, limit int) *Stream {
 	s := &Stream{topic: topic, partition: partition, next: next, limit: max(limit, 1),
-		size: defaultPartitionBytes, minSize: defaultPartitionBytes, ready: make(chan struct{}, 1)}
+		size: defaultPartitionBytes, minSize: defaultPartitionBytes, epoch: -1, ready: make(chan struct{}, 1)}
 	s.fetch = s.wakeOwner
 	return s
 }
@@ -158,22 +159,38 @@ func (s *Stream) Push(from int64, rs []Record, next int64) bool {
 	return true
 }
 
-// wanted reports whether the stream should be in the next fetch, from
-// which offset and for how many bytes.
-func (s *Stream) wanted() (offset int64, size int32, ok bool) {
+// wanted reports whether the stream should be in the next fetch, and
+// what to ask for.
+func (s *Stream) wanted() (fetchAt, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return 0, 0, false
+		return fetchAt{}, false
 	}
 	if s.queued >= s.limit {
 		if !s.full {
 			s.full = true
 			s.pauses.Add(1)
 		}
-		return 0, 0, false
+		return fetchAt{}, false
 	}
-	return s.next, s.size, true
+	return fetchAt{offset: s.next, size: s.size, epoch: s.epoch}, true
+}
+
+// fetchAt is what a fetch asks for a stream: where to start, how many
+// bytes, and the leader epoch the stream's metadata knows (the broker
+// rejects the fetch if its own is newer or older).
+type fetchAt struct {
+	offset      int64
+	size, epoch int32
+}
+
+// setEpoch records the leader epoch of the metadata that placed the
+// stream.
+func (s *Stream) setEpoch(epoch int32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.epoch = epoch
 }
 
 // fitLarger doubles the fetch size: the next record did not fit.

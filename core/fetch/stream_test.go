@@ -52,8 +52,8 @@ func testStreamOrder(t *testing.T) {
 			t.Fatalf("got %v, want %v", got, want)
 		}
 	}
-	if from, _, ok := s.wanted(); !ok || from != 10 {
-		t.Fatalf("next fetch from %d (%v), want 10", from, ok)
+	if at, ok := s.wanted(); !ok || at.offset != 10 {
+		t.Fatalf("next fetch from %d (%v), want 10", at.offset, ok)
 	}
 	select {
 	case <-s.Ready():
@@ -67,10 +67,10 @@ func testStreamLimit(t *testing.T) {
 	woken := 0
 	s.fetch = func() { woken++ }
 	s.Push(0, recs(0, 12), 12)
-	if _, _, ok := s.wanted(); ok {
+	if _, ok := s.wanted(); ok {
 		t.Fatal("a stream holding more than its limit is still fetched")
 	}
-	if _, _, ok := s.wanted(); ok || s.Pauses() != 1 {
+	if _, ok := s.wanted(); ok || s.Pauses() != 1 {
 		t.Fatalf("pauses %d after being left out twice in a row, want 1", s.Pauses())
 	}
 	s.Take(2) // 10 left: still at the limit
@@ -81,8 +81,8 @@ func testStreamLimit(t *testing.T) {
 	if woken != 1 {
 		t.Fatalf("woke the fetcher %d times once it had room, want 1", woken)
 	}
-	if from, _, ok := s.wanted(); !ok || from != 12 {
-		t.Fatalf("next fetch from %d (%v), want 12", from, ok)
+	if at, ok := s.wanted(); !ok || at.offset != 12 {
+		t.Fatalf("next fetch from %d (%v), want 12", at.offset, ok)
 	}
 	s.Push(12, recs(12, 20), 32)
 	s.wanted()
@@ -121,7 +121,7 @@ func testStreamClose(t *testing.T) {
 	if s.Push(3, recs(3, 1), 4) {
 		t.Fatal("a closed stream took records")
 	}
-	if _, _, ok := s.wanted(); ok {
+	if _, ok := s.wanted(); ok {
 		t.Fatal("a closed stream is still fetched")
 	}
 }
