@@ -137,18 +137,25 @@ func testFetchFromOldest(t *testing.T) {
 	expect(t, read(t, s, 5), 5, 6, 7, 8, 9)
 }
 
-func testFetchOutOfRange(t *testing.T) {
+// outOfRangeBroker serves offsets 0-2 of partition 0, then says the next
+// offset is out of range of a log from oldest to newest, then answers with
+// then (the last answer repeating).
+func outOfRangeBroker(t *testing.T, oldest, newest int64, then ...any) *sarama.MockBroker {
 	b := mockBroker(t, 1)
 	b.SetHandlerByMap(map[string]sarama.MockResponse{
 		"MetadataRequest": metadata(t, b, b),
 		"OffsetRequest": sarama.NewMockOffsetResponse(t).
-			SetOffset(topic, 0, sarama.OffsetOldest, 10).SetOffset(topic, 0, sarama.OffsetNewest, 20),
-		"FetchRequest": sarama.NewMockSequence(
+			SetOffset(topic, 0, sarama.OffsetOldest, oldest).SetOffset(topic, 0, sarama.OffsetNewest, newest),
+		"FetchRequest": sarama.NewMockSequence(append([]any{
 			fetchResponse(sarama.ErrNoError, 0, 1, 2),
 			fetchResponse(sarama.ErrOffsetOutOfRange),
-			fetchResponse(sarama.ErrNoError, 10, 11),
-			fetchResponse(sarama.ErrNoError)),
+		}, then...)...),
 	})
+	return b
+}
+
+func testFetchOutOfRange(t *testing.T) {
+	b := outOfRangeBroker(t, 10, 20, fetchResponse(sarama.ErrNoError, 10, 11), fetchResponse(sarama.ErrNoError))
 	s := newTestFetcher(t, b).Subscribe(topic, 0, 0, 100)
 	defer s.Close()
 	expect(t, read(t, s, 5), 0, 1, 2, 10, 11)
@@ -198,21 +205,12 @@ func testFetchBrokerGone(t *testing.T) {
 // offset asked for (a MockFetchResponse, in the legacy message format): a
 // resolved offset moved back to the log's start would read 0-2 again.
 func testFetchBackInRange(t *testing.T) {
-	b := mockBroker(t, 1)
 	log := sarama.NewMockFetchResponse(t, 2)
 	for o := int64(0); o < 5; o++ {
 		log.SetMessage(topic, 0, o, sarama.StringEncoder("v"))
 	}
 	log.SetHighWaterMark(topic, 0, 5)
-	b.SetHandlerByMap(map[string]sarama.MockResponse{
-		"MetadataRequest": metadata(t, b, b),
-		"OffsetRequest": sarama.NewMockOffsetResponse(t).
-			SetOffset(topic, 0, sarama.OffsetOldest, 0).SetOffset(topic, 0, sarama.OffsetNewest, 20),
-		"FetchRequest": sarama.NewMockSequence(
-			fetchResponse(sarama.ErrNoError, 0, 1, 2),
-			fetchResponse(sarama.ErrOffsetOutOfRange),
-			log),
-	})
+	b := outOfRangeBroker(t, 0, 20, log)
 	s := newTestFetcher(t, b).Subscribe(topic, 0, 0, 100)
 	defer s.Close()
 	expect(t, read(t, s, 5), 0, 1, 2, 3, 4)
