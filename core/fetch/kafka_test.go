@@ -41,7 +41,9 @@ func TestFetchFromKafka(t *testing.T) {
 	defer admin.Close()
 
 	const n = 50
-	value := func(p, i int) []byte { return append(fmt.Appendf(nil, "%d-%d:", p, i), bytes.Repeat([]byte{'x'}, 3000)...) }
+	value := func(p, i int) []byte {
+		return append(fmt.Appendf(nil, "%d-%d:", p, i), bytes.Repeat([]byte{'x'}, 3000)...)
+	}
 	producer, err := sarama.NewSyncProducer(addrs, cfg)
 	if err != nil {
 		t.Fatal(err)
