@@ -138,7 +138,6 @@ func Start(opts Options, invoke middleware.Invoker) (*Consumer, error) {
 		log:        log,
 		eventTypes: filter.NewEventTypes(opts.AllowedEvents),
 		group:      group,
-		fetcher:    fetch.New(client, fetch.Options{MaxWait: opts.PollInterval, Logger: log}),
 		exec:       newExecutor(),
 		rescue:     newRescuer(),
 		slowRun:    slowRun,
@@ -146,6 +145,7 @@ func Start(opts Options, invoke middleware.Invoker) (*Consumer, error) {
 		stop:       cancel,
 		done:       make(chan struct{}),
 	}
+	c.fetcher = fetch.New(client, fetch.Options{MaxWait: opts.PollInterval, Pauses: &c.stats.pauses, Logger: log})
 	go c.logErrors()
 	go c.consume(ctx)
 	return c, nil

@@ -12,9 +12,10 @@ import (
 	"github.com/prosody-events/prosody-go/core/payload"
 )
 
-// decode fills msg, which must be zero, from a record of the partition. A record that
-// cannot be handled gets a non-zero reason and an error saying why; the
-// caller logs it and commits it as skipped, so it is never lost silently.
+// decode fills msg, which must be zero, from a record of the partition. A
+// record that cannot be handled gets a non-zero reason and an error saying
+// why; the caller logs it and commits it as skipped, so it is never lost
+// silently.
 //
 // The key and id strings share the record's bytes rather than copying them,
 // as Payload does: each fetch is decoded into fresh buffers and never

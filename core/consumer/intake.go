@@ -62,15 +62,13 @@ type intake struct {
 
 	holdLimit int
 	rate      holdRate
-	pauses    int64 // the stream's pauses already counted in the consumer's stats
-	unread    int   // fetched records left in the stream when the claim ended
+	unread    int // fetched records left in the stream when the claim ended
 
 	done chan struct{} // closed by the driver that sees the claim end
 }
 
 func newIntake(stream *fetch.Stream, claim <-chan *sarama.ConsumerMessage, interval time.Duration, holdLimit int,
 	mark func(int64)) *intake {
-	stream.SetLimit(holdLimit)
 	return &intake{
 		stream: stream, claim: claim, mark: mark,
 		tick: time.NewTicker(interval), interval: interval, holdLimit: holdLimit,
@@ -94,17 +92,10 @@ func (in *intake) admitQueued(p *partition) bool {
 // end is the last thing a driver does when the claim ends: nothing more is
 // fetched for it, and what was fetched but not admitted is the next
 // owner's to read again.
-func (in *intake) end(c *Consumer) {
+func (in *intake) end() {
 	in.unread = in.stream.Queued()
 	in.stream.Close()
-	in.countPauses(c)
 	close(in.done)
-}
-
-func (in *intake) countPauses(c *Consumer) {
-	n := in.stream.Pauses()
-	c.stats.pauses.Add(n - in.pauses)
-	in.pauses = n
 }
 
 // startIntake makes in the partition's intake and starts its first driver.
@@ -120,7 +111,7 @@ func (p *partition) startIntake(in *intake) {
 //
 // The stream is the partition's backlog: what the tracker has no room for
 // stays queued there, and the fetcher stops fetching the partition while
-// the stream holds its limit (see holdRate.marks), which bounds memory to
+// the stream holds its limit (see holdRate.limit), which bounds memory to
 // that plus one fetch response. A fetched record is never dropped while
 // the partition is owned.
 //
@@ -142,12 +133,11 @@ func (p *partition) drive(gen uint64) {
 		case <-p.room:
 		case _, ok := <-in.claim:
 			if !ok {
-				in.end(p.c)
+				in.end()
 				return
 			}
 		case now := <-in.tick.C:
 			in.stream.SetLimit(in.rate.limit(now, in.holdLimit, in.interval))
-			in.countPauses(p.c)
 			if o, ok := p.commitOffset(); ok {
 				in.mark(o)
 			}

@@ -51,23 +51,15 @@ func endClaim(p *partition, records chan<- fetch.Record, in *intake) {
 }
 
 func TestIntake(t *testing.T) {
-	tests := []struct {
-		name string
-		run  func(t *testing.T)
-	}{
-		{"quick runs stay on the driver", testQuickRunsStayInline},
-		{"a stuck run hands the intake on", testStuckRunHandsOver},
-		{"a claim ending while a rescued run goes on ends once", testClaimEndsDuringRescuedRun},
-		{"slow runs offload to the executor", testSlowRunsOffload},
-		{"runs are numbered across calls", testRunsNumberedAcrossCalls},
-		{"a key's next events go to the executor while offloading", testKeyChainOffloads},
-		{"Blocking on the driver hands the intake on at once", testBlockingHandsOver},
-		{"a full tracker leaves records queued in the stream", testFullTrackerQueues},
-		{"a driver leases one permit, not held over a backoff", testDriverLease},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, tc.run)
-	}
+	t.Run("quick runs stay on the driver", testQuickRunsStayInline)
+	t.Run("a stuck run hands the intake on", testStuckRunHandsOver)
+	t.Run("a claim ending while a rescued run goes on ends once", testClaimEndsDuringRescuedRun)
+	t.Run("slow runs offload to the executor", testSlowRunsOffload)
+	t.Run("runs are numbered across calls", testRunsNumberedAcrossCalls)
+	t.Run("a key's next events go to the executor while offloading", testKeyChainOffloads)
+	t.Run("Blocking on the driver hands the intake on at once", testBlockingHandsOver)
+	t.Run("a full tracker leaves records queued in the stream", testFullTrackerQueues)
+	t.Run("a driver leases one permit, not held over a backoff", testDriverLease)
 }
 
 // Runs quicker than the consumer's slowRun run on the driver: nothing

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"sync"
 
 	"github.com/IBM/sarama"
@@ -19,7 +20,7 @@ type brokerLoop struct {
 
 	mu      sync.Mutex
 	streams []*Stream
-	ended   bool // on a broker error, or retired: streams go elsewhere
+	ended   bool // after a broker error, or replaced (Fetcher.attach)
 }
 
 // asked is a stream in a fetch and what was asked for it.
@@ -35,19 +36,16 @@ func (b *brokerLoop) signal() {
 	}
 }
 
-// add makes the loop fetch s, and reports false if the loop has ended.
-func (b *brokerLoop) add(s *Stream) bool {
+// add makes the loop fetch s. Only Fetcher.attach calls it, under the
+// fetcher's lock, on a loop in the fetcher's map, which has not ended: a
+// loop leaves the map before it ends (fail), or in the same critical
+// section (attach replacing it).
+func (b *brokerLoop) add(s *Stream) {
 	b.mu.Lock()
-	ended := b.ended
-	if !ended {
-		b.streams = append(b.streams, s)
-		s.owner.Store(b)
-	}
+	b.streams = append(b.streams, s)
+	s.owner.Store(b)
 	b.mu.Unlock()
-	if !ended {
-		b.signal()
-	}
-	return !ended
+	b.signal()
 }
 
 // remove stops fetching s here, and reports whether the loop had it. Only
@@ -65,7 +63,9 @@ func (b *brokerLoop) remove(s *Stream) bool {
 	return false
 }
 
-// end stops the loop and returns the streams it had.
+// end stops the loop and returns the streams it had: after a broker error
+// (fail), or when a loop on a new connection to the broker replaces it
+// (Fetcher.attach).
 func (b *brokerLoop) end() []*Stream {
 	b.mu.Lock()
 	b.ended = true
@@ -75,10 +75,6 @@ func (b *brokerLoop) end() []*Stream {
 	b.signal()
 	return streams
 }
-
-// retire ends a loop another replaces (Fetcher.attach, under its lock)
-// and returns its streams.
-func (b *brokerLoop) retire() []*Stream { return b.end() }
 
 func (b *brokerLoop) run() {
 	defer b.f.wg.Done()
@@ -126,11 +122,12 @@ func (b *brokerLoop) request(ask []asked) (req *sarama.FetchRequest, _ []asked, 
 	}
 	live := b.streams[:0]
 	for _, s := range b.streams {
-		if s.isClosed() {
+		at, ok, closed := s.wanted()
+		if closed {
 			continue
 		}
 		live = append(live, s)
-		if at, ok := s.wanted(); ok {
+		if ok {
 			ask = append(ask, asked{s: s, at: at})
 		}
 	}
@@ -147,7 +144,7 @@ func (b *brokerLoop) request(ask []asked) (req *sarama.FetchRequest, _ []asked, 
 		Version:      12,
 		MinBytes:     1,
 		MaxWaitTime:  int32(o.MaxWait.Milliseconds()),
-		MaxBytes:     o.MaxBytes,
+		MaxBytes:     maxResponseBytes,
 		Isolation:    sarama.ReadUncommitted,
 		SessionID:    0,
 		SessionEpoch: -1,
@@ -173,11 +170,11 @@ func (b *brokerLoop) deliver(resp *sarama.FetchResponse, a asked) {
 		out := records(block, a.at.offset)
 		if out.partial {
 			// A record larger than the fetch size, with nothing before it:
-			// ask for more next time (the broker returns at least one whole
-			// batch only for the first partition of a response).
-			s.fitLarger()
-		} else if len(out.records) > 0 {
-			s.fitDefault()
+			// ask for more next time (brokers before Kafka 4 cut a batch
+			// short for all but the first partition of a response).
+			s.setSize(int32(min(2*int64(a.at.size), math.MaxInt32)))
+		} else if len(out.records) > 0 && a.at.size != b.f.opts.PartitionBytes {
+			s.setSize(b.f.opts.PartitionBytes)
 		}
 		s.Push(a.at.offset, out.records, out.next)
 	case errors.Is(block.Err, sarama.ErrOffsetOutOfRange):

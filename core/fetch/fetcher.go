@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -32,16 +33,21 @@ type Options struct {
 	// larger than that is fetched by doubling the size for its partition
 	// until it fits.
 	PartitionBytes int32
-	// MaxBytes bounds a whole fetch response.
-	MaxBytes int32
 	// RetryBackoff is the wait before a partition is fetched again after
 	// an error (a broker down, a leader moved).
 	RetryBackoff time.Duration
-	Logger       *slog.Logger
+	// Pauses, if set, counts the times any stream was left out of fetches
+	// because it held its limit.
+	Pauses *atomic.Int64
+	Logger *slog.Logger
 }
 
-// defaultPartitionBytes is sarama's Consumer.Fetch.Default.
-const defaultPartitionBytes = 1 << 20
+// defaultPartitionBytes is sarama's Consumer.Fetch.Default, and
+// maxResponseBytes its Consumer.Fetch.MaxBytes.
+const (
+	defaultPartitionBytes = 1 << 20
+	maxResponseBytes      = 100 << 20
+)
 
 func (o *Options) defaults() {
 	if o.MaxWait <= 0 {
@@ -49,9 +55,6 @@ func (o *Options) defaults() {
 	}
 	if o.PartitionBytes <= 0 {
 		o.PartitionBytes = defaultPartitionBytes
-	}
-	if o.MaxBytes <= 0 {
-		o.MaxBytes = 100 << 20
 	}
 	if o.RetryBackoff <= 0 {
 		o.RetryBackoff = 2 * time.Second
@@ -89,7 +92,10 @@ func New(client sarama.Client, opts Options) *Fetcher {
 // about limit records. Close the stream to stop.
 func (f *Fetcher) Subscribe(topic string, partition int32, offset int64, limit int) *Stream {
 	s := NewStream(topic, partition, offset, limit)
-	s.size, s.minSize = f.opts.PartitionBytes, f.opts.PartitionBytes
+	s.size = f.opts.PartitionBytes
+	if f.opts.Pauses != nil {
+		s.pauses = f.opts.Pauses
+	}
 	f.place(s, 0, false)
 	return s
 }
@@ -130,15 +136,14 @@ func (f *Fetcher) place(s *Stream, delay time.Duration, reset bool) {
 	go func() {
 		defer f.wg.Done()
 		for attempt := 0; ; attempt++ {
-			if attempt > 0 || delay > 0 {
-				if !f.sleep(max(delay, f.opts.RetryBackoff)) {
-					return
-				}
+			retry := attempt > 0 || delay > 0
+			if retry && !f.sleep(max(delay, f.opts.RetryBackoff)) {
+				return
 			}
 			if s.isClosed() {
 				return
 			}
-			if err := f.locate(s, attempt > 0 || delay > 0, reset); err != nil {
+			if err := f.locate(s, retry, reset); err != nil {
 				f.log.Warn("cannot fetch partition yet; retrying", slog.String("topic", s.topic),
 					slog.Int("partition", int(s.partition)), slog.Any("error", err))
 				continue
@@ -149,14 +154,15 @@ func (f *Fetcher) place(s *Stream, delay time.Duration, reset bool) {
 }
 
 // locate resolves the stream's offset if it has to, finds its leader and
-// attaches it to the leader's fetch loop.
+// attaches it to the leader's fetch loop; refresh first refreshes the
+// topic's metadata.
 func (f *Fetcher) locate(s *Stream, refresh, reset bool) error {
 	if refresh {
 		if err := f.client.RefreshMetadata(s.topic); err != nil {
 			return fmt.Errorf("refreshing metadata: %w", err)
 		}
 	}
-	from, _ := s.position()
+	from := s.position()
 	if from < 0 || reset {
 		to, err := f.resolve(s, from)
 		if err != nil {
@@ -169,20 +175,17 @@ func (f *Fetcher) locate(s *Stream, refresh, reset bool) error {
 		return fmt.Errorf("finding the leader: %w", err)
 	}
 	s.setEpoch(epoch)
-	if !f.attach(leader, s) {
-		f.place(s, f.opts.RetryBackoff, false)
-	}
+	f.attach(leader, s)
 	return nil
 }
 
 // attach hands s to the fetch loop of its leader, starting one if there is
-// none. It reports false if that loop had just ended: s needs placing
-// again.
-func (f *Fetcher) attach(leader *sarama.Broker, s *Stream) bool {
+// none.
+func (f *Fetcher) attach(leader *sarama.Broker, s *Stream) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
-		return true
+		return
 	}
 	b := f.brokers[leader.ID()]
 	var moved []*Stream
@@ -191,7 +194,7 @@ func (f *Fetcher) attach(leader *sarama.Broker, s *Stream) bool {
 		// one after an error, or the broker moved): a loop on it takes
 		// over the old loop's streams, which would otherwise wait on a
 		// loop nothing wakes.
-		moved = b.retire()
+		moved = b.end()
 		b = nil
 	}
 	if b == nil {
@@ -201,9 +204,9 @@ func (f *Fetcher) attach(leader *sarama.Broker, s *Stream) bool {
 		go b.run()
 	}
 	for _, m := range moved {
-		b.add(m) // a loop just started has not ended
+		b.add(m)
 	}
-	return b.add(s)
+	b.add(s)
 }
 
 // resolve turns a sentinel offset into a real one, and an offset out of

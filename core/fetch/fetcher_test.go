@@ -105,21 +105,13 @@ func expect(t *testing.T, got []int64, want ...int64) {
 }
 
 func TestFetcher(t *testing.T) {
-	tests := []struct {
-		name string
-		run  func(t *testing.T)
-	}{
-		{"the oldest offset is resolved and records arrive in order", testFetchFromOldest},
-		{"an offset out of range moves to the log's start", testFetchOutOfRange},
-		{"a moved leader is found again", testFetchLeaderMoved},
-		{"a broker that goes away: its partitions move to the new leader", testFetchBrokerGone},
-		{"an offset back in range by the time it is resolved is kept", testFetchBackInRange},
-		{"batches with no records left are skipped, not fetched forever", testFetchEmptyBatches},
-		{"a new connection to a broker takes over its idle loop's partitions", testFetchNewConnection},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, tc.run)
-	}
+	t.Run("the oldest offset is resolved and records arrive in order", testFetchFromOldest)
+	t.Run("an offset out of range moves to the log's start", testFetchOutOfRange)
+	t.Run("a moved leader is found again", testFetchLeaderMoved)
+	t.Run("a broker that goes away: its partitions move to the new leader", testFetchBrokerGone)
+	t.Run("an offset back in range by the time it is resolved is kept", testFetchBackInRange)
+	t.Run("batches with no records left are skipped, not fetched forever", testFetchEmptyBatches)
+	t.Run("a new connection to a broker takes over its idle loop's partitions", testFetchNewConnection)
 }
 
 func testFetchFromOldest(t *testing.T) {
@@ -234,12 +226,11 @@ func testFetchEmptyBatches(t *testing.T) {
 	defer s.Close()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		if from, _ := s.position(); from == 6 {
+		if s.position() == 6 {
 			break
 		}
 		if time.Now().After(deadline) {
-			from, _ := s.position()
-			t.Fatalf("next fetch from %d, want 6, past the empty batch", from)
+			t.Fatalf("next fetch from %d, want 6, past the empty batch", s.position())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

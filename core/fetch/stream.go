@@ -1,7 +1,6 @@
 package fetch
 
 import (
-	"math"
 	"sync"
 	"sync/atomic"
 )
@@ -29,23 +28,19 @@ type Stream struct {
 	closed  bool
 	full    bool // left out of fetches since the last time it had room
 
-	size    int32 // bytes asked for per fetch
-	minSize int32 // what size goes back to after a large record
-	epoch   int32 // the leader's epoch when the stream was placed; -1: unknown
+	size  int32 // bytes asked for per fetch
+	epoch int32 // the leader's epoch when the stream was placed; -1: unknown
 
-	pauses atomic.Int64
+	pauses *atomic.Int64              // its own, or its fetcher's (Options.Pauses)
 	owner  atomic.Pointer[brokerLoop] // the loop fetching the stream, or the last one
-	fetch  func()                     // wakes the owner when the stream has room again
 }
 
 // NewStream makes a stream of a partition whose next record is at offset
 // next, fetched while fewer than limit records are queued. Records reach it
 // through Push; Fetcher.Subscribe makes streams the fetcher fills.
 func NewStream(topic string, partition int32, next int64, limit int) *Stream {
-	s := &Stream{topic: topic, partition: partition, next: next, limit: max(limit, 1),
-		size: defaultPartitionBytes, minSize: defaultPartitionBytes, epoch: -1, ready: make(chan struct{}, 1)}
-	s.fetch = s.wakeOwner
-	return s
+	return &Stream{topic: topic, partition: partition, next: next, limit: max(limit, 1),
+		size: defaultPartitionBytes, epoch: -1, pauses: new(atomic.Int64), ready: make(chan struct{}, 1)}
 }
 
 // wakeOwner tells the loop fetching the stream that it has room again. A
@@ -56,12 +51,6 @@ func (s *Stream) wakeOwner() {
 		b.signal()
 	}
 }
-
-// Topic is the stream's topic.
-func (s *Stream) Topic() string { return s.topic }
-
-// Partition is the stream's partition.
-func (s *Stream) Partition() int32 { return s.partition }
 
 // Ready is signalled when records are added. A signal may be stale: Peek
 // tells what is there.
@@ -98,7 +87,7 @@ func (s *Stream) Take(n int) {
 	wake := s.roomAgainLocked()
 	s.mu.Unlock()
 	if wake {
-		s.fetch()
+		s.wakeOwner()
 	}
 }
 
@@ -117,7 +106,7 @@ func (s *Stream) SetLimit(limit int) {
 	wake := s.roomAgainLocked()
 	s.mu.Unlock()
 	if wake {
-		s.fetch()
+		s.wakeOwner()
 	}
 }
 
@@ -131,7 +120,8 @@ func (s *Stream) roomAgainLocked() bool {
 	return false
 }
 
-// Pauses is how many times the fetcher left the stream out of its fetches
+// Pauses is how many times the fetcher left the stream (and, for a stream
+// of a fetcher with Options.Pauses, its other streams) out of its fetches
 // because it held limit records.
 func (s *Stream) Pauses() int64 { return s.pauses.Load() }
 
@@ -160,21 +150,21 @@ func (s *Stream) Push(from int64, rs []Record, next int64) bool {
 }
 
 // wanted reports whether the stream should be in the next fetch, and
-// what to ask for.
-func (s *Stream) wanted() (fetchAt, bool) {
+// what to ask for; closed says it never will be again.
+func (s *Stream) wanted() (at fetchAt, ok, closed bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return fetchAt{}, false
+		return fetchAt{}, false, true
 	}
 	if s.queued >= s.limit {
 		if !s.full {
 			s.full = true
 			s.pauses.Add(1)
 		}
-		return fetchAt{}, false
+		return fetchAt{}, false, false
 	}
-	return fetchAt{offset: s.next, size: s.size, epoch: s.epoch}, true
+	return fetchAt{offset: s.next, size: s.size, epoch: s.epoch}, true, false
 }
 
 // fetchAt is what a fetch asks for a stream: where to start, how many
@@ -193,26 +183,18 @@ func (s *Stream) setEpoch(epoch int32) {
 	s.epoch = epoch
 }
 
-// fitLarger doubles the fetch size: the next record did not fit.
-func (s *Stream) fitLarger() {
+// setSize sets the bytes the next fetches ask for.
+func (s *Stream) setSize(size int32) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.size = int32(min(2*int64(s.size), math.MaxInt32))
+	s.size = size
 }
 
-// fitDefault returns the fetch size to its usual value.
-func (s *Stream) fitDefault() {
+// position is the offset of the next fetch.
+func (s *Stream) position() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.size = s.minSize
-}
-
-// position is the offset of the next fetch and whether the stream is
-// closed.
-func (s *Stream) position() (int64, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.next, s.closed
+	return s.next
 }
 
 // seek moves the next fetch to offset, if the stream is still at from.
@@ -240,5 +222,5 @@ func (s *Stream) Close() {
 	s.closed = true
 	s.batches, s.head, s.queued = nil, 0, 0
 	s.mu.Unlock()
-	s.fetch()
+	s.wakeOwner()
 }
