@@ -31,7 +31,8 @@ func TestNoticeNeverPrecedesItsEvent(t *testing.T) {
 	d.start(held, make(doneChan, 1))
 	testPoll(d)
 	for round := 0; round < 100; round++ {
-		ctx := event.NewContext(context.Background(), "key")
+		parent, cancel := context.WithCancelCause(context.Background())
+		ctx := event.NewContext(parent, "key")
 		ev := testEvent(d, ctx)
 		// Another push or a poll holds the lock while the event starts and
 		// its context is cancelled, for longer than a watch tick.
@@ -42,7 +43,7 @@ func TestNoticeNeverPrecedesItsEvent(t *testing.T) {
 			d.mu.Unlock()
 			t.Fatalf("round %d: event %#x is in the handle table, where the watch finds it, before it is queued", round, ev.id)
 		}
-		ctx.Cancel(event.ErrRevoked)
+		cancel(event.ErrRevoked)
 		// Until the watch has flagged the event (it must not, before the
 		// event is queued) or a few ticks have passed.
 		for wait := time.Now().Add(3 * noticeTick); ev.state.Load() != stateCancelNotified && time.Now().Before(wait); {
@@ -425,6 +426,13 @@ func TestReleaseCompletesAfterEarlierSubscribesAndUnsubscribes(t *testing.T) {
 	}
 }
 
+// goroutineIn reports whether a goroutine is running fn (a function name
+// as stack traces print it).
+func goroutineIn(fn string) bool {
+	buf := make([]byte, 1<<20)
+	return strings.Contains(string(buf[:runtime.Stack(buf, true)]), fn)
+}
+
 // silentBroker accepts connections and never answers, so that a subscribe
 // stays in the core's connect; stop makes the connect fail.
 func silentBroker(t *testing.T) (addr string, stop func()) {
@@ -465,7 +473,12 @@ func TestCallsDoNotWaitForASubscribeConnecting(t *testing.T) {
 		t.Fatalf("client_new: status %d", st)
 	}
 	_, first := testSubscribe(id, func() {})
-	time.Sleep(300 * time.Millisecond) // the first subscribe is connecting
+	// Until the first subscribe is in the core, connecting.
+	for deadline := time.Now().Add(10 * time.Second); !goroutineIn("core/client.(*Client).Subscribe("); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first subscribe never reached the core")
+		}
+	}
 	e, _ := clients.get(id)
 	returned := make(chan int, 1)
 	go func() {

@@ -215,15 +215,15 @@ func engine(addrs []string, topic string, n int) (el, first time.Duration, err e
 		}
 		return nil
 	}}
-	invoke, timeouts, limiter := benchkit.PipelineChain(def, h)
+	stacks, timeouts, limiter := benchkit.PipelineStacks(def, h)
 	defer timeouts.Stop()
 	start := time.Now()
 	c, err := consumer.Start(consumer.Options{
 		Brokers: addrs, GroupID: "bench-prosody-" + suffix(), Topics: []string{topic},
 		MaxUncommitted: def.MaxUncommitted, PollInterval: def.PollInterval, CommitInterval: def.CommitInterval,
-		ShutdownTimeout: def.ShutdownTimeout, StallThreshold: def.StallThreshold, Limiter: limiter,
+		ShutdownTimeout: def.ShutdownTimeout, StallThreshold: def.StallThreshold, Stacks: stacks, Limiter: limiter,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	}, invoke)
+	})
 	if err != nil {
 		return 0, 0, err
 	}

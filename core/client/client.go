@@ -172,12 +172,23 @@ func (c *Client) Subscribe(h event.Handler) error {
 	if err != nil {
 		return err
 	}
+	if c.cfg.Mode == config.ModeLowLatency && c.producer == nil {
+		// Cannot happen with a validated consumer configuration (it has a
+		// group id, the producer's source system); said plainly if it does.
+		return errors.New("mode: low-latency mode writes failures to failure_topic and needs the producer, which is not configured")
+	}
 	store, err := c.timerStoreLocked()
 	if err != nil {
 		return err
 	}
 	timeouts := middleware.NewTimeouts(c.cfg.HandlerTimeout())
-	invoke, async, limiter := c.chain(h, timeouts)
+	limiter := middleware.NewLimiter(c.cfg.MaxConcurrency)
+	stacks := middleware.ModeStacks(c.cfg, h, middleware.Services{
+		Limiter:     limiter,
+		Timeouts:    timeouts,
+		DeadLetters: deadLetters{c.producer},
+		Logger:      c.log,
+	})
 	cons, err := consumer.Start(consumer.Options{
 		Brokers:         c.cfg.BootstrapServers,
 		Mock:            c.cfg.Mock,
@@ -191,10 +202,10 @@ func (c *Client) Subscribe(h event.Handler) error {
 		StallThreshold:  c.cfg.StallThreshold,
 		Timers:          store,
 		SlabSize:        c.cfg.SlabSize,
-		Async:           async,
+		Stacks:          stacks,
 		Limiter:         limiter,
 		Logger:          c.log,
-	}, invoke)
+	})
 	if err != nil {
 		timeouts.Stop()
 		return fmt.Errorf("starting consumer: %w", err)
@@ -213,50 +224,6 @@ func (c *Client) Subscribe(h event.Handler) error {
 	c.consumer, c.timeouts = cons, timeouts
 	c.live.Store(cons)
 	return nil
-}
-
-// chain builds the middleware stack of the configured mode, outermost
-// first. Every mode ends with the same inner block: cancellation, the
-// concurrency limit, the handler timeout.
-func (c *Client) chain(h event.Handler, timeouts *middleware.Timeouts) (middleware.Invoker, *middleware.Async, *middleware.Limiter) {
-	limiter := middleware.NewLimiter(c.cfg.MaxConcurrency)
-	inner := []middleware.Middleware{
-		middleware.Cancellation(),
-		limiter.Middleware(),
-		timeouts.Middleware(),
-	}
-	policy := &middleware.RetryPolicy{Base: c.cfg.RetryBase, MaxDelay: c.cfg.MaxRetryDelay, Logger: c.log}
-	switch c.cfg.Mode {
-	case config.ModeLowLatency:
-		// A bounded number of retries; an event that still fails is logged
-		// and committed by the engine.
-		policy.MaxRetries = c.cfg.MaxRetries
-	case config.ModeBestEffort:
-		// One attempt; failures are logged and committed.
-		policy = nil
-	default:
-		// Pipeline: transient failures are retried until they succeed or
-		// the partition goes away, blocking only their key.
-		policy.MaxRetries = middleware.Unlimited
-	}
-	var layers []middleware.Middleware
-	if policy != nil {
-		layers = append(layers, middleware.Retry(*policy))
-	}
-	invoke := middleware.Chain(middleware.HandlerInvoker(h), append(layers, inner...)...)
-	ah, ok := h.(event.AsyncHandler)
-	if !ok {
-		return invoke, nil, limiter
-	}
-	// The same layers, sharing the limiter and the timeout watchdog with
-	// the synchronous chain (which still runs timers).
-	return invoke, &middleware.Async{
-		Retry: policy, Limiter: limiter, Timeouts: timeouts,
-		Prepare: func(ev event.Event) event.Prepared { return ah.PrepareMessage(ev.(*event.Message)) },
-		Start: func(ctx *event.Context, ev event.Event, prepared event.Prepared, done event.Done) {
-			ah.StartMessage(ctx, ev.(*event.Message), prepared, done)
-		},
-	}, limiter
 }
 
 // Unsubscribe stops consuming the way a revocation does (in-flight

@@ -4,9 +4,9 @@
 //
 // The data path reads in one direction: sarama claim (one per assigned
 // partition) → partition.admit (rewind filter, offset tracking, decoding,
-// loop and event-type filters) → per-key queue → middleware chain → handler
-// → partition.complete (offset finished or left for the next owner) →
-// watermark marked for sarama's periodic commit.
+// loop and event-type filters) → per-key queue → the mode's middleware
+// stack → handler → partition.complete (offset finished or left for the
+// next owner) → watermark marked for sarama's periodic commit.
 package consumer
 
 import (
@@ -24,7 +24,6 @@ import (
 	"github.com/prosody-events/prosody-go/core/fault"
 	"github.com/prosody-events/prosody-go/core/fetch"
 	"github.com/prosody-events/prosody-go/core/filter"
-	"github.com/prosody-events/prosody-go/core/middleware"
 	"github.com/prosody-events/prosody-go/core/mockbroker"
 )
 
@@ -76,7 +75,6 @@ type topicPartition struct {
 // Consumer is a running group member. Create it with Start; Stop drains it.
 type Consumer struct {
 	opts       Options
-	invoke     middleware.Invoker
 	log        *slog.Logger
 	eventTypes filter.EventTypes
 	group      sarama.ConsumerGroup
@@ -95,8 +93,9 @@ type Consumer struct {
 	done     chan struct{}
 }
 
-// Start joins the group and begins consuming; events run through invoke.
-func Start(opts Options, invoke middleware.Invoker) (*Consumer, error) {
+// Start joins the group and begins consuming; events run through
+// opts.Stacks.
+func Start(opts Options) (*Consumer, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
@@ -134,7 +133,6 @@ func Start(opts Options, invoke middleware.Invoker) (*Consumer, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Consumer{
 		opts:       opts,
-		invoke:     invoke,
 		log:        log,
 		eventTypes: filter.NewEventTypes(opts.AllowedEvents),
 		group:      group,

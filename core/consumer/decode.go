@@ -9,6 +9,7 @@ import (
 	"github.com/prosody-events/prosody-go/core/event"
 	"github.com/prosody-events/prosody-go/core/fetch"
 	"github.com/prosody-events/prosody-go/core/filter"
+	"github.com/prosody-events/prosody-go/core/middleware"
 	"github.com/prosody-events/prosody-go/core/payload"
 )
 
@@ -57,4 +58,19 @@ func (p *partition) decode(r *fetch.Record, now time.Time, msg *event.Message) (
 		msg.SourceSystem, _ = filter.SourceSystem(r.Headers)
 	}
 	return 0, nil
+}
+
+// undecodable is the record r, which decode refused for reason, as it goes
+// to the failure topic: its key and value bytes unchanged.
+func (p *partition) undecodable(r *fetch.Record, now time.Time, reason error) *middleware.Undecodable {
+	ts := r.Timestamp
+	if ts.IsZero() || ts.Unix() <= 0 {
+		ts = now
+	}
+	u := &middleware.Undecodable{Topic: p.topic, Partition: p.id, Offset: r.Offset, Timestamp: ts,
+		Key: r.Key, Value: r.Value, Reason: reason}
+	for _, h := range r.Headers {
+		u.Headers = append(u.Headers, event.Header{Key: string(h.Key), Value: h.Value})
+	}
+	return u
 }

@@ -4,6 +4,8 @@ import (
 	"runtime"
 	"sync"
 	"time"
+
+	"github.com/prosody-events/prosody-go/core/middleware"
 )
 
 // task is one key's run: an event and the partition it belongs to.
@@ -58,6 +60,9 @@ type executor struct {
 
 type worker struct {
 	wake chan struct{}
+	// run is the worker's way through the middleware stack, reused by
+	// every event it invokes.
+	run middleware.Run
 	// since is e.tick when the worker took its current run, 0 while it
 	// has none. Guarded by e.mu.
 	since uint64
@@ -170,7 +175,7 @@ func (e *executor) work(w *worker) {
 			e.wakeOneLocked()
 		}
 		e.mu.Unlock()
-		t.p.run(t.it)
+		t.p.run(t.it, &w.run)
 		e.mu.Lock()
 	}
 	e.workers--

@@ -13,14 +13,19 @@ import (
 	"github.com/prosody-events/prosody-go/core/event"
 	"github.com/prosody-events/prosody-go/core/fetch"
 	"github.com/prosody-events/prosody-go/core/filter"
+	"github.com/prosody-events/prosody-go/core/middleware"
 )
 
 // newTestPartition is a partition of a consumer that is not connected to
 // any cluster: records go in through admit, events run through invoke.
 func newTestPartition(maxUncommitted int, invoke func(*event.Context, event.Event) error) (*Consumer, *partition) {
+	return newStackPartition(maxUncommitted, middleware.NewStack(middleware.Func(invoke)))
+}
+
+// newStackPartition is newTestPartition with events running through stack.
+func newStackPartition(maxUncommitted int, stack *middleware.Stack) (*Consumer, *partition) {
 	c := &Consumer{
-		opts:       Options{GroupID: "g", MaxUncommitted: maxUncommitted},
-		invoke:     invoke,
+		opts:       Options{GroupID: "g", MaxUncommitted: maxUncommitted, Stacks: middleware.Stacks{Events: stack}},
 		log:        testLogger(),
 		eventTypes: filter.NewEventTypes(nil),
 		exec:       newExecutor(),
@@ -141,7 +146,7 @@ func TestDrainDropsQueuedRuns(t *testing.T) {
 	}
 	records, in := testIntake(p)
 	feed(records, rs)
-	time.Sleep(20 * time.Millisecond)
+	eventually(t, "handlers start", func() bool { return started.Load() > 0 })
 	close(records)
 	done := make(chan struct{})
 	go func() {
@@ -149,7 +154,13 @@ func TestDrainDropsQueuedRuns(t *testing.T) {
 		p.drain(5*time.Second, event.ErrRevoked)
 		close(done)
 	}()
-	time.Sleep(20 * time.Millisecond)
+	// Draining has begun, and every run it left in flight has started its
+	// handler (which blocks): what started now is all that may ever start.
+	eventually(t, "draining leaves only started runs", func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.draining && p.running == int(started.Load())
+	})
 	atStop := started.Load()
 	close(release)
 	<-done

@@ -185,14 +185,31 @@ func baseOptions(tg target, topic string) Options {
 	}
 }
 
-// chain is the engine's standard inner block for tests: retry transient
+// testStacks is the engine's standard stack for tests: retry transient
 // failures, refuse cancelled events, bound concurrency, then the handler.
-func chain(h event.Handler, limiter *middleware.Limiter) middleware.Invoker {
-	return middleware.Chain(middleware.HandlerInvoker(h),
-		middleware.Retry(middleware.RetryPolicy{MaxRetries: middleware.Unlimited, Base: 5 * time.Millisecond, MaxDelay: 50 * time.Millisecond}),
-		middleware.Cancellation(),
-		limiter.Middleware(),
-	)
+func testStacks(h event.Handler, limiter *middleware.Limiter) middleware.Stacks {
+	return middleware.Stacks{Events: middleware.NewStack(middleware.Handler(h, limiter),
+		middleware.NewRetry(middleware.RetryPolicy{MaxRetries: middleware.Unlimited, Base: 5 * time.Millisecond, MaxDelay: 50 * time.Millisecond}),
+		middleware.Cancellation{},
+		limiter,
+	)}
+}
+
+// withStacks returns opts running h through testStacks with limiter.
+func withStacks(opts Options, h event.Handler, limiter *middleware.Limiter) Options {
+	opts.Stacks = testStacks(h, limiter)
+	return opts
+}
+
+// hostHandler is a handler whose messages start asynchronously and finish
+// on another goroutine, the way the C ABI's do: no engine goroutine waits
+// for them.
+type hostHandler struct{ event.Handler }
+
+func (hostHandler) PrepareMessage(*event.Message) event.Prepared { return nil }
+
+func (h hostHandler) StartMessage(ctx *event.Context, m *event.Message, _ event.Prepared, done event.Done) {
+	go func() { done.Done(h.OnMessage(ctx, m)) }()
 }
 
 // startStyled starts a consumer running h through the test chain, or, when
@@ -203,18 +220,10 @@ func startStyled(t *testing.T, opts Options, h event.Handler, slots int, async b
 	t.Helper()
 	limiter := middleware.NewLimiter(slots)
 	if async {
-		timeouts := middleware.NewTimeouts(0)
-		t.Cleanup(timeouts.Stop)
-		opts.Async = &middleware.Async{
-			Retry:   &middleware.RetryPolicy{MaxRetries: middleware.Unlimited, Base: 5 * time.Millisecond, MaxDelay: 50 * time.Millisecond},
-			Limiter: limiter, Timeouts: timeouts,
-			Start: func(ctx *event.Context, ev event.Event, _ event.Prepared, done event.Done) {
-				go func() { done.Done(h.OnMessage(ctx, ev.(*event.Message))) }()
-			},
-		}
+		h = hostHandler{h}
 	}
 	opts.Limiter = limiter
-	c, err := Start(opts, chain(h, limiter))
+	c, err := Start(withStacks(opts, h, limiter))
 	if err != nil {
 		t.Fatal(err)
 	}

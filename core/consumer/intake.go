@@ -6,6 +6,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/prosody-events/prosody-go/core/fetch"
+	"github.com/prosody-events/prosody-go/core/middleware"
 )
 
 // A partition's intake and the goroutine that drives it.
@@ -165,6 +166,9 @@ func (p *partition) runReady(gen uint64) bool {
 	it := t.it
 	lease := permitLease{limiter: p.c.opts.Limiter}
 	defer lease.end()
+	// The driver's way through the middleware stack, reused by every
+	// event of the series.
+	way := new(middleware.Run)
 	// Runs are timed a group of up to timedRuns at a time: reading the
 	// clock around each one cost more than a quick run itself.
 	since, timed := monotonic(), 0
@@ -177,7 +181,7 @@ func (p *partition) runReady(gen uint64) bool {
 		// After announcing the run: either the rescuer sees it before it
 		// sleeps, or this sees the rescuer asleep and wakes it.
 		p.c.rescue.watch()
-		finished, async := p.runOne(it, p.inlineEnv, &lease)
+		finished, async := p.runOne(it, p.inlineEnv, &lease, way)
 		// Only if nothing else was announced since: after a hand-over the
 		// word belongs to the new driver.
 		p.inline.CompareAndSwap(run|1, run)

@@ -1,8 +1,7 @@
 package consumer
 
 import (
-	"github.com/prosody-events/prosody-go/core/event"
-	"github.com/prosody-events/prosody-go/core/internal/permit"
+	"github.com/prosody-events/prosody-go/core/internal/invocation"
 	"github.com/prosody-events/prosody-go/core/middleware"
 )
 
@@ -21,7 +20,7 @@ type permitLease struct {
 // lend lends the lease's permit to ctx, taking one first if needed. A nil
 // lease lends nothing, and none is lent when no permit is free (the
 // attempt then queues for one of its own).
-func (l *permitLease) lend(ctx *event.Context) {
+func (l *permitLease) lend(ctx *invocation.Context) {
 	if l == nil || l.limiter == nil {
 		return
 	}
@@ -30,13 +29,13 @@ func (l *permitLease) lend(ctx *event.Context) {
 			return
 		}
 	}
-	permit.Lend(ctx, l.limiter.ID())
+	ctx.Lend(l.limiter.ID())
 }
 
 // settle follows an invocation lend was called for: a held permit that the
 // invocation dropped is the limiter's again, and the lease is over.
-func (l *permitLease) settle(ctx *event.Context) {
-	if l != nil && l.held && permit.Lent(ctx) == 0 {
+func (l *permitLease) settle(ctx *invocation.Context) {
+	if l != nil && l.held && ctx.Lent() == 0 {
 		l.held = false
 	}
 }

@@ -37,16 +37,17 @@ type Options struct {
 	// SlabSize groups stored timers by time (slab_size); whole seconds.
 	SlabSize time.Duration
 
-	// Async, when set, starts messages (not timers) without holding a
-	// goroutine while their handler runs; see middleware.Async. The
-	// synchronous chain given to Start still runs timers.
-	Async *middleware.Async
+	// Stacks run the events: every message and timer through Events
+	// (required), undecodable records through Undecodable (nil: they are
+	// committed as skipped). An event whose handler starts asynchronously
+	// (middleware.Stack.StartsAsync) holds no goroutine while it runs.
+	Stacks middleware.Stacks
 
-	// Limiter, when set, is the chain's concurrency limiter: a driver
+	// Limiter, when set, is the stacks' concurrency limiter: a driver
 	// running quick events one after another on its own goroutine leases
 	// one of its permits for the series instead of each event taking and
 	// returning one (middleware.Limiter.Lease). Nil: every event takes
-	// its own, as the chain does anyway.
+	// its own, as the stack does anyway.
 	Limiter *middleware.Limiter
 
 	ClientID string       // defaults to the host name
@@ -55,6 +56,9 @@ type Options struct {
 
 func (o *Options) validate() error {
 	var errs []error
+	if o.Stacks.Events == nil {
+		errs = append(errs, errors.New("consumer: Options.Stacks.Events is required"))
+	}
 	if o.GroupID == "" {
 		errs = append(errs, errors.New("group_id: required to consume"))
 	}

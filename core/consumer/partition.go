@@ -12,6 +12,7 @@ import (
 	"github.com/prosody-events/prosody-go/core/fault"
 	"github.com/prosody-events/prosody-go/core/fetch"
 	"github.com/prosody-events/prosody-go/core/filter"
+	"github.com/prosody-events/prosody-go/core/internal/invocation"
 	"github.com/prosody-events/prosody-go/core/keyqueue"
 	"github.com/prosody-events/prosody-go/core/middleware"
 	"github.com/prosody-events/prosody-go/core/offsets"
@@ -20,12 +21,14 @@ import (
 	"github.com/prosody-events/prosody-go/core/timerstore"
 )
 
-// item is one event in a key's queue. Messages carry their offset; timers
-// (which have none) carry offsets.None.
+// item is one event in a key's queue: a message, an undecodable record
+// (middleware.Undecodable) or a timer. Records carry their offset; timers
+// (which have none) carry offsets.None, and their type in the store.
 type item struct {
 	ev     event.Event
 	offset int64
 	hash   uint64 // of the event's key, in the partition's key queue
+	timer  timerstore.Type
 }
 
 // partition is the state of one assigned partition: which offsets are
@@ -47,14 +50,14 @@ type partition struct {
 	// scope is the parent of every invocation's context. It is cancelled
 	// near the end of the shutdown budget when the partition is revoked or
 	// the consumer stops, so handlers see ShouldCancel.
-	scope *event.Context
+	scope *invocation.Context
 
 	room chan struct{} // signalled when the tracker stops being full
 
 	// env is what handler contexts get: the partition's timers and the
 	// blocking hint, which differs between runs on an executor worker
 	// (env) and inline runs on the driver (inlineEnv).
-	env, inlineEnv *event.Env
+	env, inlineEnv *invocation.Env
 	// timers runs the partition's durable timers; nil until its segment is
 	// open, and always nil when the consumer has no timer store.
 	timers *timers.Manager
@@ -102,8 +105,8 @@ func newPartition(c *Consumer, topic string, id int32) *partition {
 		topic:       topic,
 		id:          id,
 		log:         c.log.With(slog.String("topic", topic), slog.Int("partition", int(id))),
-		scope:       event.NewScope(),
-		env:         &event.Env{Block: c.exec.block},
+		scope:       invocation.NewScope(),
+		env:         &invocation.Env{Block: c.exec.block},
 		timersReady: c.opts.Timers == nil,
 		keys:        keyqueue.MakeKeys[item](),
 		room:        make(chan struct{}, 1),
@@ -111,12 +114,10 @@ func newPartition(c *Consumer, topic string, id int32) *partition {
 		idle:        make(chan struct{}),
 		marked:      offsets.None,
 	}
-	p.inlineEnv = &event.Env{Block: p.blockDriver}
-	if async := c.opts.Async; async != nil {
-		// Messages of this partition waiting for a concurrency slot stop
-		// waiting when it is revoked or stopped.
-		p.scope.AfterFunc(async.CancelWaiting)
-	}
+	p.inlineEnv = &invocation.Env{Block: p.blockDriver}
+	// Events of this partition waiting for a concurrency slot stop
+	// waiting when it is revoked or stopped.
+	p.scope.AfterFunc(c.opts.Stacks.Events.CancelWaiting)
 	return p
 }
 
@@ -171,9 +172,16 @@ func (p *partition) admit(rs []fetch.Record) int {
 		msg := &msgs[i]
 		if reason, err := p.decode(r, now, msg); err != nil {
 			p.c.stats.undecodable.Add(1)
-			p.log.Error("undecodable record skipped", slog.Int64("offset", r.Offset),
+			if p.c.opts.Stacks.Undecodable == nil {
+				p.log.Error("undecodable record skipped", slog.Int64("offset", r.Offset),
+					slog.String("reason", reason.String()), slog.Any("error", err))
+				skipped = append(skipped, r.Offset)
+				continue
+			}
+			p.log.Error("undecodable record; it goes to the failure topic", slog.Int64("offset", r.Offset),
 				slog.String("reason", reason.String()), slog.Any("error", err))
-			skipped = append(skipped, r.Offset)
+			u := p.undecodable(r, now, err)
+			items = append(items, item{ev: u, offset: r.Offset, hash: p.keys.Hash(u.EventKey())})
 			continue
 		}
 		if filter.IsLoop(msg.SourceSystem, msg.SourceSystem != "", p.c.opts.GroupID) {
@@ -242,12 +250,13 @@ func (p *partition) filterOut(msg *event.Message, reason filter.Reason) int64 {
 }
 
 // run handles it and then each further event of the same key, until the
-// key's queue is empty or the partition is draining. A message that starts
-// asynchronously (Options.Async) ends the run: its completion continues the
-// key (afterAsync).
-func (p *partition) run(it item) {
+// key's queue is empty or the partition is draining, on the calling
+// goroutine, whose run is r. A message that starts asynchronously
+// (middleware.Stack.StartsAsync) ends the run: its completion continues
+// the key (afterAsync).
+func (p *partition) run(it item, r *middleware.Run) {
 	for {
-		finished, async := p.runOne(it, p.env, nil)
+		finished, async := p.runOne(it, p.env, nil, r)
 		if async {
 			return
 		}
@@ -259,28 +268,23 @@ func (p *partition) run(it item) {
 	}
 }
 
-// runOne handles one event. It reports whether its offset is finished, or
-// that it started asynchronously, in which case its completion continues
-// the key (afterAsync).
-func (p *partition) runOne(it item, env *event.Env, lease *permitLease) (finished, async bool) {
+// runOne handles one event on the calling goroutine, whose run is r. It
+// reports whether its offset is finished, or that it started
+// asynchronously, in which case its completion continues the key
+// (afterAsync).
+func (p *partition) runOne(it item, env *invocation.Env, lease *permitLease, r *middleware.Run) (finished, async bool) {
+	switch it.ev.(type) {
+	case *event.Timer:
+		p.runTimer(it, env, r)
+		return false, false
+	case *middleware.Undecodable:
+		return p.complete(it, p.invoke(p.c.opts.Stacks.Undecodable, it, env, nil, r)), false
+	}
 	if p.startsAsync(it) {
-		p.startAsync(it)
+		p.startAsync(it, false)
 		return false, true
 	}
-	if id, isTimer := timerID(it); isTimer {
-		// A timer unscheduled while it waited for its key is skipped. It
-		// takes no leased permit: a kept permit would stay held through
-		// the store writes of Commit, which retry while the store is down.
-		if p.timers.Begin(id) {
-			if p.complete(it, p.invoke(it, env, nil)) {
-				p.timers.Commit(id)
-			} else {
-				p.timers.Abort(id)
-			}
-		}
-		return false, false
-	}
-	return p.complete(it, p.invoke(it, env, lease)), false
+	return p.complete(it, p.invoke(p.c.opts.Stacks.Events, it, env, lease, r)), false
 }
 
 // advance records the end of it (finishing its offset if finished) and
@@ -313,23 +317,18 @@ func (p *partition) advanceLocked(it item, finished bool) (item, bool) {
 	return next, ok
 }
 
-// startsAsync reports whether it starts through Options.Async.
-func (p *partition) startsAsync(it item) bool {
-	if p.c.opts.Async == nil {
-		return false
-	}
-	_, isMessage := it.ev.(*event.Message)
-	return isMessage
-}
+// startsAsync reports whether it starts asynchronously through the stack.
+func (p *partition) startsAsync(it item) bool { return p.c.opts.Stacks.Events.StartsAsync(it.ev) }
 
-// asyncEvent is a message in flight through Options.Async: one allocation
-// carries the engine's whole state for it.
+// asyncEvent is a message in flight through the stack's continuation
+// drive (middleware.Stack.Start): one allocation carries the engine's
+// whole state for it.
 type asyncEvent struct {
-	run middleware.AsyncRun
+	run middleware.Run
 	p   *partition
 	it  item
-	ctx *event.Context
-	inv event.Invocation // ctx's memory
+	ctx *invocation.Context
+	inv invocation.Invocation // ctx's memory
 }
 
 // Done implements event.Done: the message's final outcome.
@@ -338,24 +337,15 @@ func (a *asyncEvent) Done(err error) {
 	a.p.afterAsync(a.it, err)
 }
 
-// startAsync starts a message through Options.Async and returns at once.
-func (p *partition) startAsync(it item) {
-	a := p.newAsyncEvent(it)
-	p.c.opts.Async.Run(&a.run, a.ctx, it.ev, a)
-}
-
-// startAsyncNext starts the next message of a key whose previous message
-// just ended, ahead of messages not yet started (Async.RunNext).
-func (p *partition) startAsyncNext(it item) {
-	a := p.newAsyncEvent(it)
-	p.c.opts.Async.RunNext(&a.run, a.ctx, it.ev, a)
-}
-
-func (p *partition) newAsyncEvent(it item) *asyncEvent {
+// startAsync starts a message through the stack and returns at once. With
+// front set it continues a key whose previous message just ended: it waits
+// for a concurrency slot ahead of messages not yet started, which keeps
+// the partition's oldest offsets (and so its commits and intake) moving.
+func (p *partition) startAsync(it item, front bool) {
 	a := &asyncEvent{p: p, it: it}
 	a.ctx = a.inv.Init(p.scope, it.ev.EventKey())
-	a.ctx.SetEnv(p.env)
-	return a
+	a.ctx.SetEnv(p.env, traceOf(it.ev))
+	p.c.opts.Stacks.Events.Start(&a.run, a.ctx, it.ev, a, front)
 }
 
 // afterAsync is run's loop body for a message that finished
@@ -367,109 +357,31 @@ func (p *partition) afterAsync(it item, err error) {
 	switch {
 	case !ok:
 	case p.startsAsync(next):
-		p.startAsyncNext(next)
+		p.startAsync(next, true)
 	default:
 		p.c.exec.submit(task{p: p, it: next})
 	}
 }
 
-// timerID is the identity of a timer event in the partition's timers.
-// Handlers only ever see application timers.
-func timerID(it item) (timers.ID, bool) {
-	t, ok := it.ev.(*event.Timer)
-	if !ok {
-		return timers.ID{}, false
-	}
-	return timers.ID{Key: t.Key, Time: timerstore.TimeOf(t.Time), Type: timerstore.Application}, true
-}
-
-// fireTimer puts a due timer in its key's queue, behind the key's messages.
-// The timer manager calls it; it never blocks.
-func (p *partition) fireTimer(t timerstore.Trigger) {
-	ev := &event.Timer{Topic: p.topic, Partition: p.id, Key: t.Key, Time: t.Time.Std()}
-	it := item{ev: ev, offset: offsets.None, hash: p.keys.Hash(t.Key)}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.draining {
-		return // it stays stored; the next owner fires it
-	}
-	if p.keys.Push(it.hash, it) {
-		p.running++
-		p.c.exec.submit(task{p: p, it: it})
-	}
-}
-
-// openTimers opens the partition's timer segment, retrying every second
-// while the store fails, and starts its timer manager. Records are admitted
-// only once it has succeeded. It gives up when stop closes (the partition
-// was released first).
-func (p *partition) openTimers(stop <-chan struct{}) {
-	for attempt := 0; ; attempt++ {
-		ctx, cancel := context.WithCancel(context.Background())
-		go func() {
-			select {
-			case <-stop:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
-		seg, err := p.c.opts.Timers.Segment(ctx, p.c.opts.GroupID, p.topic, p.id, uint32(p.c.opts.SlabSize/time.Second))
-		cancel()
-		if err == nil {
-			m := timers.Start(timers.Options{
-				Segment:     seg,
-				Fire:        p.fireTimer,
-				MaxInFlight: p.c.opts.MaxUncommitted,
-				Logger:      p.log,
-			})
-			p.mu.Lock()
-			p.timers = m
-			p.env.Timers = timers.Application{M: m}
-			p.inlineEnv.Timers = p.env.Timers
-			p.timersReady = true
-			signal := p.roomLocked()
-			p.mu.Unlock()
-			if signal {
-				p.signalRoom()
-			}
-			return
-		}
-		p.log.Warn("opening the partition's timers failed; retrying", slog.Int("attempt", attempt+1), slog.Any("error", err))
-		select {
-		case <-stop:
-			return
-		case <-time.After(time.Second):
-		}
-	}
-}
-
-// stopTimers ends the timer manager once the partition has drained. Timers
-// not yet fired stay stored for the next owner.
-func (p *partition) stopTimers() {
-	p.mu.Lock()
-	m := p.timers
-	p.mu.Unlock()
-	if m != nil {
-		m.Stop()
-	}
-}
-
-// invoke runs the chain for it. A driver passes its lease (nil
-// otherwise), which lends the invocation a concurrency permit.
-func (p *partition) invoke(it item, env *event.Env, lease *permitLease) (err error) {
-	ctx := event.NewInvocation(p.scope, it.ev.EventKey())
-	ctx.SetEnv(env)
+// invoke runs it through stack on the calling goroutine, whose run is r.
+// A driver passes its lease (nil otherwise), which lends the invocation a
+// concurrency permit.
+func (p *partition) invoke(stack *middleware.Stack, it item, env *invocation.Env, lease *permitLease, r *middleware.Run) (err error) {
+	ctx := invocation.NewInvocation(p.scope, it.ev.EventKey())
+	ctx.SetEnv(env, traceOf(it.ev))
 	lease.lend(ctx)
 	defer ctx.Invalidate()
 	defer func() {
-		// A panicking handler must not take the process down with it, nor
-		// leave its key blocked: it counts as a transient failure.
-		if r := recover(); r != nil {
-			err = fmt.Errorf("handler panicked: %v", r)
+		// The handler's panics are caught by the stack's target; this is
+		// for a layer's, which must not take the process down nor leave
+		// the key blocked.
+		if rec := recover(); rec != nil {
+			err = fmt.Errorf("middleware panicked: %v", rec)
+			p.log.Error("middleware panicked", slog.Any("panic", rec))
 		}
 		lease.settle(ctx)
 	}()
-	return p.c.invoke(ctx, it.ev)
+	return stack.Invoke(r, ctx, it.ev)
 }
 
 // complete decides what an outcome means for the event's offset: finished
@@ -490,8 +402,10 @@ func (p *partition) complete(it item, err error) bool {
 		p.log.LogAttrs(context.Background(), slog.LevelError, "event aborted by a terminal failure; its offset stays uncommitted", attrs...)
 		return false
 	default:
+		// The mode's layers logged the failure (retries spent, a permanent
+		// failure, best-effort); the stack's outcome says it is done.
 		p.c.stats.failed.Add(1)
-		p.log.LogAttrs(context.Background(), slog.LevelError, "event failed and is skipped", append(attrs, slog.String("class", fault.ClassOf(err).String()))...)
+		p.log.LogAttrs(context.Background(), slog.LevelDebug, "failed event committed", append(attrs, slog.String("class", fault.ClassOf(err).String()))...)
 		return p.counts(it)
 	}
 }

@@ -35,11 +35,10 @@ func BenchmarkPipeline(b *testing.B) {
 		}
 		return nil
 	}}
-	invoke, timeouts, limiter := benchkit.PipelineChain(def, h)
+	stacks, timeouts, limiter := benchkit.PipelineStacks(def, h)
 	defer timeouts.Stop()
 	c := &Consumer{
-		opts:       Options{GroupID: "bench", MaxUncommitted: def.MaxUncommitted, ShutdownTimeout: time.Second, Limiter: limiter},
-		invoke:     invoke,
+		opts:       Options{GroupID: "bench", MaxUncommitted: def.MaxUncommitted, ShutdownTimeout: time.Second, Stacks: stacks, Limiter: limiter},
 		log:        slog.New(slog.NewTextHandler(io.Discard, nil)),
 		eventTypes: filter.NewEventTypes(nil),
 		exec:       newExecutor(),

@@ -2,32 +2,24 @@ package event
 
 import (
 	"context"
-	"errors"
-	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/prosody-events/prosody-go/core/fault"
-	"github.com/prosody-events/prosody-go/core/internal/permit"
+	"github.com/prosody-events/prosody-go/core/internal/invocation"
 )
-
-func init() {
-	permit.Register(
-		func(ctx any) uint32 { return ctx.(*Context).permit },
-		func(ctx any, limiter uint32) { ctx.(*Context).permit = limiter },
-	)
-}
 
 // Why an invocation was cancelled. Context.Cause returns one of these.
 var (
 	// ErrTimeout: the handler ran longer than the configured timeout. A
 	// timeout is transient: the mode's retry policy decides what follows.
-	ErrTimeout = fault.Transient(errors.New("prosody: handler timed out"))
+	ErrTimeout = invocation.ErrTimeout
 	// ErrRevoked: the partition is being handed to another consumer and the
 	// shutdown budget is nearly spent. The event will not be committed here.
-	ErrRevoked = fault.Terminal(errors.New("prosody: partition revoked"))
+	ErrRevoked = invocation.ErrRevoked
 	// ErrInvalidContext: the context was used after its handler returned.
-	ErrInvalidContext = fault.Permanent(errors.New("prosody: the context is no longer valid because the event has already been processed"))
+	ErrInvalidContext = invocation.ErrInvalidContext
+	// ErrNoTimers is returned by timer operations on a context that has
+	// no timers, such as one made with NewContext.
+	ErrNoTimers = invocation.ErrNoTimers
 )
 
 // Context is the context of one handler invocation. It is a
@@ -41,342 +33,74 @@ var (
 // fail with ErrInvalidContext instead of touching a partition this process
 // may no longer own.
 //
-// One or two Contexts are made per event on the hot path, so they are built
-// to cost little when nobody waits on them: the Done channel, and the
-// subscription to the parent's cancellation, are created only when first
-// needed, in a separate part (waiters) that most contexts never allocate.
-type Context struct {
-	parent context.Context
-	key    string
-	valid  atomic.Bool
-	// permit is the id of the concurrency limiter whose permit the
-	// goroutine invoking the handler lends this invocation (package
-	// internal/permit), 0 when none. Plain: only that goroutine reads and
-	// writes it.
-	permit uint32
-	// state is why the context was cancelled, nil while it is not. It is
-	// set once, by compare-and-swap: cancelling (which every event does
-	// twice, when its attempt and its invocation end) takes no lock unless
-	// something waits on the context.
-	state atomic.Pointer[cancelState]
-	// waiting is set once a Done channel, an AfterFunc or a timer exists;
-	// cancel then takes mu to fire them. Set after they are registered and
-	// before state is read again, so that cancel (which sets state, then
-	// reads waiting) or the registering call sees the other.
-	waiting atomic.Bool
-	// spare is an attempt context allocated with this one (NewInvocation),
-	// handed out by the first Attempt; nil once used or when there is none.
-	// A plain field: the attempts of an invocation come one at a time, and
-	// an atomic store here was a measurable part of every event.
-	spare *Context
-	// env is what the engine offers the handler (timers, the blocking
-	// hint); shared by all contexts of a partition.
-	env *Env
+// The engine's side of the same memory (cancelling, invalidating, the
+// services of the partition) is not part of this type.
+type Context invocation.Context
 
-	mu sync.Mutex
-	w  *waiters // made on first Done, AfterFunc or timeout
-}
-
-// cancelState is a cancellation's cause and the error Err returns
-// (context.Canceled or DeadlineExceeded).
-type cancelState struct{ cause, err error }
-
-// invalidated is the state of every context whose handler returned, shared
-// so that ending an event allocates nothing.
-var invalidated = &cancelState{ErrInvalidContext, context.Canceled}
-
-// waiters is the part of a Context needed only once something waits on it.
-type waiters struct {
-	fired      bool              // done closed and callbacks run, once
-	done       chan struct{}     // made on first Done
-	callbacks  map[uint64]func() // AfterFunc registrations
-	nextID     uint64            //
-	stopParent func() bool       // our subscription to parent, once made
-	timer      *time.Timer       // the attempt timeout, if any
-}
-
-// waitersLocked returns c.w, making it first. The caller holds c.mu.
-func (c *Context) waitersLocked() *waiters {
-	if c.w == nil {
-		c.w = &waiters{}
-	}
-	return c.w
-}
-
-// closedChan is returned by Done once cancelled before anyone asked.
-var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
-
-// NewContext returns a valid Context for an invocation on key, cancelled
-// when parent is.
+// NewContext returns a valid Context for key, cancelled when parent is,
+// with no timers: for testing a handler outside the engine.
 func NewContext(parent context.Context, key string) *Context {
-	c := &Context{parent: parent, key: key}
-	c.valid.Store(true)
-	return c
+	return (*Context)(invocation.NewContext(parent, key))
 }
 
-// NewInvocation is NewContext for an invocation whose middleware will run
-// it in attempts (Attempt): the context of the first attempt is allocated
-// together with it, so the common single-attempt event costs one
-// allocation, not two.
-func NewInvocation(parent context.Context, key string) *Context {
-	return new(Invocation).Init(parent, key)
-}
-
-// Invocation is the memory of an invocation's context and of its first
-// attempt's. The engine embeds it in per-event state it allocates anyway,
-// so that an event's contexts cost no allocation of their own.
-type Invocation struct{ c, attempt Context }
-
-// Init is NewInvocation in inv, which must be zero and used only once.
-func (inv *Invocation) Init(parent context.Context, key string) *Context {
-	c := &inv.c
-	c.parent, c.key = parent, key
-	c.spare = &inv.attempt
-	c.valid.Store(true)
-	return c
-}
-
-// Attempt returns a child Context for one attempt, cancelled when c is but
-// not the reverse: cancelling the attempt (CancelTimeout) leaves c usable
-// for a later attempt. Invalidate it when the attempt ends. The attempts of
-// an invocation must not overlap: calls of Attempt on one Context must not
-// be concurrent.
-func (c *Context) Attempt() *Context {
-	child := c.spare
-	c.spare = nil
-	if child == nil {
-		child = &Context{}
-	}
-	child.parent, child.key, child.env = c, c.key, c.env
-	child.valid.Store(true)
-	return child
-}
-
-// NewScope returns a cancellable Context that is not tied to any event, to
-// be the parent of invocation contexts (a partition's, for example).
-//
-// Using a Context rather than context.WithCancelCause as the parent keeps
-// context.Cause truthful for user code: given a custom context, the standard
-// library looks up the nearest standard cancel context through Value and
-// would report that parent's cause (nil) for a cancelled invocation. With no
-// standard cancel context in the chain it falls back to Err instead.
-func NewScope() *Context { return NewContext(context.Background(), "") }
-
-// WithTimeout returns a child Context for one attempt, cancelled with
-// ErrTimeout after d (d <= 0 means no limit). Call the returned function
-// when the attempt ends.
-func (c *Context) WithTimeout(d time.Duration) (*Context, func()) {
-	child := NewContext(c, c.key)
-	child.env = c.env
-	if d > 0 {
-		child.mu.Lock()
-		child.waitersLocked().timer = time.AfterFunc(d, child.CancelTimeout)
-		child.waiting.Store(true)
-		child.mu.Unlock()
-	}
-	return child, child.Invalidate
-}
-
-// CancelTimeout cancels the context because its time limit ran out: Cause
-// becomes ErrTimeout and Err context.DeadlineExceeded.
-func (c *Context) CancelTimeout() { c.cancel(ErrTimeout, context.DeadlineExceeded) }
+func (c *Context) inv() *invocation.Context { return (*invocation.Context)(c) }
 
 // Key is the key of the event being handled.
-func (c *Context) Key() string { return c.key }
+func (c *Context) Key() string { return c.inv().Key() }
 
 // ShouldCancel reports whether the handler should stop as soon as it can.
-func (c *Context) ShouldCancel() bool { return c.Err() != nil }
+func (c *Context) ShouldCancel() bool { return c.inv().ShouldCancel() }
 
 // OnCancel returns a channel closed on cancellation (the same as Done).
-func (c *Context) OnCancel() <-chan struct{} { return c.Done() }
+func (c *Context) OnCancel() <-chan struct{} { return c.inv().Done() }
 
-// Cancel cancels the invocation with the given cause.
-func (c *Context) Cancel(cause error) { c.cancel(cause, context.Canceled) }
+// Cause returns why the invocation was cancelled (ErrTimeout, ErrRevoked,
+// ErrInvalidContext, or the client's shutdown), or nil while it runs.
+func (c *Context) Cause() error { return c.inv().Cause() }
 
-// Valid reports whether the invocation is still running.
-func (c *Context) Valid() bool { return c.valid.Load() }
+// Check returns nil while the context may be used, ErrInvalidContext once
+// its handler returned, and the cancellation cause once it is cancelled.
+func (c *Context) Check() error { return c.inv().Check() }
 
-// Check returns nil while the context may be used, ErrInvalidContext after
-// its handler returned, and the cancellation cause once cancelled.
-func (c *Context) Check() error {
-	if !c.valid.Load() {
-		return ErrInvalidContext
-	}
-	if c.Err() != nil {
-		return c.Cause()
-	}
-	return nil
-}
+// Blocking tells the engine that the handler is about to wait for
+// something outside this process (a host language runtime, a remote call)
+// so that other ready events need not wait for this one's goroutine. Call
+// the returned function when the wait is over. It is only a hint: handlers
+// that never call it are still correct.
+func (c *Context) Blocking() (resume func()) { return c.inv().Blocking() }
 
-// Invalidate ends the invocation: the context is cancelled and every later
-// operation on it fails with ErrInvalidContext. The engine calls it when the
-// handler returns.
-func (c *Context) Invalidate() {
-	c.valid.Store(false)
-	c.cancel(ErrInvalidContext, context.Canceled)
-}
+// Schedule adds a timer for this event's key at t. Times have whole-second
+// precision: t rounds to the nearest second. A time in the past fires as
+// soon as possible. The timer keeps the trace context of the event being
+// handled, and its handler runs in it.
+func (c *Context) Schedule(t time.Time) error { return c.inv().Schedule(t) }
 
-// Cause returns why the invocation was cancelled, or nil while it runs.
-func (c *Context) Cause() error {
-	if st := c.state.Load(); st != nil {
-		return st.cause
-	}
-	if c.parent.Err() != nil {
-		return causeOf(c.parent)
-	}
-	return nil
-}
+// ClearAndSchedule replaces every timer of this event's key with one at t.
+func (c *Context) ClearAndSchedule(t time.Time) error { return c.inv().ClearAndSchedule(t) }
 
-func causeOf(ctx context.Context) error {
-	if c, ok := ctx.(*Context); ok {
-		return c.Cause()
-	}
-	return context.Cause(ctx)
-}
+// Unschedule removes this key's timer at t (rounded to the second).
+func (c *Context) Unschedule(t time.Time) error { return c.inv().Unschedule(t) }
+
+// ClearScheduled removes every timer of this event's key.
+func (c *Context) ClearScheduled() error { return c.inv().ClearScheduled() }
+
+// Scheduled lists this key's pending timers, earliest first. The timer
+// being handled right now is not listed unless it was scheduled again.
+func (c *Context) Scheduled() ([]time.Time, error) { return c.inv().Scheduled() }
 
 // Deadline implements context.Context.
-func (c *Context) Deadline() (time.Time, bool) { return c.parent.Deadline() }
-
-// Err implements context.Context.
-func (c *Context) Err() error {
-	if st := c.state.Load(); st != nil {
-		return st.err
-	}
-	return c.parent.Err()
-}
-
-// Value implements context.Context.
-func (c *Context) Value(key any) any { return c.parent.Value(key) }
+func (c *Context) Deadline() (time.Time, bool) { return c.inv().Deadline() }
 
 // Done implements context.Context.
-func (c *Context) Done() <-chan struct{} {
-	c.mu.Lock()
-	if c.w != nil && c.w.done != nil {
-		defer c.mu.Unlock()
-		return c.w.done
-	}
-	if c.state.Load() != nil || (c.w != nil && c.w.fired) {
-		c.mu.Unlock()
-		return closedChan
-	}
-	w := c.waitersLocked()
-	w.done = make(chan struct{})
-	c.subscribeLocked()
-	c.waiting.Store(true)
-	c.mu.Unlock()
-	if c.state.Load() != nil {
-		// Cancelled meanwhile, perhaps before it saw waiting. The channel
-		// closes now; callbacks run elsewhere, not on a goroutine that may
-		// hold a lock they take.
-		c.fire(true)
-	}
-	return w.done
-}
+func (c *Context) Done() <-chan struct{} { return c.inv().Done() }
+
+// Err implements context.Context.
+func (c *Context) Err() error { return c.inv().Err() }
+
+// Value implements context.Context.
+func (c *Context) Value(key any) any { return c.inv().Value(key) }
 
 // AfterFunc arranges for f to run once c is cancelled, and returns a
-// function that unregisters it. Implementing it lets context.AfterFunc,
-// context.WithCancel and children made by WithTimeout follow this context
-// without a goroutine each.
-//
-// As with context.AfterFunc, f runs in a goroutine of its own when c is
-// already cancelled. The standard library relies on that: it registers a
-// child context here while holding that child's lock, with a callback that
-// takes the lock; calling it on the spot deadlocked a handler whose first
-// Done (or WithCancel) raced with its partition's revocation.
-func (c *Context) AfterFunc(f func()) (stop func() bool) {
-	c.mu.Lock()
-	if c.state.Load() != nil || (c.w != nil && c.w.fired) {
-		c.mu.Unlock()
-		go f()
-		return func() bool { return false }
-	}
-	w := c.waitersLocked()
-	if w.callbacks == nil {
-		w.callbacks = make(map[uint64]func(), 1)
-	}
-	id := w.nextID
-	w.nextID++
-	w.callbacks[id] = f
-	c.subscribeLocked()
-	c.waiting.Store(true)
-	c.mu.Unlock()
-	if c.state.Load() != nil {
-		// Cancelled meanwhile, perhaps before it saw waiting; callbacks
-		// not on this goroutine, for the reason above.
-		c.fire(true)
-	}
-	return func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		_, ok := w.callbacks[id]
-		delete(w.callbacks, id)
-		return ok
-	}
-}
-
-// subscribeLocked makes the parent's cancellation reach this context. It
-// is needed only once something waits on this context.
-func (c *Context) subscribeLocked() {
-	w := c.waitersLocked()
-	if w.stopParent != nil {
-		return
-	}
-	parent := c.parent
-	w.stopParent = context.AfterFunc(parent, func() { c.cancel(causeOf(parent), parent.Err()) })
-}
-
-// cancel records the first cause, then closes Done and runs the callbacks
-// if anything waits.
-func (c *Context) cancel(cause, err error) {
-	if cause == nil {
-		cause = err
-	}
-	st := invalidated
-	if cause != st.cause || err != st.err {
-		st = &cancelState{cause, err}
-	}
-	if !c.state.CompareAndSwap(nil, st) {
-		return
-	}
-	if c.waiting.Load() {
-		c.fire(false)
-	}
-}
-
-// fire closes Done, runs the callbacks and drops the subscriptions of a
-// cancelled context, once: cancel and a Done or AfterFunc call that raced
-// with it may both call it. With elsewhere, the callbacks and the
-// unsubscribing run on a new goroutine: the caller is not the canceller
-// and may hold locks they take.
-func (c *Context) fire(elsewhere bool) {
-	c.mu.Lock()
-	w := c.w
-	if w == nil || w.fired {
-		c.mu.Unlock()
-		return
-	}
-	w.fired = true
-	if w.done != nil {
-		close(w.done)
-	}
-	callbacks := w.callbacks
-	w.callbacks = nil
-	stop, timer := w.stopParent, w.timer
-	c.mu.Unlock()
-	finish := func() {
-		if stop != nil {
-			stop()
-		}
-		if timer != nil {
-			timer.Stop()
-		}
-		for _, f := range callbacks {
-			f()
-		}
-	}
-	if elsewhere && (stop != nil || timer != nil || len(callbacks) > 0) {
-		go finish()
-		return
-	}
-	finish()
-}
+// function that unregisters it. context.AfterFunc and the contexts derived
+// from c use it to follow c without a goroutine each.
+func (c *Context) AfterFunc(f func()) (stop func() bool) { return c.inv().AfterFunc(f) }

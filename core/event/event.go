@@ -51,6 +51,10 @@ type Timer struct {
 	Key       string
 	// Time is when the timer was due, at whole-second precision.
 	Time time.Time
+	// TraceContext is the W3C trace context (traceparent, tracestate,
+	// baggage, as present) of the event whose handler scheduled the timer;
+	// nil when it had none. Hosts run the timer's handler in it.
+	TraceContext map[string]string
 }
 
 // EventKey implements Event.
@@ -58,8 +62,11 @@ func (t *Timer) EventKey() string { return t.Key }
 
 // Handler is what users implement. A nil error means the event is done; an
 // error is classified by package fault (transient unless marked otherwise)
-// and the client's mode decides whether it is retried, deferred,
-// dead-lettered or logged and skipped.
+// and the client's mode decides what follows: pipeline mode retries a
+// transient failure until it succeeds, low-latency mode retries it
+// max_retries times and then writes the message to the failure topic,
+// best-effort mode logs it and moves on (see the client package). Deferred
+// retry in pipeline mode is specified and not built yet.
 //
 // Calls for one key never overlap; calls for different keys run
 // concurrently, so a Handler must be safe for concurrent use.

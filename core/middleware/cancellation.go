@@ -1,20 +1,44 @@
 package middleware
 
-import "github.com/prosody-events/prosody-go/core/event"
+import (
+	"github.com/prosody-events/prosody-go/core/fault"
+)
 
-// Cancellation refuses to start an attempt whose context is already
+// Cancellation refuses to start an attempt whose invocation is already
 // cancelled (the partition is being revoked, or the client is shutting
-// down), returning the cancellation cause so its class decides what follows:
-// a revocation is terminal and leaves the event uncommitted for the next
-// owner. Without it, a retry loop woken by its backoff timer could start
-// one more attempt after shutdown began.
-func Cancellation() Middleware {
-	return func(next Invoker) Invoker {
-		return func(ctx *event.Context, ev event.Event) error {
-			if err := ctx.Check(); err != nil {
-				return err
-			}
-			return next(ctx, ev)
-		}
+// down), returning the cancellation cause so that its class decides what
+// follows: a revocation is terminal and leaves the event uncommitted for
+// the next owner. Without it, a retry woken by its backoff could start one
+// more attempt after shutdown began.
+//
+// A transient failure that comes back once the invocation is cancelled is
+// passed outward as terminal (with the failure in its chain): the handler
+// most likely failed because it was told to stop, and a retry must not
+// follow.
+type Cancellation struct{}
+
+// Before implements Layer.
+func (Cancellation) Before(r *Run) Step {
+	if err := r.ctx.Check(); err != nil {
+		return Result(err)
 	}
+	return Continue
 }
+
+// After implements Layer.
+func (Cancellation) After(r *Run, err error) Step {
+	if err != nil && r.ctx.Err() != nil && fault.ClassOf(err) == fault.ClassTransient {
+		return Result(fault.Terminal(shutdownAfterInner{err: err, cause: r.ctx.Cause()}))
+	}
+	return Result(err)
+}
+
+// shutdownAfterInner is a transient failure that ended an attempt of an
+// invocation cancelled meanwhile (marked terminal where it is made), with
+// the cancellation's cause and the failure in its chain.
+type shutdownAfterInner struct{ err, cause error }
+
+func (e shutdownAfterInner) Error() string {
+	return e.err.Error() + " (while shutting down: " + e.cause.Error() + ")"
+}
+func (e shutdownAfterInner) Unwrap() []error { return []error{e.cause, e.err} }

@@ -3,9 +3,6 @@ package middleware
 import (
 	"sync"
 	"sync/atomic"
-
-	"github.com/prosody-events/prosody-go/core/event"
-	"github.com/prosody-events/prosody-go/core/internal/permit"
 )
 
 // Limiter bounds how many handler attempts run at once across every
@@ -25,7 +22,7 @@ type Limiter struct {
 
 	mu    sync.Mutex
 	queue waitQueue
-	ahead waitQueue // served before queue (acquireAsync with front)
+	ahead waitQueue // served before queue (runs with Run.Front)
 }
 
 // waitQueue is a FIFO of waiters that reuses its array: waiters come and go
@@ -67,19 +64,9 @@ func (q *waitQueue) keep(keep func(waiter) bool) {
 	}
 }
 
-// waiter is an attempt waiting for a slot: a sleeping goroutine (ch) or an
-// asynchronous attempt (async, ctx) started when its slot is handed over.
-type waiter struct {
-	ch    chan struct{}
-	async slotWaiter
-	ctx   *event.Context
-}
-
-// slotWaiter is an asynchronous attempt waiting for a slot: slot(nil) when
-// one is handed over, slot(cause) when its wait is cancelled.
-type slotWaiter interface {
-	slot(err error)
-}
+// waiter is a run waiting for a slot in the limiter's Before; the release
+// that hands it one resumes it.
+type waiter struct{ run *Run }
 
 // NewLimiter returns a Limiter with n slots (n >= 1).
 func NewLimiter(n int) *Limiter {
@@ -97,11 +84,11 @@ func (l *Limiter) ID() uint32 { return l.id }
 
 // Lease takes a permit for a goroutine that runs handlers one after
 // another (a partition's driver), if one is free and nobody waits for it.
-// The goroutine lends it to each invocation it runs (internal/permit),
+// The goroutine lends it to each invocation it runs (invocation.Lend),
 // whose first attempt then takes no permit of its own: two atomic
 // operations on one shared word per event, which both CPUs kept writing,
 // become two per series of events. End the lease with EndLease once the
-// series is over, unless an invocation dropped it (permit.Lent is 0 after
+// series is over, unless an invocation dropped it (its Lent is 0 after
 // the handler): its attempt failed, and a retry's backoff must hold no
 // permit.
 func (l *Limiter) Lease() bool {
@@ -131,11 +118,19 @@ func (l *Limiter) tryAcquire() bool {
 	}
 }
 
-// acquire takes a slot, waiting for one if needed. If ctx is cancelled
-// first, it returns the cancellation cause without a slot.
-func (l *Limiter) acquire(ctx *event.Context) error {
-	if l.tryAcquire() {
-		return nil
+// Before implements Layer: the run goes on with a slot, at once if one is
+// free (or its invocation was lent one, see Lease), otherwise once a
+// release hands it one. A run continuing a key's work under way (Run.Front)
+// waits ahead of the others.
+//
+// A waiting run whose invocation is cancelled leaves the queue when
+// CancelWaiting runs, with the cancellation cause and no slot:
+// subscribing every waiter to its context's cancellation cost more than
+// the rest of an event's trip through the engine, and an invocation is
+// cancelled only with its partition, which calls CancelWaiting once.
+func (l *Limiter) Before(r *Run) Step {
+	if r.ctx.Lent() == l.id || l.tryAcquire() {
+		return Continue
 	}
 	l.mu.Lock()
 	l.waiting.Add(1)
@@ -144,62 +139,43 @@ func (l *Limiter) acquire(ctx *event.Context) error {
 	if l.tryAcquire() {
 		l.waiting.Add(-1)
 		l.mu.Unlock()
-		return nil
+		return Continue
 	}
-	ch := make(chan struct{}, 1)
-	l.queue.push(waiter{ch: ch})
-	l.mu.Unlock()
-	select {
-	case <-ch:
-		return nil
-	case <-ctx.Done():
-	}
-	if l.remove(ch) {
-		return ctx.Cause()
-	}
-	// A slot was handed over just as the wait ended: pass it on.
-	<-ch
-	l.release()
-	return ctx.Cause()
-}
-
-// acquireAsync calls start once a slot is taken for it, at once if one is
-// free, otherwise on the goroutine or thread of the release that hands it
-// one. It never blocks. A waiting attempt whose ctx is cancelled leaves
-// the queue when CancelWaiting runs (its start then gets the cause and no
-// slot): subscribing every waiter to its context's cancellation cost more
-// than the rest of an event's trip through the engine, and an invocation
-// is cancelled only with its partition, which calls CancelWaiting once.
-//
-// A waiter with front set goes ahead of every other waiter.
-func (l *Limiter) acquireAsync(ctx *event.Context, w slotWaiter, front bool) {
-	if l.tryAcquire() {
-		w.slot(nil)
-		return
-	}
-	l.mu.Lock()
-	l.waiting.Add(1)
-	if l.tryAcquire() {
-		l.waiting.Add(-1)
-		l.mu.Unlock()
-		w.slot(nil)
-		return
-	}
-	if front {
-		l.ahead.push(waiter{async: w, ctx: ctx})
+	if r.front {
+		l.ahead.push(waiter{run: r})
 	} else {
-		l.queue.push(waiter{async: w, ctx: ctx})
+		l.queue.push(waiter{run: r})
 	}
 	l.mu.Unlock()
+	return Wait
 }
 
-// CancelWaiting ends the waits of asynchronous attempts whose context is
-// cancelled: each is called with the cancellation cause, without a slot.
+// After implements Layer. The slot is released once the run's outcome has
+// left the stack (Release), so that the key's next event is first in line
+// for it. A permit lent to the invocation goes back to the limiter (and
+// the invocation drops it) when the attempt failed, since a retry may wait
+// out a backoff first, and when attempts queue for a permit, so that they
+// need not wait for the lender's series of events to end.
+func (l *Limiter) After(r *Run, err error) Step {
+	if r.ctx.Lent() != l.id {
+		r.ReleaseLater()
+	} else if err != nil || l.waiting.Load() > 0 {
+		r.ctx.DropPermit()
+		r.ReleaseLater()
+	}
+	return Result(err)
+}
+
+// Release implements Releaser.
+func (l *Limiter) Release(*Run) { l.release() }
+
+// CancelWaiting implements WaitCanceller: runs waiting for a slot whose
+// invocation is cancelled end with the cancellation cause, without one.
 func (l *Limiter) CancelWaiting() {
-	var cancelled []waiter
+	var cancelled []*Run
 	keep := func(w waiter) bool {
-		if w.async != nil && w.ctx.Err() != nil {
-			cancelled = append(cancelled, w)
+		if w.run.ctx.Err() != nil {
+			cancelled = append(cancelled, w.run)
 			l.waiting.Add(-1)
 			return false
 		}
@@ -209,94 +185,53 @@ func (l *Limiter) CancelWaiting() {
 	l.ahead.keep(keep)
 	l.queue.keep(keep)
 	l.mu.Unlock()
-	for _, w := range cancelled {
-		w.async.slot(w.ctx.Cause())
+	for _, r := range cancelled {
+		r.Resume(Result(r.ctx.Cause()))
 	}
 }
 
-// remove takes the sleeper waiting on ch out of the queue, reporting
-// whether it was still there (false: a slot was handed to it).
-func (l *Limiter) remove(ch chan struct{}) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	found := false
-	l.queue.keep(func(w waiter) bool {
-		if w.ch == ch {
-			found = true
-			return false
-		}
-		return true
-	})
-	if found {
-		l.waiting.Add(-1)
-	}
-	return found
-}
-
-// release frees a slot, handing it to the oldest waiter if there is one.
-// Asynchronous waiters start on the caller's goroutine, after the lock is
-// released.
+// release frees a slot, handing it to the oldest waiter if there is one
+// (a waiter whose invocation was cancelled meanwhile ends instead, with
+// the cause). The runs handed a slot go on on the caller's goroutine,
+// after the lock is released.
 func (l *Limiter) release() {
 	l.used.Add(-1)
 	if l.waiting.Load() == 0 {
 		return
 	}
-	var first slotWaiter
-	var more []slotWaiter
+	var first *Run
+	var more, cancelled []*Run
 	l.mu.Lock()
-	for l.ahead.len()+l.queue.len() > 0 && l.tryAcquire() {
-		var w waiter
+	for l.ahead.len()+l.queue.len() > 0 {
+		q := &l.queue
 		if l.ahead.len() > 0 {
-			w = l.ahead.pop()
-		} else {
-			w = l.queue.pop()
+			q = &l.ahead
 		}
+		if w := q.items()[0]; w.run.ctx.Err() != nil {
+			q.pop()
+			l.waiting.Add(-1)
+			cancelled = append(cancelled, w.run)
+			continue
+		}
+		if !l.tryAcquire() {
+			break
+		}
+		w := q.pop()
 		l.waiting.Add(-1)
-		switch {
-		case w.async == nil:
-			w.ch <- struct{}{}
-		case first == nil:
-			first = w.async
-		default:
-			more = append(more, w.async)
+		if first == nil {
+			first = w.run
+		} else {
+			more = append(more, w.run)
 		}
 	}
 	l.mu.Unlock()
 	if first != nil {
-		first.slot(nil)
+		first.Resume(Continue)
 	}
-	for _, w := range more {
-		w.slot(nil)
+	for _, r := range more {
+		r.Resume(Continue)
 	}
-}
-
-// Middleware takes a slot for the inner call. If the context is cancelled
-// while it waits, the cancellation cause is returned without running.
-func (l *Limiter) Middleware() Middleware {
-	return func(next Invoker) Invoker {
-		return func(ctx *event.Context, ev event.Event) error {
-			if permit.Lent(ctx) == l.id {
-				return l.lent(ctx, ev, next)
-			}
-			if err := l.acquire(ctx); err != nil {
-				return err
-			}
-			defer l.release()
-			return next(ctx, ev)
-		}
+	for _, r := range cancelled {
+		r.Resume(Result(r.ctx.Cause()))
 	}
-}
-
-// lent runs an attempt on the permit its caller lent it. The permit goes
-// back to the limiter (and the invocation drops it) when the attempt
-// failed, since a retry may wait out a backoff first, and when attempts
-// queue for a permit, so that they need not wait for the caller's series
-// of events to end.
-func (l *Limiter) lent(ctx *event.Context, ev event.Event, next Invoker) error {
-	err := next(ctx, ev)
-	if err != nil || l.waiting.Load() > 0 {
-		permit.Drop(ctx)
-		l.release()
-	}
-	return err
 }

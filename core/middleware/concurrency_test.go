@@ -8,62 +8,163 @@ import (
 	"time"
 
 	"github.com/prosody-events/prosody-go/core/event"
-	"github.com/prosody-events/prosody-go/core/internal/permit"
+	"github.com/prosody-events/prosody-go/core/internal/invocation"
 )
 
 func TestLimiterBoundsConcurrentAttempts(t *testing.T) {
-	const slots = 3
-	l := NewLimiter(slots)
-	var now, peak atomic.Int32
-	inv := Chain(func(*event.Context, event.Event) error {
-		n := now.Add(1)
-		for {
-			p := peak.Load()
-			if n <= p || peak.CompareAndSwap(p, n) {
-				break
+	for _, drive := range []string{"Invoke", "Start"} {
+		t.Run(drive, func(t *testing.T) {
+			const slots = 3
+			l := NewLimiter(slots)
+			var now, peak atomic.Int32
+			release := make(chan struct{})
+			h := handlerFunc(func(*event.Context, event.Event) error {
+				n := now.Add(1)
+				for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+				}
+				<-release
+				now.Add(-1)
+				return nil
+			})
+			s := NewStack(Handler(h, l), l)
+			var wg sync.WaitGroup
+			for i := 0; i < 40; i++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					ctx, cancel := newInv()
+					defer cancel(nil)
+					if drive == "Invoke" {
+						_ = invoke(s, ctx, &event.Message{})
+					} else {
+						// A run of Start with a Go handler: the walk goes
+						// on on the goroutine that hands the slot over.
+						<-start(s, ctx, &event.Message{})
+					}
+				}()
 			}
-		}
-		time.Sleep(2 * time.Millisecond)
-		now.Add(-1)
-		return nil
-	}, l.Middleware())
-	var wg sync.WaitGroup
-	for i := 0; i < 40; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx, cancel := newCtx()
-			defer cancel(nil)
-			_ = inv(ctx, &event.Message{})
-		}()
-	}
-	wg.Wait()
-	if peak.Load() > slots || peak.Load() < 2 {
-		t.Fatalf("peak concurrency %d, want between 2 and %d", peak.Load(), slots)
-	}
-	if l.InUse() != 0 {
-		t.Fatalf("%d slots still taken", l.InUse())
+			eventually(t, "the slots are taken and the rest wait", func() bool {
+				return now.Load() == slots && l.waiting.Load() == 40-slots
+			})
+			close(release)
+			wg.Wait()
+			if peak.Load() != slots || l.InUse() != 0 {
+				t.Fatalf("peak %d (want %d), %d slots still taken", peak.Load(), slots, l.InUse())
+			}
+		})
 	}
 }
 
+// A run waiting for a slot ends with the cause when its invocation is
+// cancelled: at once under Invoke, which watches its context; at
+// CancelWaiting under Start, called by the owner of the parent context.
 func TestLimiterWaitEndsOnCancellation(t *testing.T) {
+	for _, drive := range []string{"Invoke", "Start"} {
+		t.Run(drive, func(t *testing.T) {
+			l := NewLimiter(1)
+			block := make(chan struct{})
+			s := NewStack(Handler(handlerFunc(func(*event.Context, event.Event) error { <-block; return nil }), l), l)
+			first, cancelFirst := newInv()
+			defer cancelFirst(nil)
+			firstDone := make(chan error, 1)
+			go func() { firstDone <- invoke(s, first, &event.Message{}) }()
+			eventually(t, "the slot is taken", func() bool { return l.InUse() == 1 })
+			second, cancel := newInv()
+			done := make(chan error, 1)
+			if drive == "Invoke" {
+				go func() { done <- invoke(s, second, &event.Message{}) }()
+			} else {
+				s.Start(new(Run), second, &event.Message{}, outcome(done), false)
+			}
+			eventually(t, "the second run waits", func() bool { return l.waiting.Load() == 1 })
+			cancel(invocation.ErrRevoked)
+			if drive == "Start" {
+				s.CancelWaiting()
+			}
+			if err := <-done; !errors.Is(err, invocation.ErrRevoked) {
+				t.Fatalf("err = %v, want ErrRevoked", err)
+			}
+			close(block)
+			<-firstDone
+			if l.InUse() != 0 || l.waiting.Load() != 0 {
+				t.Fatalf("in use %d, waiting %d after both ended", l.InUse(), l.waiting.Load())
+			}
+		})
+	}
+}
+
+// A waiter whose invocation was cancelled is not handed a slot: it ends
+// with its cause, and the slot goes to the next.
+func TestLimiterSkipsCancelledWaiters(t *testing.T) {
 	l := NewLimiter(1)
 	block := make(chan struct{})
-	inv := Chain(func(*event.Context, event.Event) error { <-block; return nil }, l.Middleware())
-	first, cancelFirst := newCtx()
-	defer cancelFirst(nil)
-	go func() { _ = inv(first, &event.Message{}) }()
-	for l.InUse() == 0 {
-		time.Sleep(time.Millisecond)
-	}
-	second, cancel := newCtx()
-	done := make(chan error)
-	go func() { done <- inv(second, &event.Message{}) }()
-	cancel(event.ErrRevoked)
-	if err := <-done; !errors.Is(err, event.ErrRevoked) {
-		t.Fatalf("err = %v, want ErrRevoked", err)
-	}
+	ran := make(chan string, 4)
+	h := handlerFunc(func(ctx *event.Context, _ event.Event) error {
+		ran <- ctx.Key()
+		if ctx.Key() == "first" {
+			<-block
+		}
+		return nil
+	})
+	s := NewStack(Handler(h, l), l)
+	first, _ := newInvKey("first")
+	firstDone := make(chan error, 1)
+	go func() { firstDone <- invoke(s, first, &event.Message{}) }()
+	<-ran
+	gone, cancelGone := newInvKey("gone")
+	goneDone := start(s, gone, &event.Message{})
+	next, _ := newInvKey("next")
+	nextDone := start(s, next, &event.Message{})
+	eventually(t, "both wait", func() bool { return l.waiting.Load() == 2 })
+	cancelGone(invocation.ErrRevoked)
 	close(block)
+	if err := <-goneDone; !errors.Is(err, invocation.ErrRevoked) {
+		t.Fatalf("cancelled waiter: %v", err)
+	}
+	<-firstDone
+	if err := <-nextDone; err != nil {
+		t.Fatal(err)
+	}
+	if k := <-ran; k != "next" {
+		t.Fatalf("%q ran after the first, want next", k)
+	}
+}
+
+// Runs continuing a key's work (Front) are served before the others.
+func TestLimiterServesFrontRunsFirst(t *testing.T) {
+	l := NewLimiter(1)
+	block := make(chan struct{})
+	var order []string
+	var mu sync.Mutex
+	h := handlerFunc(func(ctx *event.Context, _ event.Event) error {
+		mu.Lock()
+		order = append(order, ctx.Key())
+		mu.Unlock()
+		if ctx.Key() == "first" {
+			<-block
+		}
+		return nil
+	})
+	s := NewStack(Handler(h, l), l)
+	first, _ := newInvKey("first")
+	firstDone := make(outcome, 1)
+	go func() { firstDone <- invoke(s, first, &event.Message{}) }()
+	eventually(t, "the slot is taken", func() bool { return l.InUse() == 1 })
+	later, _ := newInvKey("later")
+	laterDone := start(s, later, &event.Message{})
+	front, _ := newInvKey("front")
+	frontDone := make(outcome, 1)
+	s.Start(new(Run), front, &event.Message{}, frontDone, true)
+	eventually(t, "both wait", func() bool { return l.waiting.Load() == 2 })
+	close(block)
+	for _, o := range []outcome{firstDone, laterDone, frontDone} {
+		if err := <-o; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if want := []string{"first", "front", "later"}; len(order) != 3 || order[1] != want[1] {
+		t.Fatalf("order %v, want %v", order, want)
+	}
 }
 
 // TestLimiterUnderContention mixes attempts that finish with attempts
@@ -73,25 +174,26 @@ func TestLimiterUnderContention(t *testing.T) {
 	const slots = 4
 	l := NewLimiter(slots)
 	var now atomic.Int32
-	inv := Chain(func(*event.Context, event.Event) error {
+	h := handlerFunc(func(*event.Context, event.Event) error {
 		if n := now.Add(1); n > slots {
 			t.Errorf("%d attempts at once, limit %d", n, slots)
 		}
 		time.Sleep(50 * time.Microsecond)
 		now.Add(-1)
 		return nil
-	}, l.Middleware())
+	})
+	s := NewStack(Handler(h, l), l)
 	var wg sync.WaitGroup
 	for g := 0; g < 32; g++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := 0; i < 200; i++ {
-				ctx, cancel := newCtx()
+				ctx, cancel := newInv()
 				if i%7 == g%7 {
-					go cancel(event.ErrRevoked)
+					go cancel(invocation.ErrRevoked)
 				}
-				_ = inv(ctx, &event.Message{})
+				_ = invoke(s, ctx, &event.Message{})
 				cancel(nil)
 			}
 		}()
@@ -103,22 +205,22 @@ func TestLimiterUnderContention(t *testing.T) {
 }
 
 // TestLimiterLease covers a permit leased by a goroutine and lent to the
-// invocations it runs (Lease, internal/permit).
+// invocations it runs (Lease, invocation.Lend).
 func TestLimiterLease(t *testing.T) {
 	errFail := errors.New("fail")
 	// run invokes a handler returning err through l on a context lent a
 	// permit of limiter id, and returns the permits taken while it ran.
-	run := func(t *testing.T, l *Limiter, id uint32, err error) (*event.Context, int) {
+	run := func(t *testing.T, l *Limiter, id uint32, err error) (*invocation.Context, int) {
 		t.Helper()
 		var during int
-		inv := Chain(func(*event.Context, event.Event) error {
+		s := NewStack(Handler(handlerFunc(func(*event.Context, event.Event) error {
 			during = l.InUse()
 			return err
-		}, l.Middleware())
-		ctx, cancel := newCtx()
+		}), l), l)
+		ctx, cancel := newInv()
 		t.Cleanup(func() { cancel(nil) })
-		permit.Lend(ctx, id)
-		if got := inv(ctx, &event.Message{}); !errors.Is(got, err) {
+		ctx.Lend(id)
+		if got := invoke(s, ctx, &event.Message{}); !errors.Is(got, err) {
 			t.Fatalf("err = %v, want %v", got, err)
 		}
 		return ctx, during
@@ -133,8 +235,8 @@ func TestLimiterLease(t *testing.T) {
 				t.Fatal("no lease on an idle limiter")
 			}
 			ctx, during := run(t, l, l.ID(), nil)
-			if during != 1 || permit.Lent(ctx) != l.ID() || l.InUse() != 1 {
-				t.Fatalf("during %d, lent %d, in use %d: want 1, %d, 1", during, permit.Lent(ctx), l.InUse(), l.ID())
+			if during != 1 || ctx.Lent() != l.ID() || l.InUse() != 1 {
+				t.Fatalf("during %d, lent %d, in use %d: want 1, %d, 1", during, ctx.Lent(), l.InUse(), l.ID())
 			}
 			l.EndLease()
 			if l.InUse() != 0 {
@@ -147,8 +249,8 @@ func TestLimiterLease(t *testing.T) {
 				t.Fatal("no lease on an idle limiter")
 			}
 			ctx, _ := run(t, l, l.ID(), errFail)
-			if permit.Lent(ctx) != 0 || l.InUse() != 0 {
-				t.Fatalf("lent %d, in use %d after a failure: want 0, 0", permit.Lent(ctx), l.InUse())
+			if ctx.Lent() != 0 || l.InUse() != 0 {
+				t.Fatalf("lent %d, in use %d after a failure: want 0, 0", ctx.Lent(), l.InUse())
 			}
 		}},
 		{"a waiting attempt gets the permit, and no lease is granted meanwhile", func(t *testing.T) {
@@ -156,21 +258,16 @@ func TestLimiterLease(t *testing.T) {
 			if !l.Lease() {
 				t.Fatal("no lease on an idle limiter")
 			}
-			waiter := make(chan error, 1)
-			wctx, wcancel := newCtx()
+			wctx, wcancel := newInv()
 			defer wcancel(nil)
-			go func() {
-				waiter <- Chain(func(*event.Context, event.Event) error { return nil }, l.Middleware())(wctx, &event.Message{})
-			}()
-			for l.waiting.Load() == 0 {
-				time.Sleep(time.Millisecond)
-			}
+			waiter := start(NewStack(Handler(handlerFunc(func(*event.Context, event.Event) error { return nil }), l), l), wctx, &event.Message{})
+			eventually(t, "an attempt waits", func() bool { return l.waiting.Load() == 1 })
 			ctx, _ := run(t, l, l.ID(), nil)
 			if err := <-waiter; err != nil {
 				t.Fatalf("the waiting attempt failed: %v", err)
 			}
-			if permit.Lent(ctx) != 0 || l.InUse() != 0 {
-				t.Fatalf("lent %d, in use %d: want 0, 0", permit.Lent(ctx), l.InUse())
+			if ctx.Lent() != 0 || l.InUse() != 0 {
+				t.Fatalf("lent %d, in use %d: want 0, 0", ctx.Lent(), l.InUse())
 			}
 			l.waiting.Store(1) // a permit free, but an attempt about to queue
 			if l.Lease() {
@@ -185,8 +282,8 @@ func TestLimiterLease(t *testing.T) {
 		{"another limiter's permit is not honoured", func(t *testing.T) {
 			l, other := NewLimiter(1), NewLimiter(1)
 			ctx, during := run(t, l, other.ID(), nil)
-			if during != 1 || l.InUse() != 0 || permit.Lent(ctx) != other.ID() {
-				t.Fatalf("during %d, in use %d, lent %d: want 1, 0, %d", during, l.InUse(), permit.Lent(ctx), other.ID())
+			if during != 1 || l.InUse() != 0 || ctx.Lent() != other.ID() {
+				t.Fatalf("during %d, in use %d, lent %d: want 1, 0, %d", during, l.InUse(), ctx.Lent(), other.ID())
 			}
 		}},
 	}

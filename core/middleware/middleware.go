@@ -1,40 +1,110 @@
 // Package middleware holds the layers between the key queue and the user's
-// handler. An Invoker runs one event; a Middleware wraps an Invoker in
-// another. Chain lists layers outermost first, in the order a request
-// passes through them, so the code reads like the data path:
+// handler, and the runner that walks them.
 //
-//	Chain(HandlerInvoker(h), Retry(...), Cancellation(), Concurrency(...), Timeout(...))
+// A Layer has two halves: Before runs as an attempt passes inward, After
+// as its outcome passes outward. Each half returns a Step: go on inward,
+// an outcome to pass outward, run the layers inside again after a delay
+// (a retry), or Wait, when the layer finishes the step later, from any
+// goroutine, with Run.Resume (a concurrency slot that another event will
+// hand over, a dead letter the broker has yet to acknowledge).
 //
-// Every layer runs on the goroutine of the event it handles; none starts
-// goroutines of its own.
+// Because no layer blocks, one walk serves both ways a handler can run. A
+// Go handler (or a C host's on_event) returns its outcome on the calling
+// goroutine: Stack.Invoke walks the layers and blocks the caller only
+// where a step waits. A handler in a host language finishes later, from
+// the host's thread: Stack.Start walks until a step waits and returns,
+// and whoever resumes the step walks on, on their own goroutine or thread,
+// so no goroutine is parked per event. Both drive the same walk, so a
+// layer behaves the same under either (parity_test.go checks that).
+//
+// Stacks list layers outermost first, in the order a request passes
+// through them (see stacks.go for the stack of each mode):
+//
+//	NewStack(Handler(h), NewRetry(policy), Cancellation{}, limiter, timeouts)
 package middleware
 
-import "github.com/prosody-events/prosody-go/core/event"
+import (
+	"time"
 
-// Invoker runs one event and returns its outcome.
-type Invoker func(ctx *event.Context, ev event.Event) error
+	"github.com/prosody-events/prosody-go/core/event"
+)
 
-// Middleware wraps an Invoker.
-type Middleware func(next Invoker) Invoker
-
-// Chain wraps inner in layers, the first layer outermost.
-func Chain(inner Invoker, layers ...Middleware) Invoker {
-	for i := len(layers) - 1; i >= 0; i-- {
-		inner = layers[i](inner)
-	}
-	return inner
+// Layer is one step on the path between the key queue and the handler.
+// Layers are shared by every run of a stack (and may appear in several
+// stacks); what one run needs to remember lives in its Slot.
+type Layer interface {
+	// Before runs as an attempt passes inward. It returns Continue, an
+	// outcome (Result: the layers inside do not run, nor does this
+	// layer's After), or Wait.
+	Before(r *Run) Step
+	// After runs as the outcome err of the layers inside passes outward,
+	// for layers whose Before continued. It returns an outcome (Result,
+	// err or another), RetryAfter (run the layers inside again), or Wait.
+	After(r *Run, err error) Step
 }
 
-// HandlerInvoker dispatches events to h by kind.
-func HandlerInvoker(h event.Handler) Invoker {
-	return func(ctx *event.Context, ev event.Event) error {
-		switch e := ev.(type) {
-		case *event.Message:
-			return h.OnMessage(ctx, e)
-		case *event.Timer:
-			return h.OnTimer(ctx, e)
-		default:
-			return nil
-		}
-	}
+// Releaser is a layer that holds something (a concurrency permit) past
+// its After: its After calls Run.ReleaseLater, and the runner calls
+// Release once the run's outcome has left the stack, or before the run
+// waits, whichever comes first. A key's next event, started from the
+// outcome, is then first in line for what is released.
+type Releaser interface {
+	Release(r *Run)
 }
+
+// Stateful is a layer that keeps state per run in Run.Slot. A stack gives
+// only these layers a slot.
+type Stateful interface {
+	UsesSlot()
+}
+
+// WaitCanceller is a layer whose waiting runs end early when their
+// invocation is cancelled, once CancelWaiting is called (the owner of the
+// invocations' parent context calls it on cancellation; see
+// Stack.CancelWaiting). Watching every waiter's context instead would cost
+// a subscription per event.
+type WaitCanceller interface {
+	CancelWaiting()
+}
+
+// Target is what the innermost layer runs: the handler.
+type Target interface {
+	// Start begins one attempt of r's event in r.Context(). It returns the
+	// attempt's outcome (Result), or Wait and later calls r.Resume with
+	// the outcome, exactly once, from any goroutine.
+	Start(r *Run) Step
+	// Async reports whether Start of ev returns Wait, so that its caller
+	// may return instead of blocking (Stack.StartsAsync).
+	Async(ev event.Event) bool
+}
+
+// Step is what a layer or the handler tells the runner to do next.
+type Step struct {
+	op    op
+	err   error
+	delay time.Duration
+}
+
+type op uint8
+
+const (
+	opContinue op = iota // Before: go on inward
+	opResult             // an outcome, passed outward
+	opRetry              // After: run the layers inside again after delay
+	opWait               // finished later with Run.Resume
+	opEnter              // internal: a retry's delay is over; enter the layer inside
+)
+
+// Continue goes on inward (Before only).
+var Continue = Step{op: opContinue}
+
+// Wait says the layer finishes its step later with Run.Resume.
+var Wait = Step{op: opWait}
+
+// Result passes the outcome err (nil: success) outward.
+func Result(err error) Step { return Step{op: opResult, err: err} }
+
+// RetryAfter runs the layers inside again once delay has passed (After
+// only). A cancellation of the invocation during the delay ends the run
+// with the cancellation cause instead.
+func RetryAfter(delay time.Duration) Step { return Step{op: opRetry, delay: delay} }

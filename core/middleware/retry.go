@@ -1,16 +1,17 @@
 package middleware
 
 import (
+	"context"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"time"
 
-	"github.com/prosody-events/prosody-go/core/event"
 	"github.com/prosody-events/prosody-go/core/fault"
 )
 
 // Unlimited as RetryPolicy.MaxRetries retries transient failures until they
-// succeed or the event is cancelled.
+// succeed or the invocation is cancelled.
 const Unlimited = -1
 
 // RetryPolicy says how transient failures are retried.
@@ -18,76 +19,90 @@ type RetryPolicy struct {
 	// MaxRetries is how many retries follow the first attempt (so
 	// MaxRetries+1 attempts in all); Unlimited never gives up.
 	MaxRetries int
-	// Base is the delay before the first retry; each later delay doubles,
-	// capped at MaxDelay.
+	// Base and MaxDelay shape the backoff (see Delay).
 	Base, MaxDelay time.Duration
 	Logger         *slog.Logger
+	// Jitter returns a uniform random integer in [0, n); nil uses
+	// math/rand/v2. Tests replace it to get repeatable delays.
+	Jitter func(n int64) int64
 }
 
-// Delay is the backoff before retry number n (1-based), with up to 20%
-// random jitter below the nominal value so that many keys failing together
-// do not retry in lockstep.
+// Delay is the backoff after attempt number n (1-based) failed: "full
+// jitter", a uniform random number of whole milliseconds in [0, cap) with
+// cap = min(2^n × Base, MaxDelay), so that many keys failing together do
+// not retry in lockstep. The first retry waits less than 2 × Base. A zero
+// cap gives no delay (the original panics there).
 func (p RetryPolicy) Delay(n int) time.Duration {
-	d := p.Base
-	for i := 1; i < n && d < p.MaxDelay; i++ {
-		d *= 2
+	baseMs := p.Base.Milliseconds()
+	capMs := p.MaxDelay.Milliseconds()
+	c := capMs
+	if n < 62 && baseMs > 0 && baseMs <= math.MaxInt64>>uint(n) {
+		c = min(baseMs<<uint(n), capMs)
 	}
-	if d > p.MaxDelay {
-		d = p.MaxDelay
-	}
-	if d <= 0 {
+	if c <= 0 || baseMs <= 0 {
 		return 0
 	}
-	return d - time.Duration(rand.Int64N(int64(d)/5+1))
+	jitter := p.Jitter
+	if jitter == nil {
+		jitter = rand.Int64N
+	}
+	return time.Duration(jitter(c)) * time.Millisecond
 }
 
-// Retry re-runs the inner layers after a transient failure, waiting the
-// policy's backoff between attempts. Permanent and terminal failures, and
-// transient ones once the retries are spent, are returned to the caller. A
-// cancellation during the backoff ends the loop with the cancellation cause.
-func Retry(p RetryPolicy) Middleware {
-	return func(next Invoker) Invoker {
-		return func(ctx *event.Context, ev event.Event) error {
-			for attempt := 1; ; attempt++ {
-				err := next(ctx, ev)
-				delay, again := p.after(ctx, attempt, err)
-				if !again {
-					return err
-				}
-				if err := sleep(ctx, delay); err != nil {
-					return err
-				}
-			}
-		}
-	}
+// Retry runs the layers inside again after a transient failure, waiting
+// the policy's backoff between attempts, during which the run holds no
+// concurrency permit. Permanent and terminal failures, transient ones once
+// the retries are spent, and any failure once the invocation is cancelled
+// (the partition is going away) are passed outward. A cancellation during
+// the backoff ends the run with the cancellation cause. Retries are
+// attempts of Failure demand.
+type Retry struct{ p RetryPolicy }
+
+// NewRetry returns the retry layer of policy p.
+func NewRetry(p RetryPolicy) *Retry { return &Retry{p: p} }
+
+// UsesSlot implements Stateful: the slot counts the attempts.
+func (*Retry) UsesSlot() {}
+
+// Before implements Layer.
+func (l *Retry) Before(r *Run) Step {
+	r.Slot().N = 1
+	return Continue
 }
 
-// after decides what follows attempt number n (1-based) ending with err:
-// another attempt after the returned delay, or none (err is the outcome).
-// It logs the retry it asks for.
-func (p *RetryPolicy) after(ctx *event.Context, n int, err error) (time.Duration, bool) {
-	if p == nil || err == nil || fault.ClassOf(err) != fault.ClassTransient {
-		return 0, false
+// After implements Layer.
+func (l *Retry) After(r *Run, err error) Step {
+	if err == nil || r.ctx.Err() != nil {
+		return Result(err)
 	}
-	if p.MaxRetries != Unlimited && n > p.MaxRetries {
-		return 0, false
+	slot := r.Slot()
+	n := int(slot.N)
+	switch fault.ClassOf(err) {
+	case fault.ClassTerminal:
+		l.log(r, slog.LevelInfo, "event aborted by a terminal failure", n, err)
+		return Result(err)
+	case fault.ClassPermanent:
+		l.log(r, slog.LevelError, "event failed permanently; not retried", n, err)
+		return Result(err)
 	}
-	delay := p.Delay(n)
-	if p.Logger != nil {
-		p.Logger.LogAttrs(ctx, slog.LevelWarn, "handler failed, will retry",
-			slog.String("key", ctx.Key()), slog.Int("attempt", n),
+	if l.p.MaxRetries != Unlimited && n > l.p.MaxRetries {
+		l.log(r, slog.LevelError, "event still failing; maximum attempts reached", n, err)
+		return Result(err)
+	}
+	delay := l.p.Delay(n)
+	if lg := l.p.Logger; lg != nil {
+		lg.LogAttrs(context.Background(), slog.LevelWarn, "event failed, will retry",
+			slog.String("key", r.ctx.Key()), slog.Int("attempt", n),
 			slog.Duration("delay", delay), slog.String("error", err.Error()))
 	}
-	return delay, true
+	slot.N++
+	r.demand = Failure
+	return RetryAfter(delay)
 }
 
-func sleep(ctx *event.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Cause()
+func (l *Retry) log(r *Run, level slog.Level, msg string, attempts int, err error) {
+	if lg := l.p.Logger; lg != nil {
+		lg.LogAttrs(context.Background(), level, msg, slog.String("key", r.ctx.Key()),
+			slog.Int("attempts", attempts), slog.String("error", err.Error()))
 	}
 }

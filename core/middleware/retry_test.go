@@ -7,6 +7,7 @@ import (
 
 	"github.com/prosody-events/prosody-go/core/event"
 	"github.com/prosody-events/prosody-go/core/fault"
+	"github.com/prosody-events/prosody-go/core/internal/invocation"
 )
 
 func TestRetry(t *testing.T) {
@@ -31,17 +32,17 @@ func TestRetry(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			attempts := 0
-			inner := func(*event.Context, event.Event) error {
+			h := handlerFunc(func(*event.Context, event.Event) error {
 				attempts++
 				if attempts <= len(tt.failures) {
 					return tt.failures[attempts-1]
 				}
 				return nil
-			}
-			ctx, cancel := newCtx()
+			})
+			ctx, cancel := newInv()
 			defer cancel(nil)
 			p := RetryPolicy{MaxRetries: tt.maxRetries, Base: time.Millisecond, MaxDelay: 4 * time.Millisecond}
-			err := Chain(inner, Retry(p))(ctx, &event.Message{})
+			err := invoke(NewStack(Handler(h, nil), NewRetry(p)), ctx, &event.Message{})
 			if !errors.Is(err, tt.wantErr) || (tt.wantErr == nil && err != nil) {
 				t.Fatalf("err = %v, want %v", err, tt.wantErr)
 			}
@@ -52,36 +53,102 @@ func TestRetry(t *testing.T) {
 	}
 }
 
+// A revocation during the backoff ends the run at once with its cause;
+// no attempt follows.
 func TestRetryStopsOnCancellation(t *testing.T) {
-	ctx, cancel := newCtx()
-	inner := func(*event.Context, event.Event) error { return errors.New("flaky") }
-	p := RetryPolicy{MaxRetries: Unlimited, Base: time.Hour, MaxDelay: time.Hour}
-	done := make(chan error)
-	go func() { done <- Chain(inner, Retry(p))(ctx, &event.Message{}) }()
-	time.Sleep(10 * time.Millisecond)
-	cancel(event.ErrRevoked)
-	select {
-	case err := <-done:
-		if !errors.Is(err, event.ErrRevoked) || !fault.IsTerminal(err) {
-			t.Fatalf("err = %v, want terminal ErrRevoked", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("retry did not stop on cancellation")
+	for _, drive := range []string{"Invoke", "Start"} {
+		t.Run(drive, func(t *testing.T) {
+			ctx, cancel := newInv()
+			attempts := 0
+			h := handlerFunc(func(*event.Context, event.Event) error { attempts++; return errors.New("flaky") })
+			clock := newFakeClock()
+			s := NewStack(Handler(h, nil), NewRetry(RetryPolicy{MaxRetries: Unlimited, Base: time.Hour, MaxDelay: time.Hour})).WithClock(clock)
+			done := make(chan error, 1)
+			if drive == "Invoke" {
+				go func() { done <- invoke(s, ctx, &event.Message{}) }()
+			} else {
+				s.Start(new(Run), ctx, &event.Message{}, outcome(done), false)
+			}
+			<-clock.added // in its backoff
+			cancel(invocation.ErrRevoked)
+			err := <-done
+			if !errors.Is(err, invocation.ErrRevoked) || !fault.IsTerminal(err) || attempts != 1 {
+				t.Fatalf("err = %v after %d attempts, want terminal ErrRevoked after 1", err, attempts)
+			}
+		})
 	}
 }
 
-func TestRetryDelayIsExponentialAndCapped(t *testing.T) {
-	p := RetryPolicy{Base: 20 * time.Millisecond, MaxDelay: 100 * time.Millisecond}
+// A failure once the invocation is cancelled is not retried.
+func TestRetryNotWhileShuttingDown(t *testing.T) {
+	ctx, cancel := newInv()
+	attempts := 0
+	h := handlerFunc(func(*event.Context, event.Event) error {
+		attempts++
+		cancel(invocation.ErrRevoked)
+		return errors.New("flaky")
+	})
+	err := invoke(NewStack(Handler(h, nil), NewRetry(RetryPolicy{MaxRetries: Unlimited, Base: time.Millisecond, MaxDelay: time.Millisecond})), ctx, &event.Message{})
+	if err == nil || attempts != 1 {
+		t.Fatalf("err = %v after %d attempts, want the failure after 1", err, attempts)
+	}
+}
+
+// Full jitter: uniform in [0, min(2^n × base, max)), in whole milliseconds.
+func TestRetryDelayIsFullJitterCapped(t *testing.T) {
 	tests := []struct {
-		n       int
-		nominal time.Duration
-	}{{1, 20 * time.Millisecond}, {2, 40 * time.Millisecond}, {3, 80 * time.Millisecond}, {4, 100 * time.Millisecond}, {30, 100 * time.Millisecond}}
+		name     string
+		base, mx time.Duration
+		n        int
+		cap      time.Duration
+	}{
+		{"first retry below twice the base", 20 * time.Millisecond, 5 * time.Minute, 1, 40 * time.Millisecond},
+		{"doubling", 20 * time.Millisecond, 5 * time.Minute, 3, 160 * time.Millisecond},
+		{"capped", 20 * time.Millisecond, 100 * time.Millisecond, 4, 100 * time.Millisecond},
+		{"no overflow far out", 20 * time.Millisecond, time.Second, 200, time.Second},
+		{"zero base: no delay", 0, time.Second, 3, 0},
+		{"zero max: no delay", 20 * time.Millisecond, 0, 3, 0},
+	}
 	for _, tt := range tests {
-		for i := 0; i < 50; i++ {
+		t.Run(tt.name, func(t *testing.T) {
+			var asked int64
+			p := RetryPolicy{Base: tt.base, MaxDelay: tt.mx, Jitter: func(n int64) int64 { asked = n; return n - 1 }}
 			d := p.Delay(tt.n)
-			if d > tt.nominal || d < tt.nominal*4/5 {
-				t.Fatalf("Delay(%d) = %v, want within [%v, %v]", tt.n, d, tt.nominal*4/5, tt.nominal)
+			if tt.cap == 0 {
+				if d != 0 {
+					t.Fatalf("Delay = %v, want 0", d)
+				}
+				return
 			}
+			if asked != tt.cap.Milliseconds() || d != tt.cap-time.Millisecond {
+				t.Fatalf("jitter range %d ms, delay %v: want [0, %v)", asked, d, tt.cap)
+			}
+			p.Jitter = nil
+			for i := 0; i < 100; i++ {
+				if d := p.Delay(tt.n); d < 0 || d >= tt.cap || d%time.Millisecond != 0 {
+					t.Fatalf("Delay = %v, want whole ms in [0, %v)", d, tt.cap)
+				}
+			}
+		})
+	}
+}
+
+// Retries are attempts of failure demand.
+func TestRetryMarksFailureDemand(t *testing.T) {
+	ctx, cancel := newInv()
+	defer cancel(nil)
+	probe := &demandProbe{}
+	n := 0
+	h := handlerFunc(func(*event.Context, event.Event) error {
+		if n++; n < 3 {
+			return errors.New("flaky")
 		}
+		return nil
+	})
+	if err := invoke(NewStack(Handler(h, nil), NewRetry(RetryPolicy{MaxRetries: 5}), probe), ctx, &event.Message{}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []Demand{Normal, Failure, Failure}; len(probe.demands) != 3 || probe.demands[0] != want[0] || probe.demands[2] != want[2] {
+		t.Fatalf("demands %v, want %v", probe.demands, want)
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prosody-events/prosody-go/core/event"
+	"github.com/prosody-events/prosody-go/core/internal/invocation"
 	"github.com/prosody-events/prosody-go/core/watchdog"
 )
 
@@ -47,7 +47,7 @@ type Timeouts struct {
 // from nil, then sets started; it clears started before ctx when it ends.
 // Padded to a cache line so attempts on different CPUs do not contend.
 type slot struct {
-	ctx     atomic.Pointer[event.Context]
+	ctx     atomic.Pointer[invocation.Context]
 	started atomic.Int64 // Timeouts.seq when the attempt began; 0 while being claimed
 	_       [48]byte
 }
@@ -60,7 +60,11 @@ const probes = 4
 
 // NewTimeouts returns a Timeouts for limit (<= 0: no limit) and starts its
 // watchdog. Stop it when the consumer stops.
-func NewTimeouts(limit time.Duration) *Timeouts {
+func NewTimeouts(limit time.Duration) *Timeouts { return newTimeouts(limit, true) }
+
+// newTimeouts is NewTimeouts; without watch no goroutine ticks, and tests
+// tick by hand (tick).
+func newTimeouts(limit time.Duration, watch bool) *Timeouts {
 	t := &Timeouts{
 		limit: limit,
 		tick:  min(max(limit/20, 5*time.Millisecond), time.Second),
@@ -71,11 +75,20 @@ func NewTimeouts(limit time.Duration) *Timeouts {
 	t.seq.Store(1)
 	tables := []*slotTable{{slots: make([]slot, 64)}}
 	t.tables.Store(&tables)
-	if limit > 0 {
+	if limit > 0 && watch {
 		t.stopped.Add(1)
 		go t.watch()
 	}
 	return t
+}
+
+// Tick is the watchdog's period.
+func (t *Timeouts) Tick() time.Duration { return t.tick }
+
+// tick is one tick of the watchdog, for tests that drive it by hand.
+func (t *Timeouts) tickOnce() {
+	t.seq.Add(1)
+	t.scan()
 }
 
 // Stop ends the watchdog. Attempts still running are no longer timed.
@@ -88,63 +101,46 @@ func (t *Timeouts) Stop() {
 	t.stopped.Wait()
 }
 
-// Middleware gives each attempt its own context and times it.
-func (t *Timeouts) Middleware() Middleware {
-	return func(next Invoker) Invoker {
-		if t.limit <= 0 {
-			return next
-		}
-		return func(ctx *event.Context, ev event.Event) error {
-			a := t.startAttempt(ctx)
-			return a.end(next(a.ctx(), ev))
-		}
-	}
-}
+// UsesSlot implements Stateful: the slot holds the attempt's entry in
+// the watchdog's table.
+func (t *Timeouts) UsesSlot() {}
 
-// attemptTimer is one timed attempt of an invocation.
-type attemptTimer struct {
-	parent, attempt *event.Context // attempt is nil without a limit
-	s               *slot
-}
-
-// startAttempt begins a timed attempt of ctx's invocation. Without a limit
-// the attempt runs in ctx itself.
-func (t *Timeouts) startAttempt(ctx *event.Context) attemptTimer {
+// Before implements Layer: the attempt gets a context of its own (the
+// handler's), timed by the watchdog.
+func (t *Timeouts) Before(r *Run) Step {
 	if t.limit <= 0 {
-		return attemptTimer{parent: ctx}
+		return Continue
 	}
-	attempt := ctx.Attempt()
-	return attemptTimer{parent: ctx, attempt: attempt, s: t.begin(attempt)}
+	attempt := r.ctx.Attempt()
+	r.Slot().V = t.begin(attempt)
+	r.call = attempt
+	return Continue
 }
 
-// ctx is the context the attempt runs in.
-func (a *attemptTimer) ctx() *event.Context {
-	if a.attempt == nil {
-		return a.parent
+// After implements Layer: the attempt ends, and a failure of an attempt
+// that timed out is reported as the timeout (transient, and the log says
+// why), with the handler's own error in its chain.
+func (t *Timeouts) After(r *Run, err error) Step {
+	if t.limit <= 0 {
+		return Result(err)
 	}
-	return a.attempt
-}
-
-// end ends the attempt and turns its error into the outcome to report.
-func (a *attemptTimer) end(err error) error {
-	if a.attempt == nil {
-		return err
+	mem := r.Slot()
+	s := mem.V.(*slot)
+	mem.V = nil
+	attempt := r.call
+	r.call = r.ctx
+	s.started.Store(0)
+	s.ctx.Store(nil)
+	timedOut := attempt.Cause() == invocation.ErrTimeout
+	attempt.Invalidate()
+	if err != nil && timedOut && r.ctx.Err() == nil {
+		return Result(timeoutError{err})
 	}
-	a.s.started.Store(0)
-	a.s.ctx.Store(nil)
-	timedOut := a.attempt.Cause() == event.ErrTimeout
-	a.attempt.Invalidate()
-	if err != nil && timedOut && a.parent.Err() == nil {
-		// The handler gave up because of the timeout (or failed for some
-		// other reason while timed out): report the timeout, so the
-		// outcome is transient and the log says why.
-		return timeoutError{err}
-	}
-	return err
+	return Result(err)
 }
 
 // begin registers an attempt; clearing the returned slot ends it.
-func (t *Timeouts) begin(ctx *event.Context) *slot {
+func (t *Timeouts) begin(ctx *invocation.Context) *slot {
 	for {
 		tables := *t.tables.Load()
 		tab := tables[len(tables)-1]
@@ -222,4 +218,4 @@ func (t *Timeouts) watch() {
 type timeoutError struct{ err error }
 
 func (e timeoutError) Error() string   { return "handler timed out: " + e.err.Error() }
-func (e timeoutError) Unwrap() []error { return []error{event.ErrTimeout, e.err} }
+func (e timeoutError) Unwrap() []error { return []error{invocation.ErrTimeout, e.err} }

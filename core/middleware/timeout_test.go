@@ -7,6 +7,7 @@ import (
 
 	"github.com/prosody-events/prosody-go/core/event"
 	"github.com/prosody-events/prosody-go/core/fault"
+	"github.com/prosody-events/prosody-go/core/internal/invocation"
 )
 
 func TestTimeout(t *testing.T) {
@@ -17,7 +18,7 @@ func TestTimeout(t *testing.T) {
 	tests := []struct {
 		name      string
 		d         time.Duration
-		handler   Invoker
+		handler   func(*event.Context, event.Event) error
 		wantErr   bool
 		wantClass fault.Class
 	}{
@@ -33,22 +34,25 @@ func TestTimeout(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ctx, cancel := newCtx()
+			ctx, cancel := newInv()
 			defer cancel(nil)
 			timeouts := NewTimeouts(tt.d)
 			defer timeouts.Stop()
-			err := Chain(tt.handler, timeouts.Middleware())(ctx, &event.Message{})
+			err := invoke(NewStack(Handler(handlerFunc(tt.handler), nil), timeouts), ctx, &event.Message{})
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("err = %v, want error: %v", err, tt.wantErr)
 			}
 			if err != nil && fault.ClassOf(err) != tt.wantClass {
 				t.Fatalf("class = %v, want %v (err %v)", fault.ClassOf(err), tt.wantClass, err)
 			}
-			if tt.name == "slow handler is cancelled and transient" && !errors.Is(err, event.ErrTimeout) {
+			if tt.name == "slow handler is cancelled and transient" && !errors.Is(err, invocation.ErrTimeout) {
 				t.Fatalf("err = %v, want it to wrap ErrTimeout", err)
 			}
 			if ctx.ShouldCancel() {
-				t.Fatal("the attempt's timeout must not cancel the event context")
+				t.Fatal("the attempt's timeout must not cancel the invocation's context")
+			}
+			if timeouts.scan() {
+				t.Fatal("the attempt is still timed after it ended")
 			}
 		})
 	}
@@ -56,13 +60,13 @@ func TestTimeout(t *testing.T) {
 
 func TestTimeoutsWatchdogIdlesAndStops(t *testing.T) {
 	timeouts := NewTimeouts(10 * time.Millisecond)
-	inv := Chain(func(ctx *event.Context, _ event.Event) error {
+	s := NewStack(Handler(handlerFunc(func(ctx *event.Context, _ event.Event) error {
 		<-ctx.OnCancel()
 		return ctx.Err()
-	}, timeouts.Middleware())
+	}), nil), timeouts)
 	for i := 0; i < 3; i++ {
-		runTimedOut(t, inv, i)
-		time.Sleep(30 * time.Millisecond) // long enough for the watchdog to idle
+		runTimedOut(t, s, i)
+		eventually(t, "the watchdog sleeps", func() bool { return timeouts.ticker.Asleep() })
 	}
 	timeouts.Stop()
 	timeouts.Stop() // idempotent
@@ -71,12 +75,12 @@ func TestTimeoutsWatchdogIdlesAndStops(t *testing.T) {
 func TestNoLimitPassesThrough(t *testing.T) {
 	timeouts := NewTimeouts(0)
 	defer timeouts.Stop()
-	ctx, cancel := newCtx()
+	ctx, cancel := newInv()
 	defer cancel(nil)
 	var seen *event.Context
-	_ = Chain(func(c *event.Context, _ event.Event) error { seen = c; return nil }, timeouts.Middleware())(ctx, &event.Message{})
-	if seen != ctx {
-		t.Fatal("with no limit the handler must get the event context itself")
+	_ = invoke(NewStack(Handler(handlerFunc(func(c *event.Context, _ event.Event) error { seen = c; return nil }), nil), timeouts), ctx, &event.Message{})
+	if seen != (*event.Context)(ctx) {
+		t.Fatal("with no limit the handler must get the invocation's context itself")
 	}
 }
 
@@ -88,7 +92,7 @@ func TestTimeoutNeverEarly(t *testing.T) {
 	timeouts := NewTimeouts(limit)
 	defer timeouts.Stop()
 	var early, late []time.Duration
-	inv := Chain(func(ctx *event.Context, _ event.Event) error {
+	s := NewStack(Handler(handlerFunc(func(ctx *event.Context, _ event.Event) error {
 		start := time.Now()
 		<-ctx.OnCancel()
 		el := time.Since(start)
@@ -99,9 +103,9 @@ func TestTimeoutNeverEarly(t *testing.T) {
 			late = append(late, el)
 		}
 		return ctx.Err()
-	}, timeouts.Middleware())
+	}), nil), timeouts)
 	for i := 0; i < 30; i++ {
-		runTimedOut(t, inv, i)
+		runTimedOut(t, s, i)
 		// Start the next attempt at another point of the tick, sometimes
 		// after the watchdog went to sleep.
 		time.Sleep(time.Duration(i%7) * 3 * time.Millisecond)
@@ -114,12 +118,12 @@ func TestTimeoutNeverEarly(t *testing.T) {
 	}
 }
 
-// runTimedOut runs one event through inv, which must time it out.
-func runTimedOut(t *testing.T, inv Invoker, i int) {
+// runTimedOut runs one event through s, which must time it out.
+func runTimedOut(t *testing.T, s *Stack, i int) {
 	t.Helper()
-	ctx, cancel := newCtx()
+	ctx, cancel := newInv()
 	defer cancel(nil)
-	if err := inv(ctx, &event.Message{}); !errors.Is(err, event.ErrTimeout) {
+	if err := invoke(s, ctx, &event.Message{}); !errors.Is(err, invocation.ErrTimeout) {
 		t.Fatalf("attempt %d: err = %v, want a timeout", i, err)
 	}
 }

@@ -193,6 +193,39 @@ func (s *Sending) Wait() (Delivery, error) {
 	}
 }
 
+// SendRaw writes key and value unchanged, without Send's checks of the
+// payload and without the id cache, and waits for the acknowledgement as
+// Send does. A nil key is written as a null key (a random partition), a
+// nil value as a null value. It is for records that are not events of
+// ours (the dead letter of an undecodable record).
+func (p *Producer) SendRaw(ctx context.Context, topic string, key, value []byte, headers ...Header) (Delivery, error) {
+	if topic == "" {
+		return Delivery{}, fault.Permanent(errors.New("producer: send: empty topic name"))
+	}
+	if err := ctx.Err(); err != nil {
+		return Delivery{}, fmt.Errorf("producer: send to %q: %w", topic, err)
+	}
+	s := &Sending{ctx: ctx, p: p, topic: topic, f: &flight{done: make(chan outcome, 1)}}
+	msg := p.newRecord(ctx, topic, key, value, headers, s.f)
+	if size := msg.ByteSize(2); size > p.maxMsgBytes {
+		return Delivery{}, kafkaFault(fmt.Errorf("producer: send to %q: record of %d bytes exceeds %d: %w",
+			topic, size, p.maxMsgBytes, sarama.ErrMessageSizeTooLarge))
+	}
+	if p.sendTimeout > 0 {
+		s.timer = time.NewTimer(p.sendTimeout)
+		s.timeout = s.timer.C
+	}
+	conn, err := p.awaitConnection(ctx, s.timeout, topic)
+	if err == nil {
+		err = p.enqueue(ctx, s.timeout, conn, msg)
+	}
+	if err != nil {
+		s.stopTimer()
+		return Delivery{}, err
+	}
+	return s.Wait()
+}
+
 // awaitConnection returns the live connection, waiting for the background
 // dial if it has not succeeded yet.
 func (p *Producer) awaitConnection(ctx context.Context, timeout <-chan time.Time, topic string) (*connection, error) {
@@ -242,6 +275,13 @@ func (p *Producer) enqueue(ctx context.Context, timeout <-chan time.Time, conn *
 
 // newMessage builds the sarama record for one send.
 func (p *Producer) newMessage(ctx context.Context, topic, key string, payload []byte, headers []Header, f *flight) *sarama.ProducerMessage {
+	// []byte of an empty string is non-nil, so an empty key stays empty
+	// rather than null.
+	return p.newRecord(ctx, topic, []byte(key), payload, headers, f)
+}
+
+// newRecord builds the sarama record for key and value bytes (nil: null).
+func (p *Producer) newRecord(ctx context.Context, topic string, key, value []byte, headers []Header, f *flight) *sarama.ProducerMessage {
 	trace := tracing.Inject(ctx)
 	hs := make([]sarama.RecordHeader, 0, len(trace)+1+len(headers))
 	// The trace headers come first, as the original writes them.
@@ -254,15 +294,19 @@ func (p *Producer) newMessage(ctx context.Context, topic, key string, payload []
 	for _, h := range headers {
 		hs = append(hs, sarama.RecordHeader{Key: []byte(h.Key), Value: h.Value})
 	}
-	return &sarama.ProducerMessage{
-		Topic: topic,
-		// A ByteEncoder, not a StringEncoder: the partitioner and the
-		// encoder then share one copy of the key. []byte of an empty
-		// string is non-nil, so an empty key stays empty rather than null.
-		Key:       sarama.ByteEncoder([]byte(key)),
-		Value:     sarama.ByteEncoder(payload),
+	msg := &sarama.ProducerMessage{
+		Topic:     topic,
 		Headers:   hs,
 		Timestamp: time.Now(),
 		Metadata:  f,
 	}
+	// ByteEncoders, not StringEncoders: the partitioner and the encoder
+	// then share one copy of the key. A nil encoder is a null.
+	if key != nil {
+		msg.Key = sarama.ByteEncoder(key)
+	}
+	if value != nil {
+		msg.Value = sarama.ByteEncoder(value)
+	}
+	return msg
 }

@@ -13,18 +13,19 @@ import (
 // (half up), as the stored format requires.
 type Application struct{ M *Manager }
 
-func (a Application) trigger(key string, at time.Time) timerstore.Trigger {
-	return timerstore.Trigger{Key: key, Time: timerstore.TimeOf(at), Type: timerstore.Application}
+func (a Application) trigger(key string, at time.Time, span map[string]string) timerstore.Trigger {
+	return timerstore.Trigger{Key: key, Time: timerstore.TimeOf(at), Type: timerstore.Application, Span: span}
 }
 
-// Schedule adds a timer for key at (rounded to the second).
-func (a Application) Schedule(ctx context.Context, key string, at time.Time) error {
-	return a.M.Schedule(ctx, a.trigger(key, at))
+// Schedule adds a timer for key at (rounded to the second), stored with
+// span, the trace context its handler will run in.
+func (a Application) Schedule(ctx context.Context, key string, at time.Time, span map[string]string) error {
+	return a.M.Schedule(ctx, a.trigger(key, at, span))
 }
 
-// ClearAndSchedule replaces key's timers with one at at.
-func (a Application) ClearAndSchedule(ctx context.Context, key string, at time.Time) error {
-	return a.M.ClearAndSchedule(ctx, a.trigger(key, at))
+// ClearAndSchedule replaces key's timers with one at at, stored with span.
+func (a Application) ClearAndSchedule(ctx context.Context, key string, at time.Time, span map[string]string) error {
+	return a.M.ClearAndSchedule(ctx, a.trigger(key, at, span))
 }
 
 // Unschedule removes key's timer at at (rounded to the second).

@@ -33,6 +33,9 @@ func (t *Ticker) Wake() {
 	}
 }
 
+// Asleep reports whether Run sleeps until the next Wake.
+func (t *Ticker) Asleep() bool { return t.asleep.Load() }
+
 // Run calls scan(true) every period until stop closes. When a scan reports
 // nothing to watch, Run announces its sleep, calls scan(false) once more
 // for work published without seeing the announcement, and sleeps until

@@ -6,18 +6,12 @@ import (
 	"github.com/prosody-events/prosody-go/core/middleware"
 )
 
-// PipelineChain is the middleware chain the client builds around h in
-// pipeline mode from cfg (unlimited retries, cancellation, the concurrency
-// limit, handler timeouts): what the benchmarks that drive the consumer
-// directly run, with its limiter (for consumer.Options.Limiter, as the
+// PipelineStacks are the stacks the client builds around h in cfg's mode
+// (pipeline by default): what the benchmarks that drive the consumer
+// directly run, with the limiter (for consumer.Options.Limiter, as the
 // client passes it). Stop the returned Timeouts when done.
-func PipelineChain(cfg config.Config, h event.Handler) (middleware.Invoker, *middleware.Timeouts, *middleware.Limiter) {
+func PipelineStacks(cfg config.Config, h event.Handler) (middleware.Stacks, *middleware.Timeouts, *middleware.Limiter) {
 	timeouts := middleware.NewTimeouts(cfg.HandlerTimeout())
 	limiter := middleware.NewLimiter(cfg.MaxConcurrency)
-	return middleware.Chain(middleware.HandlerInvoker(h),
-		middleware.Retry(middleware.RetryPolicy{MaxRetries: middleware.Unlimited, Base: cfg.RetryBase, MaxDelay: cfg.MaxRetryDelay}),
-		middleware.Cancellation(),
-		limiter.Middleware(),
-		timeouts.Middleware(),
-	), timeouts, limiter
+	return middleware.ModeStacks(&cfg, h, middleware.Services{Limiter: limiter, Timeouts: timeouts}), timeouts, limiter
 }

@@ -1,4 +1,4 @@
-package event
+package invocation
 
 import (
 	"context"
@@ -7,14 +7,19 @@ import (
 	"time"
 )
 
-type recordingTimers struct{ calls []string }
+type recordingTimers struct {
+	calls []string
+	spans []map[string]string
+}
 
-func (r *recordingTimers) Schedule(_ context.Context, key string, _ time.Time) error {
+func (r *recordingTimers) Schedule(_ context.Context, key string, _ time.Time, span map[string]string) error {
 	r.calls = append(r.calls, "schedule "+key)
+	r.spans = append(r.spans, span)
 	return nil
 }
-func (r *recordingTimers) ClearAndSchedule(_ context.Context, key string, _ time.Time) error {
+func (r *recordingTimers) ClearAndSchedule(_ context.Context, key string, _ time.Time, span map[string]string) error {
 	r.calls = append(r.calls, "clear_and_schedule "+key)
+	r.spans = append(r.spans, span)
 	return nil
 }
 func (r *recordingTimers) Unschedule(_ context.Context, key string, _ time.Time) error {
@@ -33,7 +38,7 @@ func (r *recordingTimers) Scheduled(_ context.Context, key string) ([]time.Time,
 func TestTimerOperationsUseTheEventKey(t *testing.T) {
 	rec := &recordingTimers{}
 	c := NewInvocation(context.Background(), "k1")
-	c.SetEnv(&Env{Timers: rec})
+	c.SetEnv(&Env{Timers: rec}, fixedTrace{"traceparent": "tp"})
 	attempt := c.Attempt() // handlers run in attempt contexts
 	now := time.Now()
 	ops := []func() error{
@@ -54,7 +59,17 @@ func TestTimerOperationsUseTheEventKey(t *testing.T) {
 			t.Fatalf("calls %v, want %v", rec.calls, want)
 		}
 	}
+	for i, span := range rec.spans {
+		if span["traceparent"] != "tp" {
+			t.Fatalf("timer %d stored span %v, want the event's trace context", i, span)
+		}
+	}
 }
+
+// fixedTrace is the trace context of an event in these tests.
+type fixedTrace map[string]string
+
+func (f fixedTrace) TraceSpan() map[string]string { return f }
 
 func TestTimerOperationsCheckTheContext(t *testing.T) {
 	tests := []struct {
@@ -65,14 +80,14 @@ func TestTimerOperationsCheckTheContext(t *testing.T) {
 		{"no timers", func() *Context { return NewContext(context.Background(), "k") }, ErrNoTimers},
 		{"after the handler returned", func() *Context {
 			c := NewContext(context.Background(), "k")
-			c.SetEnv(&Env{Timers: &recordingTimers{}})
+			c.SetEnv(&Env{Timers: &recordingTimers{}}, nil)
 			c.Invalidate()
 			return c
 		}, ErrInvalidContext},
 		{"partition revoked", func() *Context {
 			scope := NewScope()
 			c := NewContext(scope, "k")
-			c.SetEnv(&Env{Timers: &recordingTimers{}})
+			c.SetEnv(&Env{Timers: &recordingTimers{}}, nil)
 			scope.Cancel(ErrRevoked)
 			return c
 		}, ErrRevoked},
@@ -90,7 +105,7 @@ func TestBlockingHint(t *testing.T) {
 	c := NewContext(context.Background(), "k")
 	c.Blocking()() // no env: a harmless no-op
 	blocked, resumed := 0, 0
-	c.SetEnv(&Env{Block: func() func() { blocked++; return func() { resumed++ } }})
+	c.SetEnv(&Env{Block: func() func() { blocked++; return func() { resumed++ } }}, nil)
 	resume := c.Attempt().Blocking()
 	resume()
 	if blocked != 1 || resumed != 1 {

@@ -1,4 +1,4 @@
-package event
+package invocation
 
 import (
 	"context"
@@ -20,10 +20,11 @@ type Env struct {
 }
 
 // Timers is the view of a partition's timers that a context needs: the
-// application timers of one key, in wall-clock time.
+// application timers of one key, in wall-clock time. A timer is stored
+// with the trace context (span) of the event that scheduled it.
 type Timers interface {
-	Schedule(ctx context.Context, key string, at time.Time) error
-	ClearAndSchedule(ctx context.Context, key string, at time.Time) error
+	Schedule(ctx context.Context, key string, at time.Time, span map[string]string) error
+	ClearAndSchedule(ctx context.Context, key string, at time.Time, span map[string]string) error
 	Unschedule(ctx context.Context, key string, at time.Time) error
 	ClearScheduled(ctx context.Context, key string) error
 	Scheduled(ctx context.Context, key string) ([]time.Time, error)
@@ -33,9 +34,24 @@ type Timers interface {
 // timers, such as one made outside the engine.
 var ErrNoTimers = fault.Permanent(errors.New("prosody: timers are not available in this context"))
 
-// SetEnv attaches the engine's services. The engine calls it before the
-// handler runs.
-func (c *Context) SetEnv(e *Env) { c.env = e }
+// Trace is the trace context of the event an invocation handles, in the
+// form timers store it (traceparent, tracestate, baggage, as present); nil
+// when it has none.
+type Trace interface {
+	TraceSpan() map[string]string
+}
+
+// SetEnv attaches the engine's services and the trace context of the
+// event being handled. The engine calls it before the handler runs.
+func (c *Context) SetEnv(e *Env, trace Trace) { c.env, c.trace = e, trace }
+
+// span is the trace context a timer scheduled now stores.
+func (c *Context) span() map[string]string {
+	if c.trace == nil {
+		return nil
+	}
+	return c.trace.TraceSpan()
+}
 
 // Blocking tells the engine that the handler is about to wait for
 // something outside this process (a host language runtime, a remote call)
@@ -71,7 +87,7 @@ func (c *Context) Schedule(t time.Time) error {
 	if err != nil {
 		return err
 	}
-	return tm.Schedule(c, c.key, t)
+	return tm.Schedule(c, c.key, t, c.span())
 }
 
 // ClearAndSchedule replaces every timer of this event's key with one at t.
@@ -80,7 +96,7 @@ func (c *Context) ClearAndSchedule(t time.Time) error {
 	if err != nil {
 		return err
 	}
-	return tm.ClearAndSchedule(c, c.key, t)
+	return tm.ClearAndSchedule(c, c.key, t, c.span())
 }
 
 // Unschedule removes this key's timer at t (rounded to the second).

@@ -1,4 +1,4 @@
-package event
+package invocation
 
 import (
 	"context"
@@ -54,40 +54,6 @@ func TestContextCancellationCauses(t *testing.T) {
 				t.Fatalf("class = %v, want %v", fault.ClassOf(c.Cause()), tt.class)
 			}
 		})
-	}
-}
-
-func TestWithTimeout(t *testing.T) {
-	c := NewContext(context.Background(), "k")
-	child, done := c.WithTimeout(10 * time.Millisecond)
-	select {
-	case <-child.Done():
-	case <-time.After(5 * time.Second):
-		t.Fatal("timeout did not fire")
-	}
-	if !errors.Is(child.Cause(), ErrTimeout) {
-		t.Fatalf("cause = %v, want ErrTimeout", child.Cause())
-	}
-	done()
-	if c.ShouldCancel() {
-		t.Fatal("a child's timeout must not cancel the parent")
-	}
-	if !errors.Is(child.Check(), ErrInvalidContext) {
-		t.Fatal("the attempt context must be invalid after the attempt")
-	}
-
-	unlimited, done2 := c.WithTimeout(0)
-	if unlimited.ShouldCancel() {
-		t.Fatal("no timeout must mean no cancellation")
-	}
-	done2()
-}
-
-func TestHandlerFuncsDefaults(t *testing.T) {
-	var h Handler = HandlerFuncs{}
-	c := NewContext(context.Background(), "k")
-	if h.OnMessage(c, &Message{}) != nil || h.OnTimer(c, &Timer{}) != nil {
-		t.Fatal("nil funcs must accept events")
 	}
 }
 

@@ -1,0 +1,328 @@
+package middleware
+
+import (
+	"fmt"
+	"math/bits"
+	"sync/atomic"
+
+	"github.com/prosody-events/prosody-go/core/event"
+	"github.com/prosody-events/prosody-go/core/internal/invocation"
+)
+
+// Demand is the class of work an attempt is: Normal for an event's first
+// attempt, Failure for its retries. The scheduler divides its permits
+// between the two.
+type Demand uint8
+
+const (
+	Normal Demand = iota
+	Failure
+)
+
+func (d Demand) String() string {
+	if d == Failure {
+		return "failure"
+	}
+	return "normal"
+}
+
+// MaxSlots is how many stateful layers (Stateful) a stack may have: a
+// run's slots are part of it, so that a run costs no allocation of its
+// own.
+const MaxSlots = 6
+
+// Slot is a stateful layer's memory for one run.
+type Slot struct {
+	N int64
+	V any
+}
+
+// Stack is a list of layers, outermost first, around a target. It is
+// immutable and shared by every run.
+type Stack struct {
+	layers     []Layer
+	slotOf     []int8     // a layer's slot, -1 for none
+	releasers  []Releaser // by position, nil where the layer is not one
+	cancellers []WaitCanceller
+	target     Target
+	clock      Clock
+}
+
+// NewStack puts layers (outermost first) around target. It panics when
+// more than MaxSlots layers are Stateful, which only a change to the
+// stacks of stacks.go can cause, and its tests catch.
+func NewStack(target Target, layers ...Layer) *Stack {
+	s := &Stack{layers: layers, target: target, clock: realClock{}}
+	if len(layers) > 32 {
+		panic("middleware: a stack has at most 32 layers")
+	}
+	slots := 0
+	for _, l := range layers {
+		idx := int8(-1)
+		if _, ok := l.(Stateful); ok {
+			if slots == MaxSlots {
+				panic(fmt.Sprintf("middleware: a stack has at most %d stateful layers", MaxSlots))
+			}
+			idx = int8(slots)
+			slots++
+		}
+		s.slotOf = append(s.slotOf, idx)
+		rel, _ := l.(Releaser)
+		s.releasers = append(s.releasers, rel)
+		if c, ok := l.(WaitCanceller); ok {
+			s.cancellers = append(s.cancellers, c)
+		}
+	}
+	return s
+}
+
+// WithClock returns a copy of s whose retry delays run on c (tests use a
+// fake clock).
+func (s *Stack) WithClock(c Clock) *Stack {
+	cp := *s
+	cp.clock = c
+	return &cp
+}
+
+// StartsAsync reports whether the target starts ev without holding the
+// goroutine until its outcome: the caller then uses Start, not Invoke.
+func (s *Stack) StartsAsync(ev event.Event) bool { return s.target.Async(ev) }
+
+// CancelWaiting ends the waits of runs whose invocation is cancelled (see
+// WaitCanceller). The owner of the invocations' parent context calls it
+// when that context is cancelled.
+func (s *Stack) CancelWaiting() {
+	for _, c := range s.cancellers {
+		c.CancelWaiting()
+	}
+}
+
+// Run is one event's way through a stack: where it is, and the memory of
+// its stateful layers. The caller provides it (reused by a goroutine that
+// invokes events one after another, or embedded in the engine's per-event
+// state for events that start asynchronously), so a run allocates nothing.
+type Run struct {
+	s    *Stack
+	ctx  *invocation.Context // the invocation
+	call *invocation.Context // the context of the attempt under way
+	ev   event.Event
+	out  event.Done // Start's receiver of the final outcome
+
+	demand Demand
+	front  bool // continues a key's run: waits ahead of runs not yet started
+	// blocking: driven by Invoke, whose caller blocks where a step waits.
+	blocking bool
+	pos      int // the layer being run; len(layers) is the target
+
+	// A step that waits is finished by Resume; pend counts which of the
+	// two (the runner seeing Wait, Resume) came first: the second goes on.
+	pend    atomic.Int32
+	resumed Step
+	wake    chan struct{} // Invoke's: made at its first wait
+
+	releases uint32         // positions whose layer asked for Release
+	prep     event.Prepared // the target's readied attempt, if any
+	slots    [MaxSlots]Slot
+}
+
+func (r *Run) reset(s *Stack, ctx *invocation.Context, ev event.Event, out event.Done, front, blocking bool) {
+	wake := r.wake
+	*r = Run{s: s, ctx: ctx, call: ctx, ev: ev, out: out, front: front, blocking: blocking, wake: wake}
+	if len(wake) > 0 {
+		<-wake // a wake-up never waited for; cannot happen, but must not leak into this run
+	}
+}
+
+// Invoke runs ev through the stack in the invocation ctx on the calling
+// goroutine and returns its outcome, blocking where a step waits (for a
+// concurrency slot, a retry's delay, an asynchronous handler). r is the
+// caller's, reused across calls; it must not be in use by another run.
+func (s *Stack) Invoke(r *Run, ctx *invocation.Context, ev event.Event) error {
+	r.reset(s, ctx, ev, nil, false, true)
+	st := r.enter()
+	for {
+		if done, err := r.advance(st); done {
+			r.finish()
+			return err
+		}
+		st = r.block()
+	}
+}
+
+// Start runs ev through the stack in the invocation ctx and returns as
+// soon as a step waits; whoever finishes that step walks on, on their own
+// goroutine or thread. out gets the final outcome once, possibly before
+// Start returns. With front set the run continues work under way (the
+// key's previous event just ended), and waits for a concurrency slot ahead
+// of runs that do not. r must stay untouched until out has been called and
+// the call has returned.
+func (s *Stack) Start(r *Run, ctx *invocation.Context, ev event.Event, out event.Done, front bool) {
+	r.reset(s, ctx, ev, out, front, false)
+	if p, ok := s.target.(preparer); ok {
+		p.prepare(r)
+	}
+	r.walk(r.enter())
+}
+
+// walk is Start's way on from step st.
+func (r *Run) walk(st Step) {
+	done, err := r.advance(st)
+	if !done {
+		return
+	}
+	out := r.out
+	r.discardPrepared()
+	// The outcome leaves first, so that an event it starts (the key's
+	// next) is first in line for what the run releases.
+	out.Done(err)
+	r.releaseNow()
+}
+
+// finish ends a run of Invoke.
+func (r *Run) finish() {
+	r.discardPrepared()
+	r.releaseNow()
+}
+
+// enter runs the Before of the layer at r.pos, or starts the target.
+func (r *Run) enter() Step {
+	if r.pos == len(r.s.layers) {
+		return r.s.target.Start(r)
+	}
+	return r.s.layers[r.pos].Before(r)
+}
+
+// advance applies steps from st on until the run ends (done, with its
+// outcome) or a step waits for a Resume still to come.
+func (r *Run) advance(st Step) (done bool, err error) {
+	for {
+		switch st.op {
+		case opContinue:
+			r.pos++
+			st = r.enter()
+		case opResult:
+			// From a Before (that layer's After is skipped), the target,
+			// or an After: the next layer out gets it.
+			r.pos--
+			if r.pos < 0 {
+				return true, st.err
+			}
+			st = r.s.layers[r.pos].After(r, st.err)
+		case opRetry:
+			r.releaseNow()
+			r.sleep(st)
+			st = Wait
+		case opWait:
+			r.releaseNow()
+			if r.blocking && r.wake == nil {
+				r.wake = make(chan struct{}, 1)
+			}
+			if r.pend.Add(1) == 1 {
+				return false, nil // Resume goes on
+			}
+			st = r.resumed
+			r.pend.Store(0)
+		default:
+			panic(fmt.Sprintf("middleware: unknown step %d", st.op))
+		}
+	}
+}
+
+// Resume finishes a step that returned Wait with the step it stands for
+// (Continue or Result after a Before; Result or RetryAfter after an After;
+// Result after the target's Start). It may be called from any goroutine,
+// even before the layer has returned Wait, and exactly once per Wait. In a
+// run of Start it walks on on the calling goroutine.
+func (r *Run) Resume(st Step) {
+	r.resumed = st
+	if r.pend.Add(1) == 1 {
+		return // the runner has not seen its Wait yet: it goes on
+	}
+	r.pend.Store(0)
+	if r.blocking {
+		r.wake <- struct{}{}
+		return
+	}
+	r.walk(r.resumed)
+}
+
+// Done implements event.Done: an asynchronous handler's outcome.
+func (r *Run) Done(err error) { r.Resume(Result(err)) }
+
+// block waits, for Invoke, for the Resume of the step that waits. A
+// cancelled invocation ends the runs waiting in layers that hold waiters
+// (the concurrency limit), this one among them if it is one.
+func (r *Run) block() Step {
+	select {
+	case <-r.wake:
+	case <-r.ctx.Done():
+		r.s.CancelWaiting()
+		<-r.wake
+	}
+	return r.resumed
+}
+
+// sleep waits out a retry's delay, then goes on inward; a cancellation of
+// the invocation first ends the run with its cause.
+func (r *Run) sleep(st Step) {
+	var won atomic.Bool
+	var stop atomic.Pointer[func() bool]
+	stopCancel := r.ctx.AfterFunc(func() {
+		if won.CompareAndSwap(false, true) {
+			if s := stop.Load(); s != nil {
+				(*s)()
+			}
+			r.Resume(Result(r.ctx.Cause()))
+		}
+	})
+	stopTimer := r.s.clock.AfterFunc(st.delay, func() {
+		if won.CompareAndSwap(false, true) {
+			stopCancel()
+			r.Resume(Continue)
+		}
+	})
+	stop.Store(&stopTimer)
+}
+
+// releaseNow calls Release of the layers that asked for it.
+func (r *Run) releaseNow() {
+	for m := r.releases; m != 0; m &= m - 1 {
+		r.s.releasers[bits.TrailingZeros32(m)].Release(r)
+	}
+	r.releases = 0
+}
+
+func (r *Run) discardPrepared() {
+	if r.prep != nil {
+		r.prep.Discard()
+		r.prep = nil
+	}
+}
+
+// Context is the invocation's context.
+func (r *Run) Context() *invocation.Context { return r.ctx }
+
+// Call is the context the handler runs in during the attempt under way:
+// the invocation's, or the attempt's own (Timeouts).
+func (r *Run) Call() *invocation.Context { return r.call }
+
+// SetCall sets the context the layers inside and the handler see.
+func (r *Run) SetCall(c *invocation.Context) { r.call = c }
+
+// Event is the event being handled.
+func (r *Run) Event() event.Event { return r.ev }
+
+// Demand is the class of the attempt under way.
+func (r *Run) Demand() Demand { return r.demand }
+
+// SetDemand sets the class of the attempts that follow.
+func (r *Run) SetDemand(d Demand) { r.demand = d }
+
+// Front reports whether the run continues a key's work under way.
+func (r *Run) Front() bool { return r.front }
+
+// Slot is the memory of the running layer, which must be Stateful.
+func (r *Run) Slot() *Slot { return &r.slots[r.s.slotOf[r.pos]] }
+
+// ReleaseLater asks for the running layer's Release (see Releaser).
+func (r *Run) ReleaseLater() { r.releases |= 1 << uint(r.pos) }
