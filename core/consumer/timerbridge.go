@@ -124,7 +124,6 @@ func (p *partition) stopTimers() {
 	}
 }
 
-
 // traceOf is the trace context of an event, as timers scheduled by its
 // handler store it.
 func traceOf(ev event.Event) invocation.Trace {

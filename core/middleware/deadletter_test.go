@@ -78,10 +78,10 @@ func TestDeadLetter(t *testing.T) {
 			sinkErr: fault.Terminal(errors.New("producer closed")), wantSent: 1, wantErr: true, wantClass: fault.ClassTerminal,
 			wantKey: []byte("user-1"), wantValue: msg.Payload, wantHeader: wantHeaders("1234", "boom")},
 		{name: "an undecodable record is written raw", ev: undecodable, wantSent: 1, wantRaw: true,
-			stack: func(d *DeadLetter) *Stack { return NewStack(RejectUndecodable{}, d) },
+			stack:   func(d *DeadLetter) *Stack { return NewStack(RejectUndecodable{}, d) },
 			wantKey: undecodable.Key, wantValue: undecodable.Value, wantHeader: wantHeaders("1235", "record value is not JSON")},
 		{name: "a tombstone without a key is written with neither", ev: tombstone, wantSent: 1, wantRaw: true,
-			stack: func(d *DeadLetter) *Stack { return NewStack(RejectUndecodable{}, d) },
+			stack:      func(d *DeadLetter) *Stack { return NewStack(RejectUndecodable{}, d) },
 			wantHeader: wantHeaders("1236", "no key")},
 	}
 	for _, tt := range tests {

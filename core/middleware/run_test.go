@@ -62,7 +62,7 @@ type releaseRecorder struct {
 	trail *[]string
 }
 
-func (l releaseRecorder) note(s string) { l.mu.Lock(); *l.trail = append(*l.trail, s); l.mu.Unlock() }
+func (l releaseRecorder) note(s string)  { l.mu.Lock(); *l.trail = append(*l.trail, s); l.mu.Unlock() }
 func (releaseRecorder) Before(*Run) Step { return Continue }
 func (l releaseRecorder) After(r *Run, err error) Step {
 	l.note("after")
