@@ -205,11 +205,12 @@ typedef struct prosody_event {
   size_t payload_len;
   const char *source_system;    /* source-system header, "" when absent */
   size_t source_system_len;
-  /* The record's W3C trace context and baggage headers (the first header
-   * of each name; "" when absent or not UTF-8; always "" for timers and
-   * notices). A host with OpenTelemetry extracts a context from them and
-   * runs the handler in it, so that the handler's spans are children of
-   * the producer's span. */
+  /* The W3C trace context and baggage of the event: for a message its
+   * record's headers (the first header of each name; "" when absent or not
+   * UTF-8), for a timer those of the event whose handler scheduled it
+   * (stored with the timer); always "" for notices. A host with
+   * OpenTelemetry extracts a context from them and runs the handler in it,
+   * so that the handler's spans continue the trace. */
   const char *traceparent;
   size_t traceparent_len;
   const char *tracestate;

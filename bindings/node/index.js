@@ -32,8 +32,10 @@ module.exports = {
   setLoggerIfUnset: logger.setLoggerIfUnset,
   loggerIsSet: logger.loggerIsSet,
   getCurrentLogger: logger.getCurrentLogger,
-  // The core exports its own traces (OTEL_EXPORTER_OTLP_ENDPOINT) and
-  // flushes them itself; these exist for API compatibility.
+  // The core has no spans of its own yet (they come with the telemetry
+  // work), so it has nothing to flush or shut down; the handler spans this
+  // package makes belong to the application's tracer provider. These exist
+  // for API compatibility.
   flushTelemetry: async () => {},
   shutdownTelemetry: async () => {},
   value: state.value,

@@ -12,6 +12,7 @@ import (
 	"github.com/prosody-events/prosody-go/core/config"
 	"github.com/prosody-events/prosody-go/core/event"
 	"github.com/prosody-events/prosody-go/core/internal/testservices"
+	"github.com/prosody-events/prosody-go/core/tracing"
 )
 
 // timerLog records, per (key, due second), when timers fired, and checks
@@ -289,5 +290,56 @@ func TestTimersMoveWithTheirPartition(t *testing.T) {
 		if by != "second" {
 			t.Errorf("timer of %s fired on %s after it left", k, by)
 		}
+	}
+}
+
+// TestTimerRunsInTheTraceOfItsScheduler: a timer stores the trace context
+// of the event whose handler scheduled it (through the store: memory in
+// mock mode, Cassandra otherwise), fires with it, and a timer scheduled
+// from that timer's handler keeps it.
+func TestTimerRunsInTheTraceOfItsScheduler(t *testing.T) {
+	const parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	for _, tg := range targets(t) {
+		t.Run(tg.name, func(t *testing.T) {
+			testservices.RequireCassandra(t)
+			topic := createTopic(t, tg, 1)
+			fired := make(chan map[string]string, 4)
+			receiver := newClient(t, newConfig(t, tg, func(c *config.Config) {
+				c.GroupID = testservices.UniqueName("trace")
+				c.SubscribedTopics = []string{topic}
+				c.CassandraKeyspace = testservices.UniqueName("trace")
+			}))
+			var second atomic.Bool
+			err := receiver.Subscribe(event.HandlerFuncs{
+				Message: func(ctx *event.Context, m *event.Message) error {
+					return ctx.Schedule(time.Now())
+				},
+				Timer: func(ctx *event.Context, tm *event.Timer) error {
+					fired <- tm.TraceContext
+					if !second.Swap(true) {
+						return ctx.Schedule(time.Now().Add(time.Second))
+					}
+					return nil
+				},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sender := newClient(t, newConfig(t, tg, func(c *config.Config) { c.SourceSystem = "sender" }))
+			sendCtx := tracing.Fields{TraceParent: parent, Baggage: "user=alice"}.Context(context.Background())
+			if err := sender.Send(sendCtx, topic, "k", []byte(`{}`)); err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < 2; i++ {
+				select {
+				case span := <-fired:
+					if span[tracing.TraceParent] != parent || span[tracing.Baggage] != "user=alice" {
+						t.Fatalf("timer %d fired with trace context %v, want the message's", i+1, span)
+					}
+				case <-time.After(time.Minute):
+					t.Fatalf("timer %d did not fire", i+1)
+				}
+			}
+		})
 	}
 }

@@ -6,8 +6,10 @@ import "time"
 type Mode string
 
 const (
-	// ModePipeline retries failures, deferring them when possible, and keeps
-	// per-key order. It is the default.
+	// ModePipeline retries transient failures until they succeed, keeping
+	// per-key order. It is the default. (Deferring them instead, so that a
+	// failing key does not hold its partition, is specified and not built
+	// yet.)
 	ModePipeline Mode = "pipeline"
 	// ModeLowLatency retries briefly and then writes failures to the
 	// failure topic.
@@ -63,9 +65,11 @@ type Config struct {
 	// operating system pick a free port.
 	ProbePort    Optional[int]
 	FailureTopic string // failure_topic, PROSODY_FAILURE_TOPIC; required in low-latency mode
-	// IdempotenceCacheSize sizes the deduplication caches
-	// (idempotence_cache_size, PROSODY_IDEMPOTENCE_CACHE_SIZE; 8192).
-	// 0 turns deduplication off.
+	// IdempotenceCacheSize sizes the producer's event-id cache
+	// (idempotence_cache_size, PROSODY_IDEMPOTENCE_CACHE_SIZE; 8192), which
+	// skips a resend of a (topic, key, id) already delivered; 0 turns it
+	// off. The consumer's deduplication caches it will also size are not
+	// built yet.
 	IdempotenceCacheSize int
 	IdempotenceVersion   string        // idempotence_version, PROSODY_IDEMPOTENCE_VERSION; "1"
 	IdempotenceTTL       time.Duration // idempotence_ttl, PROSODY_IDEMPOTENCE_TTL; 7d

@@ -23,7 +23,8 @@
 //     replicas and one request in flight per broker, so its internal retries
 //     neither duplicate nor reorder records within a producer's lifetime. A
 //     caller's retry after an error or timeout can still write a record twice
-//     (at least once); consumers deduplicate by event id.
+//     (at least once), so handlers must tolerate a record twice; the
+//     consumer's deduplication by event id is specified and not built yet.
 //   - Ordering per key: a key always maps to the same partition, so records
 //     of one key sent one after the other (each Send returned before the next
 //     started) are stored in that order. Concurrent sends have no order

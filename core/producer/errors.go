@@ -20,7 +20,9 @@ var (
 	// Options.SendTimeout expires before the delivery report arrives. It is
 	// marked transient (fault.ClassTransient). The record may still have
 	// been handed to Kafka and may be delivered later, so a retry can
-	// produce a duplicate; consumers deduplicate by event id.
+	// produce a duplicate: delivery is at least once, and handlers must
+	// tolerate a record twice (the consumer's deduplication layer is
+	// specified and not built yet).
 	ErrSendTimeout = fault.Transient(errors.New("producer: send timed out"))
 )
 
