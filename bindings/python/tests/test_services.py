@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import pytest
 
@@ -74,3 +76,178 @@ async def test_timers_with_real_cassandra(kafka_topic: str) -> None:
     assert handler.timers[0].key == "cass-key" and handler.timers[0].time == when
     await stop(consumer)
     producer._release()
+
+
+def _read_all(topic: str) -> list[Any]:
+    """Every record of topic up to its high-water marks, read raw (blocking)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": KAFKA, "group.id": unique("reader"), "enable.auto.commit": False})
+    try:
+        meta = c.list_topics(topic, timeout=30)
+        out: list[Any] = []
+        for p in meta.topics[topic].partitions:
+            low, high = c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+            if high <= low:
+                continue
+            c.assign([TopicPartition(topic, p, low)])
+            got = 0
+            while got < high - low:
+                m = c.poll(10)
+                assert m is not None, f"timed out reading {topic}[{p}]"
+                assert m.error() is None, m.error()
+                out.append(m)
+                got += 1
+        return out
+    finally:
+        c.close()
+
+
+def _committed(group: str, topic: str) -> dict[int, int]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": KAFKA, "group.id": group, "enable.auto.commit": False})
+    try:
+        parts = c.list_topics(topic, timeout=30).topics[topic].partitions
+        return {tp.partition: tp.offset for tp in c.committed([TopicPartition(topic, p) for p in parts], timeout=30)}
+    finally:
+        c.close()
+
+
+async def test_low_latency_dead_letters_on_real_kafka(kafka_topic: str) -> None:
+    """A handler that always fails for some keys: each of their messages is on
+    the failure topic once, with its key, payload and source-* headers; the
+    other keys are handled; every offset is committed."""
+    failures = unique("py-failures")
+    admin = AdminClient(bootstrap_servers=KAFKA)
+    await asyncio.wait_for(admin.create_topic(failures, partition_count=1, replication_factor=1), 30)
+    group = unique("g")
+    handled: list[str] = []
+
+    async def on_message(ctx: Context, m: Message) -> None:
+        if m.key.startswith("bad"):
+            raise RuntimeError(f"bad key {m.key}")
+        handled.append(m.key)
+
+    consumer = kafka_client(group_id=group, subscribed_topics=kafka_topic, mode="low-latency",
+                            failure_topic=failures, max_retries=1, retry_base=timedelta(milliseconds=5),
+                            max_retry_delay=timedelta(milliseconds=50))
+    producer = kafka_client(source_system=unique("src"))
+    try:
+        await asyncio.wait_for(consumer.subscribe(Recorder(on_message=on_message)), 60)
+        for i in range(40):
+            await producer.send(kafka_topic, f"bad-{i}" if i % 4 == 0 else f"good-{i}", {"i": i})
+        await eventually(lambda: len(handled) == 30, timeout=60, what="the good keys")
+
+        def letters_done() -> bool:
+            return len(_read_all(failures)) >= 10 and _committed(group, kafka_topic) == _hwms(kafka_topic)
+
+        deadline = asyncio.get_running_loop().time() + 90
+        while not await asyncio.to_thread(letters_done):
+            assert asyncio.get_running_loop().time() < deadline, "dead letters and commits did not arrive"
+            await asyncio.sleep(0.2)
+        sources = {(m.partition(), m.offset()): m for m in await asyncio.to_thread(_read_all, kafka_topic)}
+        letters = await asyncio.to_thread(_read_all, failures)
+        seen: dict[tuple[int, int], int] = {}
+        for dl in letters:
+            h = dict(dl.headers())
+            where = (int(h["source-partition"]), int(h["source-offset"]))
+            seen[where] = seen.get(where, 0) + 1
+            orig = sources[where]
+            assert dl.key() == orig.key() and dl.value() == orig.value()
+            names = [k for k, _ in dl.headers()]
+            assert names[-7:] == ["source-kind", "source-topic", "source-partition", "source-offset",
+                                  "source-timestamp", "source-group-id", "source-error"]
+            assert h["source-kind"] == b"message" and h["source-topic"] == kafka_topic.encode()
+            ts = datetime.fromtimestamp(orig.timestamp()[1] / 1000, timezone.utc)
+            assert h["source-timestamp"] == ts.strftime("%Y-%m-%dT%H:%M:%S.").encode() + f"{ts.microsecond // 1000:03d}Z".encode()
+            assert h["source-group-id"] == group.encode()
+            assert f"bad key {orig.key().decode()}".encode() in h["source-error"]
+        assert len(seen) == 10 and set(seen.values()) == {1}
+    finally:
+        await stop(consumer)
+        producer._release()
+        await admin.delete_topic(failures)
+
+
+def _hwms(topic: str) -> dict[int, int]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": KAFKA, "group.id": unique("hwm")})
+    try:
+        parts = c.list_topics(topic, timeout=30).topics[topic].partitions
+        return {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in parts}
+    finally:
+        c.close()
+
+
+class _WriteFailures(logging.Handler):
+    """Counts the core's log records of refused dead-letter writes."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.count = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.getMessage().startswith("writing the dead letter failed"):
+            self.count += 1
+
+
+async def test_dead_letter_not_committed_before_it_is_written(kafka_topic: str) -> None:
+    """While the failure topic refuses the dead letter (max.message.bytes
+    below its size), the failed message's offset is not committed, though
+    later keys are handled; once the topic takes it, it is written and the
+    offsets move on."""
+    from confluent_kafka.admin import AdminClient as RawAdmin, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
+
+    raw = RawAdmin({"bootstrap.servers": KAFKA})
+    failures = unique("py-refusing")
+    for f in raw.create_topics([NewTopic(failures, 1, 1, config={"max.message.bytes": "100"})]).values():
+        await asyncio.to_thread(f.result, 30)
+    group = unique("g")
+    handled: list[str] = []
+    counter = _WriteFailures()
+    logging.getLogger().addHandler(counter)
+
+    async def on_message(ctx: Context, m: Message) -> None:
+        if m.key == "bad":
+            raise RuntimeError("always fails")
+        handled.append(m.key)
+
+    # One partition: offsets 0-4 good, 5 bad, 6-19 good.
+    admin = AdminClient(bootstrap_servers=KAFKA)
+    source = unique("py-one")
+    await asyncio.wait_for(admin.create_topic(source, partition_count=1, replication_factor=1), 30)
+    consumer = kafka_client(group_id=group, subscribed_topics=source, mode="low-latency",
+                            failure_topic=failures, max_retries=0, retry_base=timedelta(milliseconds=5),
+                            max_retry_delay=timedelta(milliseconds=50))
+    producer = kafka_client(source_system=unique("src"))
+    try:
+        await asyncio.wait_for(consumer.subscribe(Recorder(on_message=on_message)), 60)
+        for i in range(20):
+            await producer.send(source, "bad" if i == 5 else f"good-{i}", {"i": i})
+        await eventually(lambda: len(handled) == 19, timeout=60, what="the later keys")
+        deadline = asyncio.get_running_loop().time() + 60
+        while (await asyncio.to_thread(_committed, group, source)).get(0) != 5:
+            assert asyncio.get_running_loop().time() < deadline, "the offset was not committed up to the failed message"
+            await asyncio.sleep(0.1)
+        before = counter.count
+        await eventually(lambda: counter.count >= before + 3, timeout=60, what="three more refused writes")
+        assert (await asyncio.to_thread(_committed, group, source))[0] == 5
+        assert await asyncio.to_thread(_read_all, failures) == []
+        res = ConfigResource(ConfigResource.Type.TOPIC, failures, incremental_configs=[
+            ConfigEntry("max.message.bytes", "1048588", incremental_operation=AlterConfigOpType.SET)])
+        for f in raw.incremental_alter_configs([res]).values():
+            await asyncio.to_thread(f.result, 30)
+        deadline = asyncio.get_running_loop().time() + 60
+        while (await asyncio.to_thread(_committed, group, source)).get(0) != 20:
+            assert asyncio.get_running_loop().time() < deadline, "the offsets did not move on"
+            await asyncio.sleep(0.1)
+        letters = await asyncio.to_thread(_read_all, failures)
+        assert [(dl.key(), dict(dl.headers())["source-offset"]) for dl in letters] == [(b"bad", b"5")]
+    finally:
+        logging.getLogger().removeHandler(counter)
+        await stop(consumer)
+        producer._release()
+        await admin.delete_topic(source)
+        await admin.delete_topic(failures)
