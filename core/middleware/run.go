@@ -41,6 +41,7 @@ type Slot struct {
 // immutable and shared by every run.
 type Stack struct {
 	layers     []Layer
+	slots      int        // how many of a run's slots its layers use
 	slotOf     []int8     // a layer's slot, -1 for none
 	releasers  []Releaser // by position, nil where the layer is not one
 	cancellers []WaitCanceller
@@ -66,6 +67,7 @@ func NewStack(target Target, layers ...Layer) *Stack {
 			idx = int8(slots)
 			slots++
 		}
+		s.slots = slots
 		s.slotOf = append(s.slotOf, idx)
 		rel, _ := l.(Releaser)
 		s.releasers = append(s.releasers, rel)
@@ -125,12 +127,16 @@ type Run struct {
 	slots    [MaxSlots]Slot
 }
 
+// reset readies r for a run. Field by field, and only the slots the stack
+// uses: a run is reset once per event, and its memory is on the heap, where
+// a whole-struct assignment is a bulk copy with a write barrier for every
+// pointer word while the collector runs.
 func (r *Run) reset(s *Stack, ctx *invocation.Context, ev event.Event, out event.Done, front, blocking bool) {
-	wake := r.wake
-	*r = Run{s: s, ctx: ctx, call: ctx, ev: ev, out: out, front: front, blocking: blocking, wake: wake}
-	if len(wake) > 0 {
-		<-wake // a wake-up never waited for; cannot happen, but must not leak into this run
-	}
+	r.s, r.ctx, r.call, r.ev, r.out = s, ctx, ctx, ev, out
+	r.demand, r.front, r.blocking, r.pos = Normal, front, blocking, 0
+	// pend is 0: the second of the two sides of a wait resets it.
+	r.resumed, r.releases, r.prep = Step{}, 0, nil
+	clear(r.slots[:s.slots])
 }
 
 // Invoke runs ev through the stack in the invocation ctx on the calling
@@ -195,11 +201,16 @@ func (r *Run) enter() Step {
 // advance applies steps from st on until the run ends (done, with its
 // outcome) or a step waits for a Resume still to come.
 func (r *Run) advance(st Step) (done bool, err error) {
+	layers := r.s.layers
 	for {
 		switch st.op {
 		case opContinue:
 			r.pos++
-			st = r.enter()
+			if r.pos == len(layers) {
+				st = r.s.target.Start(r)
+			} else {
+				st = layers[r.pos].Before(r)
+			}
 		case opResult:
 			// From a Before (that layer's After is skipped), the target,
 			// or an After: the next layer out gets it.
@@ -207,7 +218,7 @@ func (r *Run) advance(st Step) (done bool, err error) {
 			if r.pos < 0 {
 				return true, st.err
 			}
-			st = r.s.layers[r.pos].After(r, st.err)
+			st = layers[r.pos].After(r, st.err)
 		case opRetry:
 			r.releaseNow()
 			r.sleep(st)
