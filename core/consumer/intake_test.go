@@ -130,7 +130,9 @@ func testClaimEndsDuringRescuedRun(t *testing.T) {
 	records, in := testIntake(p)
 	records <- testRecord(0, "block")
 	eventually(t, "the intake is handed on", func() bool { return c.stats.Handovers() > 0 })
-	time.Sleep(20 * rescueTick) // scans that would hand it on again
+	// Scans that would hand it on again.
+	seen := c.rescue.scans.Load()
+	eventually(t, "twenty more scans of the rescuer", func() bool { return c.rescue.scans.Load() >= seen+20 })
 	if h := c.stats.Handovers(); h != 1 {
 		t.Fatalf("%d hand-overs for one stuck run", h)
 	}

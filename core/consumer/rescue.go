@@ -30,6 +30,8 @@ type rescuer struct {
 	// off stops rescues: a seam for tests whose point is what one driver
 	// does, which a rescue on a loaded machine would blur.
 	off atomic.Bool
+	// scans counts the scans, for tests that wait for some to pass.
+	scans atomic.Int64
 
 	ticker *watchdog.Ticker // sleeps while no driver is in a run
 	stop   chan struct{}
@@ -83,6 +85,7 @@ func (r *rescuer) run() {
 // scan rescues the drivers stuck in one run and reports whether any
 // driver is in a run.
 func (r *rescuer) scan(parts *[]*partition) (busy bool) {
+	r.scans.Add(1)
 	r.mu.Lock()
 	*parts = append((*parts)[:0], r.parts...)
 	r.mu.Unlock()

@@ -139,29 +139,36 @@ func (p *Producer) Begin(ctx context.Context, topic, key string, payload []byte,
 	}
 
 	s.f = &flight{done: make(chan outcome, 1)}
-	msg := p.newMessage(ctx, topic, key, payload, headers, s.f)
+	if err := s.hand(p.newMessage(ctx, topic, key, payload, headers, s.f)); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// hand gives msg, the record of s, to sarama: it checks its size, starts
+// the send timeout and waits for the connection and sarama's intake.
+func (s *Sending) hand(msg *sarama.ProducerMessage) error {
+	p := s.p
 	if size := msg.ByteSize(2); size > p.maxMsgBytes {
 		// sarama would reject it with a ConfigurationError, which reads
 		// as a client misconfiguration; it is this record that is too big.
-		return nil, kafkaFault(fmt.Errorf("producer: send to %q: record of %d bytes exceeds %d: %w",
-			topic, size, p.maxMsgBytes, sarama.ErrMessageSizeTooLarge))
+		return kafkaFault(fmt.Errorf("producer: send to %q: record of %d bytes exceeds %d: %w",
+			s.topic, size, p.maxMsgBytes, sarama.ErrMessageSizeTooLarge))
 	}
-
 	// One timer covers the whole send: waiting for the connection, the
 	// hand-off to sarama and the delivery report.
 	if p.sendTimeout > 0 {
 		s.timer = time.NewTimer(p.sendTimeout)
 		s.timeout = s.timer.C
 	}
-	conn, err := p.awaitConnection(ctx, s.timeout, topic)
+	conn, err := p.awaitConnection(s.ctx, s.timeout, s.topic)
 	if err == nil {
-		err = p.enqueue(ctx, s.timeout, conn, msg)
+		err = p.enqueue(s.ctx, s.timeout, conn, msg)
 	}
 	if err != nil {
 		s.stopTimer()
-		return nil, err
 	}
-	return s, nil
+	return err
 }
 
 func (s *Sending) stopTimer() {
@@ -206,21 +213,7 @@ func (p *Producer) SendRaw(ctx context.Context, topic string, key, value []byte,
 		return Delivery{}, fmt.Errorf("producer: send to %q: %w", topic, err)
 	}
 	s := &Sending{ctx: ctx, p: p, topic: topic, f: &flight{done: make(chan outcome, 1)}}
-	msg := p.newRecord(ctx, topic, key, value, headers, s.f)
-	if size := msg.ByteSize(2); size > p.maxMsgBytes {
-		return Delivery{}, kafkaFault(fmt.Errorf("producer: send to %q: record of %d bytes exceeds %d: %w",
-			topic, size, p.maxMsgBytes, sarama.ErrMessageSizeTooLarge))
-	}
-	if p.sendTimeout > 0 {
-		s.timer = time.NewTimer(p.sendTimeout)
-		s.timeout = s.timer.C
-	}
-	conn, err := p.awaitConnection(ctx, s.timeout, topic)
-	if err == nil {
-		err = p.enqueue(ctx, s.timeout, conn, msg)
-	}
-	if err != nil {
-		s.stopTimer()
+	if err := s.hand(p.newRecord(ctx, topic, key, value, headers, s.f)); err != nil {
 		return Delivery{}, err
 	}
 	return s.Wait()

@@ -548,3 +548,37 @@ func TestFailedSendIsNotCached(t *testing.T) {
 		t.Errorf("topic holds %d records, want 1", n)
 	}
 }
+
+// SendRaw writes key and value bytes as they are: a nil key or value is a
+// null, bytes need not be JSON nor UTF-8, the id cache is not consulted,
+// and the headers follow source-system as Send's do.
+func TestSendRaw(t *testing.T) {
+	p := newMockProducer(t, nil)
+	topic, addrs := mockTopic(t, 1)
+	records := []struct{ key, value []byte }{
+		{[]byte{0xff, 0x00, 'k'}, []byte("not json")},
+		{nil, []byte(`{"id":"same"}`)},
+		{[]byte("k"), nil},
+		{[]byte("k"), []byte(`{"id":"same"}`)},
+		{[]byte("k"), []byte(`{"id":"same"}`)}, // no id cache: written again
+	}
+	for _, r := range records {
+		if _, err := p.SendRaw(context.Background(), topic, r.key, r.value, Header{Key: "h", Value: []byte("v")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := readTopic(t, addrs, topic)
+	if len(got) != len(records) {
+		t.Fatalf("%d records, want %d", len(got), len(records))
+	}
+	for i, m := range got {
+		r := records[i]
+		if string(m.Key) != string(r.key) || (m.Key == nil) != (r.key == nil) ||
+			string(m.Value) != string(r.value) || (m.Value == nil) != (r.value == nil) {
+			t.Fatalf("record %d: key %q (nil %v) value %q (nil %v), want %q %q", i, m.Key, m.Key == nil, m.Value, m.Value == nil, r.key, r.value)
+		}
+		if len(m.Headers) != 2 || string(m.Headers[0].Key) != SourceSystemHeader || string(m.Headers[1].Key) != "h" {
+			t.Fatalf("record %d: headers %v", i, m.Headers)
+		}
+	}
+}

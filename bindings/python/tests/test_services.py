@@ -103,15 +103,26 @@ def _read_all(topic: str) -> list[Any]:
         c.close()
 
 
-def _committed(group: str, topic: str) -> dict[int, int]:
+def _offsets(group: str, topic: str, committed: bool) -> dict[int, int]:
+    """group's committed offsets of topic's partitions, or their high-water marks."""
     from confluent_kafka import Consumer, TopicPartition
 
     c = Consumer({"bootstrap.servers": KAFKA, "group.id": group, "enable.auto.commit": False})
     try:
         parts = c.list_topics(topic, timeout=30).topics[topic].partitions
-        return {tp.partition: tp.offset for tp in c.committed([TopicPartition(topic, p) for p in parts], timeout=30)}
+        if committed:
+            return {tp.partition: tp.offset for tp in c.committed([TopicPartition(topic, p) for p in parts], timeout=30)}
+        return {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in parts}
     finally:
         c.close()
+
+
+def _committed(group: str, topic: str) -> dict[int, int]:
+    return _offsets(group, topic, committed=True)
+
+
+def _hwms(topic: str) -> dict[int, int]:
+    return _offsets(unique("hwm"), topic, committed=False)
 
 
 async def test_low_latency_dead_letters_on_real_kafka(kafka_topic: str) -> None:
@@ -169,16 +180,6 @@ async def test_low_latency_dead_letters_on_real_kafka(kafka_topic: str) -> None:
         producer._release()
         await admin.delete_topic(failures)
 
-
-def _hwms(topic: str) -> dict[int, int]:
-    from confluent_kafka import Consumer, TopicPartition
-
-    c = Consumer({"bootstrap.servers": KAFKA, "group.id": unique("hwm")})
-    try:
-        parts = c.list_topics(topic, timeout=30).topics[topic].partitions
-        return {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in parts}
-    finally:
-        c.close()
 
 
 class _WriteFailures(logging.Handler):
