@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/prosody-events/prosody-go/core/fault"
 	"github.com/prosody-events/prosody-go/core/timerstore"
 )
 
@@ -17,18 +18,36 @@ func (a Application) trigger(key string, at time.Time) timerstore.Trigger {
 	return timerstore.Trigger{Key: key, Time: timerstore.TimeOf(at), Type: timerstore.Application}
 }
 
+// checkTime refuses a time the store cannot hold, which would otherwise be
+// clamped to its range: permanent, since a retry cannot help.
+func checkTime(at time.Time) error {
+	if err := timerstore.CheckTime(at); err != nil {
+		return fault.Permanent(err)
+	}
+	return nil
+}
+
 // Schedule adds a timer for key at (rounded to the second).
 func (a Application) Schedule(ctx context.Context, key string, at time.Time) error {
+	if err := checkTime(at); err != nil {
+		return err
+	}
 	return a.M.Schedule(ctx, a.trigger(key, at))
 }
 
 // ClearAndSchedule replaces key's timers with one at at.
 func (a Application) ClearAndSchedule(ctx context.Context, key string, at time.Time) error {
+	if err := checkTime(at); err != nil {
+		return err
+	}
 	return a.M.ClearAndSchedule(ctx, a.trigger(key, at))
 }
 
 // Unschedule removes key's timer at at (rounded to the second).
 func (a Application) Unschedule(ctx context.Context, key string, at time.Time) error {
+	if err := checkTime(at); err != nil {
+		return err
+	}
 	return a.M.Unschedule(ctx, ID{Key: key, Time: timerstore.TimeOf(at), Type: timerstore.Application})
 }
 
