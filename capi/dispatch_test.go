@@ -185,7 +185,7 @@ func TestNotifyInstallAndRemovalAcrossSubscriptions(t *testing.T) {
 		d.notify.install(nil, 0) // subscribe again, watching only the fd
 		close(installedInside)
 	})
-	go d.push(readyItem{ev: testEvent(d, event.NewContext(context.Background(), "k")), cancel: true})
+	go d.push(readyItem{ev: testEvent(d, event.NewContext(context.Background(), "k")), notice: cancelNotice})
 	select {
 	case <-installedInside:
 	case <-time.After(5 * time.Second):
@@ -198,7 +198,7 @@ func TestNotifyInstallAndRemovalAcrossSubscriptions(t *testing.T) {
 	a = installTestNotify(d, func() {})
 	installTestNotify(d, func() { calledB <- struct{}{} })
 	d.notify.remove(a) // the old subscription's unsubscribe completes
-	d.push(readyItem{ev: testEvent(d, event.NewContext(context.Background(), "k")), cancel: true})
+	d.push(readyItem{ev: testEvent(d, event.NewContext(context.Background(), "k")), notice: cancelNotice})
 	select {
 	case <-calledB:
 	case <-time.After(5 * time.Second):
@@ -251,7 +251,7 @@ func TestRemovingNotifyWaitsForCallsInProgress(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 		left.Store(true)
 	})
-	go d.push(readyItem{ev: testEvent(d, event.NewContext(context.Background(), "k")), cancel: true})
+	go d.push(readyItem{ev: testEvent(d, event.NewContext(context.Background(), "k")), notice: cancelNotice})
 	<-entered
 	d.notify.remove(tok)
 	if !left.Load() {
@@ -275,13 +275,13 @@ func TestWakeUpDuringRemovedCallIsNotLost(t *testing.T) {
 		first = false
 		testPoll(d)
 		// A wake-up while this call runs; then the unsubscribe removes it.
-		d.push(readyItem{ev: testEvent(d, event.NewContext(context.Background(), "k")), cancel: true})
+		d.push(readyItem{ev: testEvent(d, event.NewContext(context.Background(), "k")), notice: cancelNotice})
 		go func() { d.notify.remove(a); close(removed) }()
 		for current(d) == a {
 			time.Sleep(time.Millisecond)
 		}
 	})
-	d.push(readyItem{ev: testEvent(d, event.NewContext(context.Background(), "k")), cancel: true})
+	d.push(readyItem{ev: testEvent(d, event.NewContext(context.Background(), "k")), notice: cancelNotice})
 	<-removed
 	called := make(chan struct{}, 10)
 	installTestNotify(d, func() { called <- struct{}{} }) // subscribe again
@@ -315,7 +315,7 @@ func TestReleaseWaitsForReplacedCallbacks(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 		left.Store(true)
 	})
-	go d.push(readyItem{ev: testEvent(d, event.NewContext(context.Background(), "k")), cancel: true})
+	go d.push(readyItem{ev: testEvent(d, event.NewContext(context.Background(), "k")), notice: cancelNotice})
 	<-entered
 	d.notify.install(nil, 0) // subscribe again without notify; the old unsubscribe still runs
 	d.close()                // prosody_client_release
