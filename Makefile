@@ -41,7 +41,7 @@ fuzz: ## each fuzz target for FUZZTIME (default 10m), one worker each; findings 
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; name=$${t##*:}; \
 		echo "== fuzz $$name ($$pkg) for $(FUZZTIME)"; \
-		$(GO) test -run XXX -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -parallel 1 $$pkg; \
+		$(GO) test -run XXX -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -timeout 0 -parallel 1 $$pkg; \
 	done
 
 test-python: ## build the Python package into build/python-venv; mypy --strict and pytest (mock + services)
