@@ -7,7 +7,6 @@ import "C"
 
 import (
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -23,8 +22,9 @@ import (
 var errReleased = fault.Terminal(errors.New("prosody: the client was released"))
 
 // errExpired is the outcome of an attempt the dispatcher stopped waiting
-// for after its timeout: transient, as a timeout is.
-var errExpired = fmt.Errorf("the handler did not finish within its timeout and was cancelled: %w", event.ErrTimeout)
+// for after its timeout. The timeout layer reports it as the timeout (a
+// transient failure), the attempt's context being cancelled by it.
+var errExpired = fault.Transient(errors.New("the handler did not finish and was cancelled"))
 
 // dispatcher is a client's host side of event handling. It implements
 // event.Handler: each call parks the event in the ready queue and waits for

@@ -15,7 +15,8 @@ import (
 
 // outcomeError turns the host's outcome into the handler's result: OK is
 // nil, TRANSIENT an unmarked error (the core treats unmarked errors as
-// transient), PERMANENT a fault.Permanent error.
+// transient), PERMANENT a fault.Permanent error, ABORT a fault.Terminal
+// one.
 func outcomeError(outcome C.int, msg *C.char) (error, error) {
 	text := func(def string) string {
 		if msg == nil {
@@ -30,9 +31,12 @@ func outcomeError(outcome C.int, msg *C.char) (error, error) {
 		return errors.New(text("the handler reported a transient failure")), nil
 	case C.PROSODY_OUTCOME_PERMANENT:
 		return fault.Permanent(errors.New(text("the handler reported a permanent failure"))), nil
+	case C.PROSODY_OUTCOME_ABORT:
+		// Terminal: not retried here, not committed.
+		return fault.Terminal(errors.New(text("the host aborted the event"))), nil
 	}
 	return nil, errorf(C.PROSODY_ERR_INVALID_ARGUMENT,
-		"invalid outcome %d (want PROSODY_OUTCOME_OK, _TRANSIENT or _PERMANENT)", int(outcome))
+		"invalid outcome %d (want PROSODY_OUTCOME_OK, _TRANSIENT, _PERMANENT or _ABORT)", int(outcome))
 }
 
 // minCompletionSize is sizeof(prosody_completion) in the first header that

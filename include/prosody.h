@@ -136,6 +136,13 @@ extern "C" {
 #define PROSODY_OUTCOME_TRANSIENT 1
 /* A permanent failure: never retried (dead-lettered or logged and skipped). */
 #define PROSODY_OUTCOME_PERMANENT 2
+/* No verdict: the host is stopping this subscription and cannot handle the
+ * event (its event loop is gone, say). The attempt ends without a retry
+ * and the offset stays uncommitted, so the partition's next owner handles
+ * the event again. Use it only after calling prosody_client_unsubscribe or
+ * prosody_client_release: while the partition is still owned, an aborted
+ * offset holds back its commits until it is revoked. */
+#define PROSODY_OUTCOME_ABORT 3
 
 /* prosody_client_consumer_state */
 /* No consumer can run: no group_id or no subscribed_topics. */

@@ -70,7 +70,8 @@ _load_lock = threading.Lock()
 
 # A settle function runs on the owning loop with (status, result, message).
 Settle = Callable[[int, Any, "str | None"], None]
-_pending: dict[int, tuple[asyncio.AbstractEventLoop, Settle]] = {}
+# Loop None: the settle function runs on the library thread itself.
+_pending: dict[int, tuple[asyncio.AbstractEventLoop | None, Settle]] = {}
 _ids = itertools.count(1)
 
 
@@ -143,9 +144,12 @@ def _load() -> None:
 
 
 def _deliver(
-    entry: tuple[asyncio.AbstractEventLoop, Settle], status: int, result: Any, text: str | None
+    entry: tuple[asyncio.AbstractEventLoop | None, Settle], status: int, result: Any, text: str | None
 ) -> None:
     loop, settle = entry
+    if loop is None:
+        settle(status, result, text)
+        return
     try:
         loop.call_soon_threadsafe(settle, status, result, text)
     except RuntimeError:  # the loop was closed meanwhile: nobody waits any more
@@ -160,7 +164,7 @@ def _at_exit() -> None:
     _pending.clear()
 
 
-def register(loop: asyncio.AbstractEventLoop, settle: Settle) -> tuple[int, Any]:
+def register(loop: asyncio.AbstractEventLoop | None, settle: Settle) -> tuple[int, Any]:
     """Registers a pending operation; returns its id and the user_data pointer for C."""
     key = next(_ids)
     _pending[key] = (loop, settle)

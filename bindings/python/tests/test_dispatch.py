@@ -326,7 +326,8 @@ class FakeLib:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.lib, name)
 
-    def prosody_client_poll(self, client: int, buf: Any, capacity: int, count: Any, err: Any) -> int:
+    def prosody_client_poll(self, client: int, buf: Any, capacity: int, size: int, count: Any, err: Any) -> int:
+        assert size == self.ffi.sizeof("prosody_event")
         batch = self.batches.pop(0) if self.batches else []
         assert len(batch) <= capacity
         for i, spec in enumerate(batch):
