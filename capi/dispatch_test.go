@@ -487,3 +487,61 @@ func TestCallsDoNotWaitForASubscribeConnecting(t *testing.T) {
 	<-first
 	<-testRelease(id)
 }
+
+// TestExpiredEventIsNotWaitedFor: past its timeout an event held by the
+// host is ended by the dispatcher (the outcome arrives without a
+// completion), the host gets an EXPIRED notice, and the host's late
+// completion is accepted and ignored. Completions racing the expiry give
+// exactly one outcome.
+func TestExpiredEventIsNotWaitedFor(t *testing.T) {
+	d := testDispatcher(t)
+	ctx := event.NewContext(context.Background(), "k")
+	ev := testEvent(d, ctx)
+	outcome := make(doneChan, 2)
+	d.start(ev, outcome)
+	testPoll(d)
+	ctx.CancelTimeout()
+	select {
+	case err := <-outcome:
+		if err != errExpired {
+			t.Fatalf("outcome %v, want errExpired", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the dispatcher waited for the host past the timeout")
+	}
+	var seen []polled
+	for deadline := time.Now().Add(5 * time.Second); len(seen) == 0 && time.Now().Before(deadline); {
+		seen = append(seen, testPoll(d)...)
+		time.Sleep(time.Millisecond)
+	}
+	if len(seen) != 1 || seen[0].id != ev.id || !seen[0].expired {
+		t.Fatalf("polled %+v, want one EXPIRED notice for %#x", seen, ev.id)
+	}
+	if err := testComplete(ev.id); err != nil {
+		t.Fatalf("late completion: %v", err)
+	}
+	if err := testComplete(ev.id); err == nil {
+		t.Fatal("a second completion of the expired event was accepted")
+	}
+	if len(outcome) != 0 {
+		t.Fatalf("the late completion reached the engine: %v", <-outcome)
+	}
+
+	for round := 0; round < 200; round++ {
+		ctx := event.NewContext(context.Background(), "k")
+		ev := testEvent(d, ctx)
+		outcome := make(doneChan, 2)
+		d.start(ev, outcome)
+		testPoll(d) // the host holds it
+		go ctx.CancelTimeout()
+		_ = testComplete(ev.id)
+		for deadline := time.Now().Add(5 * time.Second); len(outcome) == 0 && time.Now().Before(deadline); {
+			time.Sleep(100 * time.Microsecond)
+		}
+		time.Sleep(2 * noticeTick) // a second outcome, if any, would come from the watch by now
+		if n := len(outcome); n != 1 {
+			t.Fatalf("round %d: %d outcomes, want exactly one", round, n)
+		}
+		testPoll(d)
+	}
+}

@@ -30,6 +30,7 @@ func testEvent(d *dispatcher, ctx *event.Context) *pendingEvent {
 type polled struct {
 	id        uint64
 	cancelled bool
+	expired   bool
 }
 
 func testPoll(d *dispatcher) []polled {
@@ -37,7 +38,7 @@ func testPoll(d *dispatcher) []polled {
 	n := d.poll(eventArray{base: unsafe.Pointer(&out[0]), n: len(out), stride: unsafe.Sizeof(out[0])})
 	items := make([]polled, n)
 	for i, e := range out[:n] {
-		items[i] = polled{uint64(e.event), e.kind == C.PROSODY_EVENT_CANCELLED}
+		items[i] = polled{uint64(e.event), e.kind == C.PROSODY_EVENT_CANCELLED, e.kind == C.PROSODY_EVENT_EXPIRED}
 	}
 	return items
 }
