@@ -171,19 +171,8 @@ class Dispatcher:
         )
         self._flush()  # outcomes the loop did not get to send
 
-        def settle(status: int, _result: Any, message: str | None) -> None:
-            if status == _native.OK:
-                fut.set_result(None)
-            else:
-                fut.set_exception(_native.status_error(status, message))
-
-        key, ud = _native.register(None, settle)
-        err = ffi.new("char **")
-        status = lib.prosody_client_unsubscribe(self._client, lib._prosody_on_done, ud, err)
-        if status != _native.OK:
-            _native.unregister(key)
-            fut.set_exception(_native.status_error(status, _native.take_error(err)))
-            return
+        client = self._client
+        _native.begin(None, fut, lambda lib, ud, err: lib.prosody_client_unsubscribe(client, lib._prosody_on_done, ud, err))
         # Aborted, not failed: no retry, no commit; the partitions' next
         # owner handles these events again.
         text = b"the event loop that subscribed was closed"

@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["load", "loaded", "register", "unregister", "take_error", "status_error"]
+__all__ = ["load", "loaded", "register", "unregister", "begin", "take_error", "status_error"]
 
 # Status codes of include/prosody.h.
 OK = 0
@@ -169,6 +169,33 @@ def register(loop: asyncio.AbstractEventLoop | None, settle: Settle) -> tuple[in
     key = next(_ids)
     _pending[key] = (loop, settle)
     return key, ffi.cast("void *", key)
+
+
+def begin(loop: asyncio.AbstractEventLoop | None, fut: Any, call: Any,
+          bad_argument: type[Exception] = RuntimeError) -> None:
+    """Runs an ABI call that completes through _prosody_on_done and settles ``fut`` with its outcome.
+
+    ``fut`` is an asyncio future of ``loop``, or (loop None) a
+    concurrent.futures.Future settled on the library thread. A call the
+    library refuses at once fails ``fut`` then: with ``bad_argument`` for a
+    bad argument, else RuntimeError.
+    """
+
+    def settle(status: int, _result: Any, message: str | None) -> None:
+        if fut.done():
+            return
+        if status == OK:
+            fut.set_result(None)
+        else:
+            fut.set_exception(status_error(status, message))
+
+    key, ud = register(loop, settle)
+    err = ffi.new("char **")
+    status = call(lib, ud, err)
+    if status != OK:
+        unregister(key)
+        exc = bad_argument if status == ERR_INVALID_ARGUMENT else RuntimeError
+        fut.set_exception(status_error(status, take_error(err), exc))
 
 
 def unregister(key: int) -> None:

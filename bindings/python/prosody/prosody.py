@@ -78,24 +78,9 @@ def _start(call: Any, bad_argument: type[Exception] = RuntimeError) -> asyncio.F
     ``bad_argument``; other refusals with RuntimeError.
     """
     loop = asyncio.get_running_loop()
-    ffi, lib = _native.load()
+    _native.load()
     fut: asyncio.Future[None] = loop.create_future()
-
-    def settle(status: int, _result: Any, message: str | None) -> None:
-        if fut.done():
-            return
-        if status == _native.OK:
-            fut.set_result(None)
-        else:
-            fut.set_exception(_native.status_error(status, message))
-
-    key, ud = _native.register(loop, settle)
-    err = ffi.new("char **")
-    status = call(lib, ud, err)
-    if status != _native.OK:
-        _native.unregister(key)
-        exc = bad_argument if status == _native.ERR_INVALID_ARGUMENT else RuntimeError
-        fut.set_exception(_native.status_error(status, _native.take_error(err), exc))
+    _native.begin(loop, fut, call, bad_argument)
     return fut
 
 
