@@ -65,7 +65,7 @@ int main(int argc, char **argv) {
   int fd, st;
   if ((st = prosody_client_new(argv[1], &client, &err))) die("client_new", st, err);
   if ((st = prosody_client_event_fd(client, &fd, &err))) die("event_fd", st, err);
-  prosody_handler_config h = {.size = sizeof(prosody_handler_config), .size = sizeof(prosody_handler_config)};
+  prosody_handler_config h = {.size = sizeof(prosody_handler_config)};
   if (direct) h.on_event = on_event;
   double start = now_s();
   if ((st = prosody_client_subscribe(client, &h, on_subscribed, NULL, &err))) die("subscribe", st, err);
