@@ -6,7 +6,7 @@ GOTEST   ?= $(GO) test -race -count=1 -timeout 30m
 SERVICES := scripts/services
 
 .DEFAULT_GOAL := help
-.PHONY: help deps services-up services-down services-status test test-go test-python test-node demo lint fmt lib test-c install example bench-c
+.PHONY: help deps services-up services-down services-status test test-go test-python test-node demo lint fmt lib test-c install example bench-c fuzz fuzz-short
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -23,11 +23,26 @@ services-down: ## stop the test services and delete their data
 services-status: ## report whether each test service answers
 	@$(SERVICES) status
 
-test: services-up test-go test-c test-python test-node ## start the services if needed, then run every test suite
+test: services-up test-go fuzz-short test-c test-python test-node ## start the services if needed, then run every test suite
 
 test-go: ## Go tests with the race detector (needs the services: make services-up)
 	$(GOTEST) ./...
 	$(GOTEST) -tags capitest ./capi
+
+# The boundary's fuzz targets: the JSON configuration, the payload id/type
+# scanner (against encoding/json) and trace header decoding.
+FUZZ_TARGETS := ./core/config:FuzzFromJSON ./core/payload:FuzzMeta ./core/tracing:FuzzHeaders
+FUZZTIME     ?= 10m
+
+fuzz-short: ## each fuzz target for 10 s (part of make test)
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=10s
+
+fuzz: ## each fuzz target for FUZZTIME (default 10m), one worker each; findings land in testdata/fuzz
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "== fuzz $$name ($$pkg) for $(FUZZTIME)"; \
+		$(GO) test -run XXX -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -timeout 0 -parallel 1 $$pkg; \
+	done
 
 test-python: ## build the Python package into build/python-venv; mypy --strict and pytest (mock + services)
 	bindings/python/run-tests.sh

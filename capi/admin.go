@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"unsafe"
 
 	"github.com/prosody-events/prosody-go/core/admin"
 	"github.com/prosody-events/prosody-go/core/config"
@@ -102,15 +103,16 @@ func prosodyGo_admin_create_topic(id C.uint64_t, topicJSON *C.char, cb C.prosody
 }
 
 //export prosodyGo_admin_delete_topic
-func prosodyGo_admin_delete_topic(id C.uint64_t, name *C.char, cb C.prosody_completion_fn, ud C.uintptr_t, errOut **C.char) (status C.int) {
+func prosodyGo_admin_delete_topic(id C.uint64_t, name *C.char, nameLen C.size_t, cb C.prosody_completion_fn, ud C.uintptr_t,
+	errOut **C.char) (status C.int) {
 	const fn = "prosody_admin_delete_topic"
 	defer guard(fn, &status, errOut)
-	topic, err := goString(fn, "name", name)
+	topic, err := goBytes(fn, "name", unsafe.Pointer(name), nameLen)
 	if err != nil {
 		return fail(errOut, err)
 	}
-	if topic == "" {
-		return fail(errOut, errorf(C.PROSODY_ERR_INVALID_ARGUMENT, "%s: name must not be empty", fn))
+	if err := config.CheckTopicName(topic); err != nil {
+		return fail(errOut, errorf(C.PROSODY_ERR_INVALID_ARGUMENT, "%s: name: %v", fn, err))
 	}
 	done, err := newCompletion(fn, "done", cb, ud)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"unicode/utf8"
 	"unsafe"
 
 	"github.com/prosody-events/prosody-go/core/client"
@@ -81,13 +82,30 @@ func prosodyGo_version(out **C.char) (status C.int) {
 // versionC is allocated once and never freed: the host gets a static string.
 var versionC = C.CString(Version)
 
-// goString copies a required NUL-terminated argument.
+// goString copies a required NUL-terminated argument (a JSON document).
 func goString(fn, name string, s *C.char) (string, error) {
 	if s == nil {
 		return "", nullArg(fn, name)
 	}
 	return C.GoString(s), nil
 }
+
+// goBytes copies an argument given as a pointer and a length, every byte
+// as it is (NUL included). NULL is allowed only with length 0.
+func goBytes(fn, name string, p unsafe.Pointer, n C.size_t) (string, error) {
+	if n == 0 {
+		return "", nil
+	}
+	if p == nil {
+		return "", errorf(C.PROSODY_ERR_INVALID_ARGUMENT, "%s: %s is NULL but %s_len is %d", fn, name, name, uint64(n))
+	}
+	return string(unsafe.Slice((*byte)(p), n)), nil
+}
+
+// hasField reports whether a struct the host sized (size bytes) holds a
+// field that ends end bytes into it: a host built against an older header
+// gives a smaller size, and its missing fields count as zero.
+func hasField(size C.size_t, end uintptr) bool { return uintptr(size) >= end }
 
 func configError(err error) error { return &apiError{status: C.PROSODY_ERR_CONFIG, msg: err.Error()} }
 
@@ -160,20 +178,31 @@ func prosodyGo_client_release(id C.uint64_t, cb C.prosody_completion_fn, ud C.ui
 }
 
 //export prosodyGo_client_send
-func prosodyGo_client_send(id C.uint64_t, topic, key *C.char, payload *C.uint8_t, n C.size_t,
-	trace *C.prosody_trace_context, cb C.prosody_completion_fn, ud C.uintptr_t, errOut **C.char) (status C.int) {
+func prosodyGo_client_send(id C.uint64_t, topic *C.char, topicLen C.size_t, key *C.char, keyLen C.size_t,
+	payload *C.uint8_t, n C.size_t, trace *C.prosody_trace_context, cb C.prosody_completion_fn, ud C.uintptr_t,
+	errOut **C.char) (status C.int) {
 	const fn = "prosody_client_send"
 	defer guard(fn, &status, errOut)
-	t, err := goString(fn, "topic", topic)
+	t, err := goBytes(fn, "topic", unsafe.Pointer(topic), topicLen)
 	if err != nil {
 		return fail(errOut, err)
 	}
-	k, err := goString(fn, "key", key)
+	if err := config.CheckTopicName(t); err != nil {
+		return fail(errOut, errorf(C.PROSODY_ERR_INVALID_ARGUMENT, "%v", err))
+	}
+	k, err := goBytes(fn, "key", unsafe.Pointer(key), keyLen)
 	if err != nil {
 		return fail(errOut, err)
+	}
+	if !utf8.ValidString(k) {
+		return fail(errOut, errorf(C.PROSODY_ERR_INVALID_ARGUMENT, "key %q: must be valid UTF-8", k))
 	}
 	if payload == nil && n > 0 {
 		return fail(errOut, nullArg(fn, "payload"))
+	}
+	tf, err := traceFields(fn, trace)
+	if err != nil {
+		return fail(errOut, err)
 	}
 	done, err := newCompletion(fn, "done", cb, ud)
 	if err != nil {
@@ -186,8 +215,11 @@ func prosodyGo_client_send(id C.uint64_t, topic, key *C.char, payload *C.uint8_t
 	if e.sendErr != nil {
 		return fail(errOut, e.sendErr)
 	}
-	body := C.GoBytes(unsafe.Pointer(payload), C.int(n))
-	ctx := traceFields(trace).Context(context.Background())
+	var body []byte
+	if n > 0 {
+		body = append([]byte(nil), unsafe.Slice((*byte)(unsafe.Pointer(payload)), n)...)
+	}
+	ctx := tf.Context(context.Background())
 	e.sends.push(e.c, queuedSend{ctx: ctx, topic: t, key: k, payload: body, done: done})
 	return C.PROSODY_OK
 }
@@ -199,6 +231,10 @@ func prosodyGo_client_subscribe(id C.uint64_t, h *C.prosody_handler_config, cb C
 	defer guard(fn, &status, errOut)
 	if h == nil {
 		return fail(errOut, nullArg(fn, "handler"))
+	}
+	hc, err := handlerConfigOf(fn, h)
+	if err != nil {
+		return fail(errOut, err)
 	}
 	done, err := newCompletion(fn, "done", cb, ud)
 	if err != nil {
@@ -222,15 +258,14 @@ func prosodyGo_client_subscribe(id C.uint64_t, h *C.prosody_handler_config, cb C
 		return fail(errOut, fmt.Errorf("%s: %w", fn, clients.invalid(uint64(id))))
 	}
 	if e.subscribed {
-		return fail(errOut, errorf(C.PROSODY_ERR_STATE, "%s: the client is already subscribed", fn))
+		return fail(errOut, errorf(C.PROSODY_ERR_STATE, "the client is already subscribed: unsubscribe first"))
 	}
 	e.subscribed = true
 	e.subGen++
 	gen := e.subGen
 	prev, opDone := e.nextOp()
-	hostData := C.prosodyInt_handler_user_data(h)
-	onEvent := h.on_event
-	notify := e.disp.notify.install(h.notify, hostData)
+	hostData, onEvent := hc.userData, hc.onEvent
+	notify := e.disp.notify.install(hc.notify, hostData)
 	e.notify = notify
 	asyncThen(fn, done, func() { close(opDone) }, func() error {
 		started := false
@@ -290,7 +325,7 @@ func prosodyGo_client_unsubscribe(id C.uint64_t, cb C.prosody_completion_fn, ud 
 		return fail(errOut, fmt.Errorf("%s: %w", fn, clients.invalid(uint64(id))))
 	}
 	if !e.subscribed {
-		return fail(errOut, errorf(C.PROSODY_ERR_STATE, "%s: the client is not subscribed", fn))
+		return fail(errOut, errorf(C.PROSODY_ERR_STATE, "the client is not subscribed"))
 	}
 	e.subscribed = false
 	notify := e.notify
@@ -319,7 +354,8 @@ func prosodyGo_client_event_fd(id C.uint64_t, out *C.int, errOut **C.char) (stat
 }
 
 //export prosodyGo_client_poll
-func prosodyGo_client_poll(id C.uint64_t, out *C.prosody_event, capacity C.size_t, count *C.size_t, errOut **C.char) (status C.int) {
+func prosodyGo_client_poll(id C.uint64_t, out *C.prosody_event, capacity, eventSize C.size_t, count *C.size_t,
+	errOut **C.char) (status C.int) {
 	const fn = "prosody_client_poll"
 	defer guard(fn, &status, errOut)
 	if count == nil {
@@ -329,6 +365,10 @@ func prosodyGo_client_poll(id C.uint64_t, out *C.prosody_event, capacity C.size_
 	if out == nil && capacity > 0 {
 		return fail(errOut, nullArg(fn, "out"))
 	}
+	if eventSize < minEventSize {
+		return fail(errOut, errorf(C.PROSODY_ERR_INVALID_ARGUMENT,
+			"%s: event_size is %d: pass sizeof(prosody_event) (at least %d)", fn, uint64(eventSize), uint64(minEventSize)))
+	}
 	e, err := clients.get(uint64(id))
 	if err != nil {
 		return fail(errOut, fmt.Errorf("%s: %w", fn, err))
@@ -336,7 +376,7 @@ func prosodyGo_client_poll(id C.uint64_t, out *C.prosody_event, capacity C.size_
 	if capacity == 0 {
 		return C.PROSODY_OK
 	}
-	*count = C.size_t(e.disp.poll(unsafe.Slice(out, int(capacity))))
+	*count = C.size_t(e.disp.poll(eventArray{base: unsafe.Pointer(out), n: int(capacity), stride: uintptr(eventSize)}))
 	return C.PROSODY_OK
 }
 
@@ -415,16 +455,68 @@ func prosodyGo_client_is_stalled(id C.uint64_t, out *C.int, errOut **C.char) (st
 	return C.PROSODY_OK
 }
 
-// traceFields copies the host's trace context; NULL means none.
-func traceFields(t *C.prosody_trace_context) tracing.Fields {
+// traceFields copies the host's trace context; NULL means none. Fields
+// beyond the size the host gave count as absent.
+func traceFields(fn string, t *C.prosody_trace_context) (tracing.Fields, error) {
 	if t == nil {
-		return tracing.Fields{}
+		return tracing.Fields{}, nil
 	}
-	str := func(p *C.char) string {
-		if p == nil {
-			return ""
+	if t.size < C.size_t(unsafe.Sizeof(t.size)) {
+		return tracing.Fields{}, errorf(C.PROSODY_ERR_INVALID_ARGUMENT,
+			"%s: trace->size is %d: set it to sizeof(prosody_trace_context)", fn, uint64(t.size))
+	}
+	var f tracing.Fields
+	for _, field := range []struct {
+		out *string
+		p   *C.char
+		n   C.size_t
+		end uintptr
+	}{
+		{&f.TraceParent, t.traceparent, t.traceparent_len, unsafe.Offsetof(t.traceparent_len) + unsafe.Sizeof(t.traceparent_len)},
+		{&f.TraceState, t.tracestate, t.tracestate_len, unsafe.Offsetof(t.tracestate_len) + unsafe.Sizeof(t.tracestate_len)},
+		{&f.Baggage, t.baggage, t.baggage_len, unsafe.Offsetof(t.baggage_len) + unsafe.Sizeof(t.baggage_len)},
+	} {
+		if !hasField(t.size, field.end) || field.p == nil {
+			continue
 		}
-		return C.GoString(p)
+		*field.out = string(unsafe.Slice((*byte)(unsafe.Pointer(field.p)), field.n))
 	}
-	return tracing.Fields{TraceParent: str(t.traceparent), TraceState: str(t.tracestate), Baggage: str(t.baggage)}
+	return f, nil
+}
+
+// handlerConfig is the part of a prosody_handler_config the host's size
+// covers.
+type handlerConfig struct {
+	notify   C.prosody_notify_fn
+	userData C.uintptr_t
+	onEvent  C.prosody_event_fn
+}
+
+func handlerConfigOf(fn string, h *C.prosody_handler_config) (handlerConfig, error) {
+	if h.size < C.size_t(unsafe.Sizeof(h.size)) {
+		return handlerConfig{}, errorf(C.PROSODY_ERR_INVALID_ARGUMENT,
+			"%s: handler->size is %d: set it to sizeof(prosody_handler_config)", fn, uint64(h.size))
+	}
+	var hc handlerConfig
+	if hasField(h.size, unsafe.Offsetof(h.notify)+unsafe.Sizeof(h.notify)) {
+		hc.notify = h.notify
+	}
+	if hasField(h.size, unsafe.Offsetof(h.user_data)+unsafe.Sizeof(h.user_data)) {
+		hc.userData = C.prosodyInt_handler_user_data(h)
+	}
+	if hasField(h.size, unsafe.Offsetof(h.on_event)+unsafe.Sizeof(h.on_event)) {
+		hc.onEvent = h.on_event
+	}
+	return hc, nil
+}
+
+//export prosodyGo_config_schema
+func prosodyGo_config_schema(out **C.char, errOut **C.char) (status C.int) {
+	const fn = "prosody_config_schema"
+	defer guard(fn, &status, errOut)
+	if out == nil {
+		return fail(errOut, nullArg(fn, "schema_json"))
+	}
+	*out = C.CString(string(config.SchemaJSON()))
+	return C.PROSODY_OK
 }

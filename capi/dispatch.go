@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/prosody-events/prosody-go/core/event"
 	"github.com/prosody-events/prosody-go/core/fault"
@@ -19,6 +20,11 @@ import (
 
 // errReleased fails the events of a client the host released.
 var errReleased = fault.Terminal(errors.New("prosody: the client was released"))
+
+// errExpired is the outcome of an attempt the dispatcher stopped waiting
+// for after its timeout. The timeout layer reports it as the timeout (a
+// transient failure), the attempt's context being cancelled by it.
+var errExpired = fault.Transient(errors.New("the handler did not finish and was cancelled"))
 
 // dispatcher is a client's host side of event handling. It implements
 // event.Handler: each call parks the event in the ready queue and waits for
@@ -49,10 +55,12 @@ type dispatcher struct {
 	watching atomic.Bool
 }
 
-// readyItem is a queued event, or a cancellation notice for it.
+// readyItem is a queued event, or a notice about it.
 type readyItem struct {
-	ev     *pendingEvent
-	cancel bool
+	ev *pendingEvent
+	// notice is PROSODY_EVENT_CANCELLED or _EXPIRED for a notice, 0 for
+	// the event itself.
+	notice C.int32_t
 }
 
 func newDispatcher() (*dispatcher, error) {
@@ -138,7 +146,7 @@ func (d *dispatcher) wakeIfPending() {
 // poll moves up to len(out) items into out and returns how many. It resets
 // the eventfd when it empties the queue; both happen under d.mu, so the fd
 // is readable exactly while the queue holds something.
-func (d *dispatcher) poll(out []C.prosody_event) int {
+func (d *dispatcher) poll(out eventArray) int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
@@ -146,17 +154,17 @@ func (d *dispatcher) poll(out []C.prosody_event) int {
 		return 0
 	}
 	n := 0
-	for n < len(out) && d.head < len(d.queue) {
+	for n < out.n && d.head < len(d.queue) {
 		it := d.queue[d.head]
 		d.queue[d.head] = readyItem{}
 		d.head++
-		if it.cancel {
+		if it.notice != 0 {
 			if it.ev.state.Load() == stateDone {
 				continue // the host already completed it
 			}
-			out[n] = C.prosody_event{event: C.uint64_t(it.ev.id), kind: C.PROSODY_EVENT_CANCELLED}
+			*out.at(n) = C.prosody_event{size: C.size_t(unsafe.Sizeof(C.prosody_event{})), event: C.uint64_t(it.ev.id), kind: it.notice}
 		} else {
-			it.ev.fill(&out[n])
+			it.ev.fill(out.at(n))
 		}
 		n++
 	}
@@ -293,16 +301,41 @@ const noticeTick = 5 * time.Millisecond
 // to its context's cancellation cost more than the rest of its trip
 // through the engine; a notice is a hint to stop soon, so a few
 // milliseconds of delay do not matter.
+//
+// An event whose attempt ran past the client's timeout is not waited for
+// any longer: the handler was promised to be stopped there, and a host
+// handler that ignores cancellation would otherwise hold its key and its
+// concurrency permit until shutdown. The dispatcher ends the attempt
+// itself (expire), as a transient failure, and tells the host to stop the
+// handler (an EXPIRED notice). Cancellations for revocation and shutdown
+// only get a CANCELLED notice: the partition's shutdown budget bounds
+// those, and the host's outcome still decides.
 func (d *dispatcher) watchCancellation() {
 	time.AfterFunc(noticeTick, func() {
-		var cancelled []*pendingEvent
+		var cancelled, expired []*pendingEvent
 		events.each(func(ev *pendingEvent) {
-			if ev.disp == d && !ev.direct && ev.ctx.Err() != nil && ev.state.CompareAndSwap(statePending, stateCancelNotified) {
+			if ev.disp != d || ev.direct || ev.ctx.Err() == nil {
+				return
+			}
+			if ev.ctx.Cause() == event.ErrTimeout {
+				if ev.expire() {
+					expired = append(expired, ev)
+				}
+				return
+			}
+			if ev.state.CompareAndSwap(statePending, stateCancelNotified) {
 				cancelled = append(cancelled, ev)
 			}
 		})
 		for _, ev := range cancelled {
-			d.push(readyItem{ev: ev, cancel: true})
+			d.push(readyItem{ev: ev, notice: C.PROSODY_EVENT_CANCELLED})
+		}
+		for _, ev := range expired {
+			// The outcome first: it invalidates the attempt's context, so
+			// that the host's timer operations after the notice fail
+			// alike ("no longer valid").
+			ev.done.Done(errExpired)
+			d.push(readyItem{ev: ev, notice: C.PROSODY_EVENT_EXPIRED})
 		}
 		if d.inFlight.Load() == 0 {
 			d.watching.Store(false)

@@ -186,7 +186,7 @@ func TestNotifyInstallAndRemovalAcrossSubscriptions(t *testing.T) {
 		d.notify.install(nil, 0) // subscribe again, watching only the fd
 		close(installedInside)
 	})
-	go d.push(readyItem{ev: testEvent(d, event.NewContext(context.Background(), "k")), cancel: true})
+	go d.push(readyItem{ev: testEvent(d, event.NewContext(context.Background(), "k")), notice: cancelNotice})
 	select {
 	case <-installedInside:
 	case <-time.After(5 * time.Second):
@@ -199,7 +199,7 @@ func TestNotifyInstallAndRemovalAcrossSubscriptions(t *testing.T) {
 	a = installTestNotify(d, func() {})
 	installTestNotify(d, func() { calledB <- struct{}{} })
 	d.notify.remove(a) // the old subscription's unsubscribe completes
-	d.push(readyItem{ev: testEvent(d, event.NewContext(context.Background(), "k")), cancel: true})
+	d.push(readyItem{ev: testEvent(d, event.NewContext(context.Background(), "k")), notice: cancelNotice})
 	select {
 	case <-calledB:
 	case <-time.After(5 * time.Second):
@@ -252,7 +252,7 @@ func TestRemovingNotifyWaitsForCallsInProgress(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 		left.Store(true)
 	})
-	go d.push(readyItem{ev: testEvent(d, event.NewContext(context.Background(), "k")), cancel: true})
+	go d.push(readyItem{ev: testEvent(d, event.NewContext(context.Background(), "k")), notice: cancelNotice})
 	<-entered
 	d.notify.remove(tok)
 	if !left.Load() {
@@ -276,13 +276,13 @@ func TestWakeUpDuringRemovedCallIsNotLost(t *testing.T) {
 		first = false
 		testPoll(d)
 		// A wake-up while this call runs; then the unsubscribe removes it.
-		d.push(readyItem{ev: testEvent(d, event.NewContext(context.Background(), "k")), cancel: true})
+		d.push(readyItem{ev: testEvent(d, event.NewContext(context.Background(), "k")), notice: cancelNotice})
 		go func() { d.notify.remove(a); close(removed) }()
 		for current(d) == a {
 			time.Sleep(time.Millisecond)
 		}
 	})
-	d.push(readyItem{ev: testEvent(d, event.NewContext(context.Background(), "k")), cancel: true})
+	d.push(readyItem{ev: testEvent(d, event.NewContext(context.Background(), "k")), notice: cancelNotice})
 	<-removed
 	called := make(chan struct{}, 10)
 	installTestNotify(d, func() { called <- struct{}{} }) // subscribe again
@@ -316,7 +316,7 @@ func TestReleaseWaitsForReplacedCallbacks(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 		left.Store(true)
 	})
-	go d.push(readyItem{ev: testEvent(d, event.NewContext(context.Background(), "k")), cancel: true})
+	go d.push(readyItem{ev: testEvent(d, event.NewContext(context.Background(), "k")), notice: cancelNotice})
 	<-entered
 	d.notify.install(nil, 0) // subscribe again without notify; the old unsubscribe still runs
 	d.close()                // prosody_client_release
@@ -499,4 +499,65 @@ func TestCallsDoNotWaitForASubscribeConnecting(t *testing.T) {
 	stop()
 	<-first
 	<-testRelease(id)
+}
+
+// TestExpiredEventIsNotWaitedFor: past its timeout an event held by the
+// host is ended by the dispatcher (the outcome arrives without a
+// completion), the host gets an EXPIRED notice, and the host's late
+// completion is accepted and ignored. Completions racing the expiry give
+// exactly one outcome.
+func TestExpiredEventIsNotWaitedFor(t *testing.T) {
+	d := testDispatcher(t)
+	// The attempt's timeout, as the core's watchdog cancels it.
+	parent, timeout := context.WithCancelCause(context.Background())
+	ctx := event.NewContext(parent, "k")
+	ev := testEvent(d, ctx)
+	outcome := make(doneChan, 2)
+	d.start(ev, outcome)
+	testPoll(d)
+	timeout(event.ErrTimeout)
+	select {
+	case err := <-outcome:
+		if err != errExpired {
+			t.Fatalf("outcome %v, want errExpired", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the dispatcher waited for the host past the timeout")
+	}
+	var seen []polled
+	for deadline := time.Now().Add(5 * time.Second); len(seen) == 0 && time.Now().Before(deadline); {
+		seen = append(seen, testPoll(d)...)
+		time.Sleep(time.Millisecond)
+	}
+	if len(seen) != 1 || seen[0].id != ev.id || !seen[0].expired {
+		t.Fatalf("polled %+v, want one EXPIRED notice for %#x", seen, ev.id)
+	}
+	if err := testComplete(ev.id); err != nil {
+		t.Fatalf("late completion: %v", err)
+	}
+	if err := testComplete(ev.id); err == nil {
+		t.Fatal("a second completion of the expired event was accepted")
+	}
+	if len(outcome) != 0 {
+		t.Fatalf("the late completion reached the engine: %v", <-outcome)
+	}
+
+	for round := 0; round < 200; round++ {
+		parent, timeout := context.WithCancelCause(context.Background())
+		ctx := event.NewContext(parent, "k")
+		ev := testEvent(d, ctx)
+		outcome := make(doneChan, 2)
+		d.start(ev, outcome)
+		testPoll(d) // the host holds it
+		go timeout(event.ErrTimeout)
+		_ = testComplete(ev.id)
+		for deadline := time.Now().Add(5 * time.Second); len(outcome) == 0 && time.Now().Before(deadline); {
+			time.Sleep(100 * time.Microsecond)
+		}
+		time.Sleep(2 * noticeTick) // a second outcome, if any, would come from the watch by now
+		if n := len(outcome); n != 1 {
+			t.Fatalf("round %d: %d outcomes, want exactly one", round, n)
+		}
+		testPoll(d)
+	}
 }

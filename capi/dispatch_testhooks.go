@@ -30,14 +30,15 @@ func testEvent(d *dispatcher, ctx *event.Context) *pendingEvent {
 type polled struct {
 	id        uint64
 	cancelled bool
+	expired   bool
 }
 
 func testPoll(d *dispatcher) []polled {
 	out := make([]C.prosody_event, 64)
-	n := d.poll(out)
+	n := d.poll(eventArray{base: unsafe.Pointer(&out[0]), n: len(out), stride: unsafe.Sizeof(out[0])})
 	items := make([]polled, n)
 	for i, e := range out[:n] {
-		items[i] = polled{uint64(e.event), e.kind == C.PROSODY_EVENT_CANCELLED}
+		items[i] = polled{uint64(e.event), e.kind == C.PROSODY_EVENT_CANCELLED, e.kind == C.PROSODY_EVENT_EXPIRED}
 	}
 	return items
 }
@@ -54,6 +55,9 @@ func installTestNotify(d *dispatcher, f func()) *notifier {
 	testNotifies = append(testNotifies, f)
 	return d.notify.install(C.prosody_notify_fn(unsafe.Pointer(C.prosodyTest_notify)), C.uintptr_t(len(testNotifies)-1))
 }
+
+// cancelNotice is the kind of a cancellation notice, for test files.
+const cancelNotice = C.PROSODY_EVENT_CANCELLED
 
 // testComplete completes an event OK, as prosody_event_complete does.
 func testComplete(id uint64) error { return complete(id, C.PROSODY_OUTCOME_OK, nil) }
@@ -109,6 +113,7 @@ func testClientNew(config string) (uint64, int) {
 
 func testSubscribe(id uint64, notify func()) (int, chan int) {
 	var h C.prosody_handler_config
+	h.size = C.size_t(unsafe.Sizeof(h))
 	testNotifies = append(testNotifies, notify)
 	h.notify = C.prosody_notify_fn(unsafe.Pointer(C.prosodyTest_notify))
 	setTestUserData(&h, uintptr(len(testNotifies)-1))

@@ -18,6 +18,10 @@ import (
 const (
 	statePending int32 = iota
 	stateCancelNotified
+	// stateExpired: the dispatcher has ended the attempt (its timeout);
+	// the event stays in the table, its bytes readable, until the host
+	// lets go of it, and the host's outcome is ignored.
+	stateExpired
 	stateDone
 )
 
@@ -90,6 +94,31 @@ func newPendingEvent(front int, d *dispatcher, ctx *event.Context, k C.int32_t, 
 	return ev
 }
 
+// minEventSize is sizeof(prosody_event) in the first header whose events
+// carry their size: the smallest item size poll accepts.
+const minEventSize = C.size_t(C.sizeof_prosody_event)
+
+// eventArray is the host's poll array: n items of stride bytes, stride
+// being sizeof(prosody_event) as the host's header declares it.
+type eventArray struct {
+	base   unsafe.Pointer
+	n      int
+	stride uintptr
+}
+
+// at returns item i for the library to fill. A host built against a newer
+// header has room for fields this library does not know: they are zeroed.
+// (poll refuses strides below this library's struct, the first versioned
+// one; once the struct grows, an older host's smaller items will need the
+// fields that fit copied instead.)
+func (a eventArray) at(i int) *C.prosody_event {
+	dst := unsafe.Add(a.base, uintptr(i)*a.stride)
+	if extra := a.stride - unsafe.Sizeof(C.prosody_event{}); extra > 0 {
+		clear(unsafe.Slice((*byte)(unsafe.Add(dst, unsafe.Sizeof(C.prosody_event{}))), extra))
+	}
+	return (*C.prosody_event)(dst)
+}
+
 // fill writes the host's view of ev.
 func (ev *pendingEvent) fill(out *C.prosody_event) {
 	var at [numFields]unsafe.Pointer
@@ -100,6 +129,7 @@ func (ev *pendingEvent) fill(out *C.prosody_event) {
 	}
 	size := func(f int) C.size_t { return C.size_t(ev.lens[f]) }
 	*out = C.prosody_event{
+		size:              C.size_t(unsafe.Sizeof(*out)),
 		event:             C.uint64_t(ev.id),
 		kind:              ev.kind,
 		partition:         C.int32_t(ev.partition),
@@ -131,11 +161,30 @@ func (ev *pendingEvent) free() {
 	ev.buf, ev.data = nil, nil
 }
 
-// finish frees ev's memory and returns err to its handler. Only the caller
+// finish frees ev's memory and returns err to its handler, unless the
+// attempt has expired, whose outcome is given already. Only the caller
 // that took ev from the table may call it, so it runs once.
 func (ev *pendingEvent) finish(err error) {
-	ev.state.Store(stateDone)
+	expired := ev.state.Swap(stateDone) == stateExpired
 	ev.free()
 	ev.disp.inFlight.Add(-1)
-	ev.done.Done(err)
+	if !expired {
+		ev.done.Done(err)
+	}
+}
+
+// expire marks an event the host still holds as given up on; true when
+// this call did it, and the caller then reports the attempt's outcome.
+// It loses to a completion that got there first (finish).
+func (ev *pendingEvent) expire() bool {
+	for {
+		switch st := ev.state.Load(); st {
+		case statePending, stateCancelNotified:
+			if ev.state.CompareAndSwap(st, stateExpired) {
+				return true
+			}
+		default:
+			return false
+		}
+	}
 }

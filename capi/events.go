@@ -15,7 +15,8 @@ import (
 
 // outcomeError turns the host's outcome into the handler's result: OK is
 // nil, TRANSIENT an unmarked error (the core treats unmarked errors as
-// transient), PERMANENT a fault.Permanent error.
+// transient), PERMANENT a fault.Permanent error, ABORT a fault.Terminal
+// one.
 func outcomeError(outcome C.int, msg *C.char) (error, error) {
 	text := func(def string) string {
 		if msg == nil {
@@ -30,10 +31,17 @@ func outcomeError(outcome C.int, msg *C.char) (error, error) {
 		return errors.New(text("the handler reported a transient failure")), nil
 	case C.PROSODY_OUTCOME_PERMANENT:
 		return fault.Permanent(errors.New(text("the handler reported a permanent failure"))), nil
+	case C.PROSODY_OUTCOME_ABORT:
+		// Terminal: not retried here, not committed.
+		return fault.Terminal(errors.New(text("the host aborted the event"))), nil
 	}
 	return nil, errorf(C.PROSODY_ERR_INVALID_ARGUMENT,
-		"invalid outcome %d (want PROSODY_OUTCOME_OK, _TRANSIENT or _PERMANENT)", int(outcome))
+		"invalid outcome %d (want PROSODY_OUTCOME_OK, _TRANSIENT, _PERMANENT or _ABORT)", int(outcome))
 }
+
+// minCompletionSize is sizeof(prosody_completion) in the first header that
+// passes it: the smallest item size prosody_events_complete accepts.
+const minCompletionSize = C.size_t(C.sizeof_prosody_completion)
 
 func complete(id uint64, outcome C.int, msg *C.char) error {
 	result, err := outcomeError(outcome, msg)
@@ -67,16 +75,24 @@ func prosodyGo_event_complete(id C.uint64_t, outcome C.int, msg *C.char, errOut 
 }
 
 //export prosodyGo_events_complete
-func prosodyGo_events_complete(items *C.prosody_completion, n C.size_t, errOut **C.char) (status C.int) {
-	defer guard("prosody_events_complete", &status, errOut)
+func prosodyGo_events_complete(items *C.prosody_completion, n, itemSize C.size_t, errOut **C.char) (status C.int) {
+	const fn = "prosody_events_complete"
+	defer guard(fn, &status, errOut)
+	if itemSize < minCompletionSize {
+		return fail(errOut, errorf(C.PROSODY_ERR_INVALID_ARGUMENT,
+			"%s: item_size is %d: pass sizeof(prosody_completion) (at least %d)", fn, uint64(itemSize), uint64(minCompletionSize)))
+	}
 	if n == 0 {
 		return C.PROSODY_OK
 	}
 	if items == nil {
-		return fail(errOut, nullArg("prosody_events_complete", "items"))
+		return fail(errOut, nullArg(fn, "items"))
 	}
 	var first error
-	for i, it := range unsafe.Slice(items, int(n)) {
+	for i := range int(n) {
+		// The host's items may be larger than ours (a newer header): read
+		// the fields this library knows.
+		it := (*C.prosody_completion)(unsafe.Add(unsafe.Pointer(items), uintptr(i)*uintptr(itemSize)))
 		if err := complete(uint64(it.event), C.int(it.outcome), it.message); err != nil && first == nil {
 			first = fmt.Errorf("prosody_events_complete: item %d: %w", i, err)
 		}

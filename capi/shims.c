@@ -78,6 +78,11 @@ int prosody_set_log_callback(prosody_log_fn fn, void *user_data, char **error_me
   return prosodyGo_set_log_callback(fn, (uintptr_t)user_data, error_message);
 }
 
+int prosody_config_schema(char **schema_json, char **error_message) {
+  PROSODY_ENTER(error_message);
+  return prosodyGo_config_schema(schema_json, error_message);
+}
+
 /* ---- client ---- */
 
 int prosody_client_new(const char *config_json, uint64_t *client, char **error_message) {
@@ -91,12 +96,14 @@ int prosody_client_release(uint64_t client, prosody_completion_fn done, void *us
   return prosodyGo_client_release(client, done, (uintptr_t)user_data, error_message);
 }
 
-int prosody_client_send(uint64_t client, const char *topic, const char *key, const uint8_t *payload,
-                        size_t payload_len, const prosody_trace_context *trace,
-                        prosody_completion_fn done, void *user_data, char **error_message) {
+int prosody_client_send(uint64_t client, const char *topic, size_t topic_len, const char *key,
+                        size_t key_len, const uint8_t *payload, size_t payload_len,
+                        const prosody_trace_context *trace, prosody_completion_fn done, void *user_data,
+                        char **error_message) {
   PROSODY_ENTER(error_message);
-  return prosodyGo_client_send(client, (char *)topic, (char *)key, (uint8_t *)payload, payload_len,
-                               (prosody_trace_context *)trace, done, (uintptr_t)user_data, error_message);
+  return prosodyGo_client_send(client, (char *)topic, topic_len, (char *)key, key_len, (uint8_t *)payload,
+                               payload_len, (prosody_trace_context *)trace, done, (uintptr_t)user_data,
+                               error_message);
 }
 
 int prosody_client_subscribe(uint64_t client, const prosody_handler_config *handler,
@@ -117,10 +124,10 @@ int prosody_client_event_fd(uint64_t client, int *fd, char **error_message) {
   return prosodyGo_client_event_fd(client, fd, error_message);
 }
 
-int prosody_client_poll(uint64_t client, prosody_event *out, size_t capacity, size_t *count,
-                        char **error_message) {
+int prosody_client_poll(uint64_t client, prosody_event *out, size_t capacity, size_t event_size,
+                        size_t *count, char **error_message) {
   PROSODY_ENTER(error_message);
-  return prosodyGo_client_poll(client, out, capacity, count, error_message);
+  return prosodyGo_client_poll(client, out, capacity, event_size, count, error_message);
 }
 
 int prosody_client_consumer_state(uint64_t client, int *state, char **error_message) {
@@ -150,9 +157,10 @@ int prosody_event_complete(uint64_t event, int outcome, const char *message, cha
   return prosodyGo_event_complete(event, outcome, (char *)message, error_message);
 }
 
-int prosody_events_complete(const prosody_completion *items, size_t n, char **error_message) {
+int prosody_events_complete(const prosody_completion *items, size_t n, size_t item_size,
+                            char **error_message) {
   PROSODY_ENTER(error_message);
-  return prosodyGo_events_complete((prosody_completion *)items, n, error_message);
+  return prosodyGo_events_complete((prosody_completion *)items, n, item_size, error_message);
 }
 
 int prosody_event_should_cancel(uint64_t event, int *cancelled, char **error_message) {
@@ -207,10 +215,10 @@ int prosody_admin_create_topic(uint64_t admin, const char *topic_json, prosody_c
   return prosodyGo_admin_create_topic(admin, (char *)topic_json, done, (uintptr_t)user_data, error_message);
 }
 
-int prosody_admin_delete_topic(uint64_t admin, const char *name, prosody_completion_fn done,
+int prosody_admin_delete_topic(uint64_t admin, const char *name, size_t name_len, prosody_completion_fn done,
                                void *user_data, char **error_message) {
   PROSODY_ENTER(error_message);
-  return prosodyGo_admin_delete_topic(admin, (char *)name, done, (uintptr_t)user_data, error_message);
+  return prosodyGo_admin_delete_topic(admin, (char *)name, name_len, done, (uintptr_t)user_data, error_message);
 }
 
 int prosody_admin_release(uint64_t admin, char **error_message) {
@@ -239,7 +247,7 @@ int32_t prosodyInt_call_event(uintptr_t fn, uintptr_t user_data, uintptr_t frame
 
 void prosodyInt_call_log(prosody_log_fn fn, uintptr_t user_data, int32_t level, int64_t time_ms,
                          const char *target, const char *message, const char *attributes) {
-  prosody_log_record r = {level, time_ms, target, message, attributes};
+  prosody_log_record r = {sizeof r, level, time_ms, target, message, attributes};
   fn((void *)user_data, &r);
 }
 

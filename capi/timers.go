@@ -13,6 +13,7 @@ import (
 
 	"github.com/prosody-events/prosody-go/core/event"
 	"github.com/prosody-events/prosody-go/core/fault"
+	"github.com/prosody-events/prosody-go/core/timerstore"
 )
 
 // Timer operations on an event (prosody_event_schedule and friends). Each
@@ -93,6 +94,9 @@ func prosodyGo_event_schedule(id C.uint64_t, ms C.int64_t, cb C.prosody_completi
 	const fn = "prosody_event_schedule"
 	defer guard(fn, &status, errOut)
 	at := time.UnixMilli(int64(ms))
+	if err := timerstore.CheckTime(at); err != nil {
+		return fail(errOut, errorf(C.PROSODY_ERR_INVALID_ARGUMENT, "%v", err))
+	}
 	return timerOp(fn, id, cb, ud, errOut, func(ctx *event.Context) error { return ctx.Schedule(at) })
 }
 
@@ -102,6 +106,9 @@ func prosodyGo_event_clear_and_schedule(id C.uint64_t, ms C.int64_t, cb C.prosod
 	const fn = "prosody_event_clear_and_schedule"
 	defer guard(fn, &status, errOut)
 	at := time.UnixMilli(int64(ms))
+	if err := timerstore.CheckTime(at); err != nil {
+		return fail(errOut, errorf(C.PROSODY_ERR_INVALID_ARGUMENT, "%v", err))
+	}
 	return timerOp(fn, id, cb, ud, errOut, func(ctx *event.Context) error { return ctx.ClearAndSchedule(at) })
 }
 
@@ -111,6 +118,9 @@ func prosodyGo_event_unschedule(id C.uint64_t, ms C.int64_t, cb C.prosody_comple
 	const fn = "prosody_event_unschedule"
 	defer guard(fn, &status, errOut)
 	at := time.UnixMilli(int64(ms))
+	if err := timerstore.CheckTime(at); err != nil {
+		return fail(errOut, errorf(C.PROSODY_ERR_INVALID_ARGUMENT, "%v", err))
+	}
 	return timerOp(fn, id, cb, ud, errOut, func(ctx *event.Context) error { return ctx.Unschedule(at) })
 }
 

@@ -36,6 +36,20 @@
  * Callbacks (completion, notify, log) run on library-owned threads; they
  * must not block for long, and may call back into this API.
  *
+ * Strings. Values a user chooses (topics, keys, payloads, trace headers)
+ * cross as a pointer and a length, never as NUL-terminated strings: any
+ * byte, NUL included, arrives exactly. Only texts the library or host
+ * writes for people (error and failure messages, log records) and JSON
+ * documents are NUL-terminated.
+ *
+ * Struct sizes. Every struct the host fills for the library, or that the
+ * library fills for the host, starts with (or is passed with) its size, so
+ * that a host built against an older header keeps working with a newer
+ * library: the library reads only the fields that fit in the size the host
+ * gave (later fields count as zero), and writes only the fields that fit in
+ * the size the host has room for. New fields are only ever added at the
+ * end. Set `size` to sizeof the struct as your header declares it.
+ *
  * Fork. The Go runtime inside the library does not survive fork(). In a
  * child process every function returns PROSODY_ERR_AFTER_FORK ("used after
  * fork") immediately, without entering the Go runtime; prosody_free() and
@@ -98,12 +112,22 @@ extern "C" {
 /* A due timer. Complete it with prosody_event_complete. */
 #define PROSODY_EVENT_TIMER 2
 /* A cancellation notice for an event the host received earlier and has not
- * completed: its handler should stop soon (timeout, partition revoked,
- * shutdown). The host must still complete that event; its outcome decides
- * what happens. Only `event` and `kind` are set; every other field is zero
- * or NULL. A notice can arrive after the host has already completed the
- * event: ignore notices for handles you no longer hold. */
+ * completed: its handler should stop soon (partition revoked, shutdown).
+ * The host must still complete that event; its outcome decides what
+ * happens. Only `size`, `event` and `kind` are set; every other field is
+ * zero or NULL. A notice can arrive after the host has already completed
+ * the event: ignore notices for handles you no longer hold. */
 #define PROSODY_EVENT_CANCELLED 3
+/* The event's handler ran past the client's `timeout`. The library has
+ * stopped waiting for it: the attempt counts as a transient failure (the
+ * client's mode decides whether it is retried), its concurrency permit is
+ * released and the key's next event may start. The host should stop the
+ * handler now (cancel its task, abort its signal). The handle stays valid
+ * for prosody_event_should_cancel (always 1), and the event's data stays
+ * readable, until the host completes or releases the handle (or releases
+ * the client); that completion's outcome is ignored. Only `size`, `event`
+ * and `kind` are set. */
+#define PROSODY_EVENT_EXPIRED 4
 
 /* Outcomes for prosody_event_complete. */
 /* The event is done and its offset may be committed. */
@@ -112,6 +136,13 @@ extern "C" {
 #define PROSODY_OUTCOME_TRANSIENT 1
 /* A permanent failure: never retried (dead-lettered or logged and skipped). */
 #define PROSODY_OUTCOME_PERMANENT 2
+/* No verdict: the host is stopping this subscription and cannot handle the
+ * event (its event loop is gone, say). The attempt ends without a retry
+ * and the offset stays uncommitted, so the partition's next owner handles
+ * the event again. Use it only after calling prosody_client_unsubscribe or
+ * prosody_client_release: while the partition is still owned, an aborted
+ * offset holds back its commits until it is revoked. */
+#define PROSODY_OUTCOME_ABORT 3
 
 /* prosody_client_consumer_state */
 /* No consumer can run: no group_id or no subscribed_topics. */
@@ -168,6 +199,7 @@ typedef void (*prosody_notify_fn)(void *user_data);
 
 /* One log record. Every pointer is valid only during the callback. */
 typedef struct prosody_log_record {
+  size_t size;            /* sizeof the record the library filled: read no field beyond it */
   int32_t level;          /* PROSODY_LOG_* */
   int64_t time_ms;        /* when it was logged, epoch milliseconds */
   const char *target;     /* the logger name, "prosody" */
@@ -183,14 +215,16 @@ typedef void (*prosody_log_fn)(void *user_data, const prosody_log_record *record
  * Data types
  * ------------------------------------------------------------------------ */
 
-/* One ready item delivered by prosody_client_poll.
+/* One ready item delivered by prosody_client_poll (or passed to on_event).
  *
  * The byte ranges (topic, key, payload, source_system) point into ONE
  * library-owned allocation per event. They are borrowed: valid until the
  * event is completed (prosody_event_complete, prosody_events_complete) or
  * released (prosody_event_release), or its client is released, whichever
- * comes first. They are not NUL-terminated; use the lengths. */
+ * comes first. They are not NUL-terminated and may contain NUL bytes; use
+ * the lengths. */
 typedef struct prosody_event {
+  size_t size;                  /* how many bytes of this struct the library filled */
   uint64_t event;               /* the event handle */
   int32_t kind;                 /* PROSODY_EVENT_* */
   int32_t partition;            /* Kafka partition */
@@ -245,6 +279,8 @@ typedef int32_t (*prosody_event_fn)(void *user_data, const prosody_event *event,
  * before setting fields: later versions may add fields whose zero value
  * keeps today's behaviour. */
 typedef struct prosody_handler_config {
+  /* sizeof(prosody_handler_config) as the host's header declares it. */
+  size_t size;
   /* Called once per wake-up of the ready queue; may be NULL when the host
    * watches the event fd (prosody_client_event_fd) instead. */
   prosody_notify_fn notify;
@@ -261,14 +297,20 @@ typedef struct prosody_handler_config {
 } prosody_handler_config;
 
 /* The host's current trace context for prosody_client_send, in W3C wire
- * form. Each field is a NUL-terminated string, or NULL (or "") for none. */
+ * form. Each field is a pointer and a length; a NULL pointer or a zero
+ * length means none. Zero it before setting fields. */
 typedef struct prosody_trace_context {
-  const char *traceparent; /* W3C traceparent of the host's current span */
-  const char *tracestate;  /* W3C tracestate; used only with traceparent */
-  const char *baggage;     /* W3C baggage */
+  size_t size;              /* sizeof(prosody_trace_context) as the host's header declares it */
+  const char *traceparent;  /* W3C traceparent of the host's current span */
+  size_t traceparent_len;
+  const char *tracestate;   /* W3C tracestate; used only with traceparent */
+  size_t tracestate_len;
+  const char *baggage;      /* W3C baggage */
+  size_t baggage_len;
 } prosody_trace_context;
 
-/* One entry of a batch completion (prosody_events_complete). */
+/* One entry of a batch completion (prosody_events_complete, which takes
+ * sizeof(prosody_completion) as the host's header declares it). */
 typedef struct prosody_completion {
   uint64_t event;       /* the event handle */
   int32_t outcome;      /* PROSODY_OUTCOME_* */
@@ -299,6 +341,16 @@ const char *prosody_status_name(int status);
  * replaces it. Errors: AFTER_FORK. */
 int prosody_set_log_callback(prosody_log_fn fn, void *user_data, char **error_message);
 
+/* Stores in *schema_json the library's option schema, a malloc'd
+ * NUL-terminated JSON document (free it with prosody_free): every option
+ * prosody_client_new reads, with its JSON name, type, unit, default,
+ * allowed range or values and environment variable, plus the options a
+ * binding names differently or checks more strictly. Bindings build their
+ * option tables and messages from it. The document describes itself:
+ * {"version":1,"options":[{"name":...,"type":...,...}],...}. Errors:
+ * INVALID_ARGUMENT, AFTER_FORK. */
+int prosody_config_schema(char **schema_json, char **error_message);
+
 /* ------------------------------------------------------------------------
  * Client
  * ------------------------------------------------------------------------ */
@@ -325,7 +377,10 @@ int prosody_client_new(const char *config_json, uint64_t *client, char **error_m
 int prosody_client_release(uint64_t client, prosody_completion_fn done, void *user_data,
                            char **error_message);
 
-/* Sends payload (payload_len bytes of JSON) under key to topic. trace
+/* Sends payload (payload_len bytes of JSON) under key (key_len bytes of
+ * UTF-8, any byte allowed) to topic (topic_len bytes; a name Kafka accepts:
+ * 1 to 249 characters of ASCII letters, digits, '.', '_' and '-', and not
+ * "." or "..", else INVALID_ARGUMENT naming the topic). trace
  * (may be NULL) is the caller's current trace context: the record then
  * carries the headers baggage (when non-empty), traceparent and tracestate
  * (when traceparent is valid; tracestate even when empty), before
@@ -336,10 +391,14 @@ int prosody_client_release(uint64_t client, prosody_completion_fn done, void *us
  * the broker acknowledged the record (PROSODY_OK) or sending failed
  * (TRANSIENT, PERMANENT, TERMINAL, CANCELLED for send_timeout, CLOSED,
  * CONFIG when the client cannot send). Errors returned at once:
- * INVALID_ARGUMENT, INVALID_HANDLE, AFTER_FORK; done is then not called. */
-int prosody_client_send(uint64_t client, const char *topic, const char *key, const uint8_t *payload,
-                        size_t payload_len, const prosody_trace_context *trace,
-                        prosody_completion_fn done, void *user_data, char **error_message);
+ * INVALID_ARGUMENT (a NULL pointer with a non-zero length, a key that is
+ * not UTF-8, a topic name Kafka refuses), CONFIG (the client cannot
+ * send), INVALID_HANDLE,
+ * AFTER_FORK; done is then not called. */
+int prosody_client_send(uint64_t client, const char *topic, size_t topic_len, const char *key,
+                        size_t key_len, const uint8_t *payload, size_t payload_len,
+                        const prosody_trace_context *trace, prosody_completion_fn done, void *user_data,
+                        char **error_message);
 
 /* Starts consuming. Ready events are queued for the host: the event fd
  * becomes readable and handler->notify (if set) is called, and the host
@@ -377,13 +436,17 @@ int prosody_client_unsubscribe(uint64_t client, prosody_completion_fn done, void
  * completes. Errors: INVALID_ARGUMENT, INVALID_HANDLE, AFTER_FORK. */
 int prosody_client_event_fd(uint64_t client, int *fd, char **error_message);
 
-/* Moves up to capacity ready items (messages, timers, cancellation notices)
- * into out[0..*count) without blocking; *count is 0 when none are ready.
- * Items of one key arrive in order. Call again while *count == capacity.
- * Errors: INVALID_ARGUMENT (out or count NULL with capacity > 0),
- * INVALID_HANDLE, AFTER_FORK. */
-int prosody_client_poll(uint64_t client, prosody_event *out, size_t capacity, size_t *count,
-                        char **error_message);
+/* Moves up to capacity ready items (messages, timers, cancellation and
+ * expiry notices) into out[0..*count) without blocking; *count is 0 when
+ * none are ready. event_size is sizeof(prosody_event) as the host's header
+ * declares it: out is an array of capacity items of that size, and the
+ * library fills the fields that fit (setting each item's size). Items of
+ * one key arrive in order. Call again while *count == capacity. Errors:
+ * INVALID_ARGUMENT (out or count NULL with capacity > 0, an event_size
+ * smaller than the first version of prosody_event), INVALID_HANDLE,
+ * AFTER_FORK. */
+int prosody_client_poll(uint64_t client, prosody_event *out, size_t capacity, size_t event_size,
+                        size_t *count, char **error_message);
 
 /* Stores PROSODY_CONSUMER_* in *state. Errors: CONFIG when the consumer
  * configuration is invalid (the message says why), INVALID_ARGUMENT,
@@ -416,17 +479,23 @@ int prosody_client_is_stalled(uint64_t client, int *stalled, char **error_messag
 /* Finishes an event with an outcome (PROSODY_OUTCOME_*) and, for failures,
  * a message (may be NULL; copied). OK lets its offset be committed;
  * TRANSIENT and PERMANENT are handled by the client's mode. The handle and
- * the event's data become invalid. Errors: INVALID_ARGUMENT (bad outcome;
+ * the event's data become invalid. For an event the library gave up on
+ * (PROSODY_EVENT_EXPIRED) the outcome is ignored and only its data is
+ * freed. Errors: INVALID_ARGUMENT (bad outcome;
  * the event stays pending), INVALID_HANDLE (unknown, or already
  * completed), AFTER_FORK. */
 int prosody_event_complete(uint64_t event, int outcome, const char *message, char **error_message);
 
 /* Completes n events in one call, as prosody_event_complete does for each.
- * Every valid item is completed even when others fail; the status and
- * message are those of the first failing item (the message gives its
- * index). Errors: INVALID_ARGUMENT (items NULL with n > 0, bad outcome),
+ * items is an array of n entries of item_size bytes each
+ * (sizeof(prosody_completion) as the host's header declares it). Every
+ * valid item is completed even when others fail; the status and message
+ * are those of the first failing item (the message gives its index).
+ * Errors: INVALID_ARGUMENT (items NULL with n > 0, bad outcome, an
+ * item_size smaller than the first version of prosody_completion),
  * INVALID_HANDLE, AFTER_FORK. */
-int prosody_events_complete(const prosody_completion *items, size_t n, char **error_message);
+int prosody_events_complete(const prosody_completion *items, size_t n, size_t item_size,
+                            char **error_message);
 
 /* Stores 1 in *cancelled when the event's handler has been asked to stop
  * (timeout, revocation, shutdown), else 0. The host can also wait for the
@@ -452,7 +521,9 @@ int prosody_event_release(uint64_t event, char **error_message);
  *
  * Times are epoch milliseconds with whole-second precision: a time rounds
  * to the nearest second (half a second rounds up). A time in the past fires
- * as soon as possible.
+ * as soon as possible. Timers are stored as unsigned 32-bit seconds, so a
+ * time must lie within 1970-01-01T00:00:00Z..2106-02-07T06:28:15Z (after
+ * rounding); any other is refused at once with INVALID_ARGUMENT.
  *
  * Each operation returns at once and never blocks: it checks its arguments
  * and the event handle, then runs in the background and calls cb exactly
@@ -464,7 +535,7 @@ int prosody_event_release(uint64_t event, char **error_message);
  * and may or may not have taken effect.
  *
  * Errors returned at once (cb is then not called): INVALID_ARGUMENT (cb
- * NULL), INVALID_HANDLE (unknown, completed or released event, or a
+ * NULL, a time out of range), INVALID_HANDLE (unknown, completed or released event, or a
  * handle of another kind), AFTER_FORK.
  *
  * Statuses passed to cb: OK; PERMANENT when the event was completed
@@ -512,14 +583,16 @@ int prosody_admin_new(const char *config_json, uint64_t *admin, char **error_mes
  * "7d"); absent keys fall back to PROSODY_TOPIC_* variables, then the
  * broker. An existing topic is not an error. done (required) is called once
  * the topic is usable or creating it failed. Errors returned at once:
- * INVALID_ARGUMENT, INVALID_HANDLE, CONFIG (names the option), AFTER_FORK. */
+ * INVALID_ARGUMENT, INVALID_HANDLE, CONFIG (names the option, or the topic
+ * name Kafka refuses), AFTER_FORK. */
 int prosody_admin_create_topic(uint64_t admin, const char *topic_json, prosody_completion_fn done,
                                void *user_data, char **error_message);
 
-/* Deletes the named topic; done (required) is called when that is done or
- * failed. Errors returned at once: INVALID_ARGUMENT, INVALID_HANDLE,
- * AFTER_FORK. */
-int prosody_admin_delete_topic(uint64_t admin, const char *name, prosody_completion_fn done,
+/* Deletes the topic named by name (name_len bytes); done (required) is
+ * called when that is done or failed. Errors returned at once:
+ * INVALID_ARGUMENT (also for a name Kafka refuses, see prosody_client_send),
+ * INVALID_HANDLE, AFTER_FORK. */
+int prosody_admin_delete_topic(uint64_t admin, const char *name, size_t name_len, prosody_completion_fn done,
                                void *user_data, char **error_message);
 
 /* Releases the admin client: the handle becomes invalid at once; running

@@ -197,8 +197,20 @@ export declare class ProsodyClient {
   readonly consumerState: ConsumerState;
   readonly assignedPartitionCount: number;
   readonly isStalled: boolean;
+  /**
+   * Sends `payload` as JSON under `key` (any string, NUL included, arrives
+   * exactly). Rejects with `TypeError` when topic or key is not a string,
+   * `RangeError` (code `PROSODY_ERR_INVALID_ARGUMENT`) for a topic name Kafka
+   * refuses, `TransientError` for a payload JSON cannot represent.
+   */
   send<P>(topic: string, key: string, payload: P & JsonCompatible<P>, signal?: AbortSignal): Promise<void>;
+  /**
+   * Starts consuming. Misuse of the lifecycle (subscribing while subscribed)
+   * rejects with a plain `Error` whose `code` is `PROSODY_ERR_STATE`, and
+   * leaves the running subscription as it was.
+   */
   subscribe<P = JsonValue>(eventHandler: EventHandler<P>): Promise<void>;
+  /** Stops consuming; rejects with an `Error` (code `PROSODY_ERR_STATE`) when not subscribed. */
   unsubscribe(): Promise<void>;
   shutdown(): Promise<void>;
 }

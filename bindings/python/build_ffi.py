@@ -114,7 +114,7 @@ static void *pp_worker(void *arg) {
     pp_len = 0;
     pthread_mutex_unlock(&pp_mu);
     /* Failures are events the library already finished (client released). */
-    prosody_events_complete(batch, n, NULL);
+    prosody_events_complete(batch, n, sizeof *batch, NULL);
     pp_free_texts(batch, n);
     spare = batch;
     spare_cap = cap;

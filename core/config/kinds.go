@@ -24,6 +24,10 @@ type kind[T any] struct {
 	// nullIsValue makes JSON null an explicit value instead of "unset".
 	nullIsValue bool
 	format      func(T) string
+	// schemaType names the type in the option schema: "string", "bool",
+	// "int", "float", "duration" (seconds, or a duration string), "list"
+	// (a string or a list of strings), "enum", "collections".
+	schemaType string
 }
 
 // parseError is a parse failure whose text is a complete "<rule>, got
@@ -47,6 +51,7 @@ func parseDurationText(s, rule string) (time.Duration, error) {
 }
 
 var durationKind = kind[time.Duration]{
+	schemaType: "duration",
 	text: func(s string) (time.Duration, error) {
 		return parseDurationText(s, `must be a duration such as "100ms", "30s" or "1h 30m"`)
 	},
@@ -69,6 +74,7 @@ var durationKind = kind[time.Duration]{
 }
 
 var intKind = kind[int]{
+	schemaType: "int",
 	text: func(s string) (int, error) {
 		n, err := strconv.ParseInt(strings.TrimSpace(s), 10, strconv.IntSize)
 		if err != nil {
@@ -87,6 +93,7 @@ var intKind = kind[int]{
 }
 
 var floatKind = kind[float64]{
+	schemaType: "float",
 	text: func(s string) (float64, error) {
 		f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
 		if err != nil {
@@ -106,6 +113,7 @@ var floatKind = kind[float64]{
 }
 
 var boolKind = kind[bool]{
+	schemaType: "bool",
 	text: func(s string) (bool, error) {
 		switch strings.ToLower(strings.TrimSpace(s)) {
 		case "true":
@@ -127,7 +135,8 @@ var boolKind = kind[bool]{
 // stringKind keeps text verbatim: names and passwords may legitimately
 // contain surrounding spaces.
 var stringKind = kind[string]{
-	text: func(s string) (string, error) { return s, nil },
+	schemaType: "string",
+	text:       func(s string) (string, error) { return s, nil },
 	json: func(v any) (string, error) {
 		if s, ok := v.(string); ok {
 			return s, nil
@@ -140,7 +149,8 @@ var stringKind = kind[string]{
 // listKind reads comma-separated text or a JSON array of strings. Items are
 // trimmed and empty items dropped, whichever the source.
 var listKind = kind[[]string]{
-	text: func(s string) ([]string, error) { return splitList(s), nil },
+	schemaType: "list",
+	text:       func(s string) ([]string, error) { return splitList(s), nil },
 	json: func(v any) ([]string, error) {
 		switch v := v.(type) {
 		case string:
@@ -168,6 +178,7 @@ var listKind = kind[[]string]{
 // represent that directly as "no filter" rather than as an empty list, which
 // validation rejects when given explicitly.
 var prefixListKind = kind[[]string]{
+	schemaType: "list",
 	text: func(s string) ([]string, error) {
 		items := splitList(s)
 		if len(items) == 0 {
@@ -183,7 +194,8 @@ var prefixListKind = kind[[]string]{
 // validation, so that values set from Go are checked the same way.
 func enumKind[T ~string]() kind[T] {
 	return kind[T]{
-		text: func(s string) (T, error) { return T(strings.TrimSpace(s)), nil },
+		schemaType: "enum",
+		text:       func(s string) (T, error) { return T(strings.TrimSpace(s)), nil },
 		json: func(v any) (T, error) {
 			s, err := stringKind.json(v)
 			return T(s), err
@@ -197,6 +209,7 @@ func enumKind[T ~string]() kind[T] {
 // JSON null means absent too, instead of "not given".
 func optionalKind[T any](inner kind[T], nullIsValue bool) kind[Optional[T]] {
 	return kind[Optional[T]]{
+		schemaType: inner.schemaType,
 		text: func(s string) (Optional[T], error) {
 			if isNone(s) {
 				return None[T](), nil
@@ -224,7 +237,8 @@ func optionalKind[T any](inner kind[T], nullIsValue bool) kind[Optional[T]] {
 // optionalStringKind is for optional text where "none" is an ordinary value (a directory may be
 // called that); only JSON null or leaving it out means absent.
 var optionalStringKind = kind[Optional[string]]{
-	text: func(s string) (Optional[string], error) { return Some(s), nil },
+	schemaType: "string",
+	text:       func(s string) (Optional[string], error) { return Some(s), nil },
 	json: func(v any) (Optional[string], error) {
 		s, err := stringKind.json(v)
 		return Some(s), err

@@ -139,7 +139,7 @@ func finish[C any](c *C, parseErrs []error, validate func() []error) (*C, error)
 	}
 	errs := parseErrs
 	for _, err := range validate() {
-		if oe, ok := err.(*OptionError); !ok || !failed[oe.Option] {
+		if oe, ok := err.(*OptionError); !ok || !failed[oe.Option] && !readsFailed(oe.Option, failed) {
 			errs = append(errs, err)
 		}
 	}
@@ -147,6 +147,29 @@ func finish[C any](c *C, parseErrs []error, validate func() []error) (*C, error)
 		return nil, errors.Join(errs...)
 	}
 	return c, nil
+}
+
+// crossRules names the options a rule between options reads, by the option
+// its error names. A value that failed to parse leaves its default behind,
+// so a rule reading it would report a problem the user does not have (mock
+// given as "yes" would make Cassandra look required).
+var crossRules = map[string][]string{
+	"cassandra_nodes": {"mock", "group_id", "subscribed_topics"},
+	"failure_topic":   {"mode", "group_id", "subscribed_topics"},
+	"defer_max_delay": {"defer_base"},
+	"max_retry_delay": {"retry_base"},
+	"cassandra_rack":  {"cassandra_datacenter"},
+}
+
+// readsFailed reports whether option's rules between options read one that
+// failed to parse.
+func readsFailed(option string, failed map[string]bool) bool {
+	for _, dep := range crossRules[option] {
+		if failed[dep] {
+			return true
+		}
+	}
+	return false
 }
 
 // optionError names the option (and variable) in a parse error. Errors that

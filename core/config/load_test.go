@@ -396,3 +396,17 @@ func TestEnvironmentDoesNotFallBackToBareNames(t *testing.T) {
 		t.Errorf("bare variables were read: mock=%v max_concurrency=%d", cfg.Mock, cfg.MaxConcurrency)
 	}
 }
+
+// TestBadValueDoesNotBlameOthers: a value that fails to parse reports its
+// own error only, not those of rules that would read its default instead.
+func TestBadValueDoesNotBlameOthers(t *testing.T) {
+	for _, tt := range []struct{ doc, want, not string }{
+		{`{"mock":"yes","group_id":"g","subscribed_topics":"t"}`, "mock:", "cassandra_nodes"},
+		{`{"retry_base":"soon","max_retry_delay":"1ms"}`, "retry_base:", "max_retry_delay"},
+	} {
+		_, err := FromJSON([]byte(tt.doc))
+		if err == nil || !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), tt.not) {
+			t.Errorf("FromJSON(%s) = %v, want only the %s error", tt.doc, err, tt.want)
+		}
+	}
+}

@@ -20,10 +20,25 @@ type option[C any] struct {
 	fromJSON func(v any) (func(*C), error)    // parse a JSON value; a nil setter means "unset"
 	value    func(c *C) any                   // current value, to notice explicit changes
 	check    func(c *C) (message string)      // "" when the value obeys every rule
+	typ      string                           // the value's type in the schema (kind.schemaType)
+	null     bool                             // JSON null is a value (kind.nullIsValue)
+	facts    map[string]any                   // what the rules allow, for the schema
 }
 
-// rule returns a description of what is allowed when v breaks it, else "".
-type rule[T any] func(v T) string
+// rule is one thing an option's value must obey. check returns a
+// description of what is allowed when v breaks it, else "". facts says the
+// same for the option schema (schema.go): bounds ("min", "max",
+// "exclusive_min"), allowed "values", or a "rule" in words. Durations are
+// stated in seconds.
+type rule[T any] struct {
+	check func(v T) string
+	facts map[string]any
+}
+
+// ruleOf makes a rule of a check and its facts.
+func ruleOf[T any](check func(v T) string, facts map[string]any) rule[T] {
+	return rule[T]{check: check, facts: facts}
+}
 
 // opt builds an option bound to one field of C.
 func opt[C, T any](name, env string, field func(*C) *T, k kind[T], def T, rules ...rule[T]) option[C] {
@@ -49,10 +64,13 @@ func opt[C, T any](name, env string, field func(*C) *T, k kind[T], def T, rules 
 			return func(c *C) { *field(c) = v }, nil
 		},
 		value: func(c *C) any { return *field(c) },
+		typ:   k.schemaType,
+		null:  k.nullIsValue,
+		facts: mergeFacts(rules),
 		check: func(c *C) string {
 			v := *field(c)
 			for _, r := range rules {
-				if msg := r(v); msg != "" {
+				if msg := r.check(v); msg != "" {
 					return msg + ", got " + k.format(v)
 				}
 			}
@@ -77,41 +95,47 @@ func envOnly[C any](o option[C]) option[C] {
 // ---- rules ----
 
 func atLeast(min int) rule[int] {
-	return func(v int) string {
+	return ruleOf(func(v int) string {
 		if v < min {
 			return fmt.Sprintf("must be at least %d", min)
 		}
 		return ""
-	}
+	}, map[string]any{"min": min})
 }
 
 // within takes int64 bounds so that limits such as 2^32-1 compile on 32-bit
 // platforms too.
 func within(lo, hi int64) rule[int] {
-	return func(v int) string {
+	return ruleOf(func(v int) string {
 		if int64(v) < lo || int64(v) > hi {
 			return fmt.Sprintf("must be within [%d, %d]", lo, hi)
 		}
 		return ""
-	}
+	}, map[string]any{"min": lo, "max": hi})
 }
 
 // fraction also rejects NaN, which fails every comparison.
-func fraction(v float64) string {
+var fraction = ruleOf(isFraction, map[string]any{"min": 0, "max": 1})
+
+func isFraction(v float64) string {
 	if !(v >= 0 && v <= 1) {
 		return "must be within [0, 1]"
 	}
 	return ""
 }
 
-func nonNegativeFinite(v float64) string {
+var nonNegativeFinite = ruleOf(isNonNegativeFinite, map[string]any{"min": 0, "finite": true})
+
+func isNonNegativeFinite(v float64) string {
 	if !(v >= 0) || math.IsInf(v, 1) {
 		return "must be a finite number of at least 0"
 	}
 	return ""
 }
 
-func positive(d time.Duration) string {
+var positive = ruleOf(isPositive, map[string]any{"min": 0, "exclusive_min": true})
+
+func isPositive(d time.Duration) string {
 	if d <= 0 {
 		return "must be greater than 0"
 	}
@@ -119,22 +143,26 @@ func positive(d time.Duration) string {
 }
 
 func atLeastDuration(min time.Duration) rule[time.Duration] {
-	return func(d time.Duration) string {
+	return ruleOf(func(d time.Duration) string {
 		if d < min {
 			return "must be at least " + FormatDuration(min)
 		}
 		return ""
-	}
+	}, map[string]any{"min": min.Seconds()})
 }
 
-func notEmpty(s string) string {
+var notEmpty = ruleOf(isNotEmpty, map[string]any{"not_empty": true})
+
+func isNotEmpty(s string) string {
 	if s == "" {
 		return "must not be empty"
 	}
 	return ""
 }
 
-func noEmptyEntries(items []string) string {
+var noEmptyEntries = ruleOf(isNoEmptyEntries, map[string]any{"rule": "no empty entries"})
+
+func isNoEmptyEntries(items []string) string {
 	for _, item := range items {
 		if item == "" {
 			return "must not contain empty entries"
@@ -145,10 +173,26 @@ func noEmptyEntries(items []string) string {
 
 // whenSet applies r to the value of an Optional, if there is one.
 func whenSet[T any](r rule[T]) rule[Optional[T]] {
-	return func(o Optional[T]) string {
+	return ruleOf(func(o Optional[T]) string {
 		if v, ok := o.Get(); ok {
-			return r(v)
+			return r.check(v)
 		}
 		return ""
+	}, r.facts)
+}
+
+// mergeFacts joins what an option's rules say for the schema.
+func mergeFacts[T any](rules []rule[T]) map[string]any {
+	out := map[string]any{}
+	for _, r := range rules {
+		for k, v := range r.facts {
+			if k == "rule" {
+				if prev, ok := out[k].(string); ok {
+					v = prev + "; " + v.(string)
+				}
+			}
+			out[k] = v
+		}
 	}
+	return out
 }

@@ -24,7 +24,7 @@ var configOptions = []option[Config]{
 		atLeastOneEntry("server"), noEmptyEntries),
 	opt("group_id", "PROSODY_GROUP_ID", func(c *Config) *string { return &c.GroupID }, stringKind, ""),
 	opt("subscribed_topics", "PROSODY_SUBSCRIBED_TOPICS", func(c *Config) *[]string { return &c.SubscribedTopics }, listKind, nil,
-		noEmptyEntries, validTopicPatterns),
+		noEmptyEntries, validTopicPatterns, topicNames),
 	opt("allowed_events", "PROSODY_ALLOWED_EVENTS", func(c *Config) *[]string { return &c.AllowedEvents }, prefixListKind, nil,
 		notExplicitlyEmpty),
 	opt("source_system", "PROSODY_SOURCE_SYSTEM", func(c *Config) *string { return &c.SourceSystem }, stringKind, ""),
@@ -53,7 +53,8 @@ var configOptions = []option[Config]{
 	// where null means "not given".
 	opt("probe_port", "PROSODY_PROBE_PORT", func(c *Config) *Optional[int] { return &c.ProbePort }, optionalKind(intKind, true), Some(8000),
 		whenSet(within(0, 65535))),
-	opt("failure_topic", "PROSODY_FAILURE_TOPIC", func(c *Config) *string { return &c.FailureTopic }, stringKind, ""),
+	opt("failure_topic", "PROSODY_FAILURE_TOPIC", func(c *Config) *string { return &c.FailureTopic }, stringKind, "",
+		topicName),
 	opt("idempotence_cache_size", "PROSODY_IDEMPOTENCE_CACHE_SIZE", func(c *Config) *int { return &c.IdempotenceCacheSize }, intKind, 8192,
 		atLeast(0)),
 	opt("idempotence_version", "PROSODY_IDEMPOTENCE_VERSION", func(c *Config) *string { return &c.IdempotenceVersion }, stringKind, "1"),
@@ -121,7 +122,7 @@ var configOptions = []option[Config]{
 	// Telemetry emitter.
 	opt("telemetry_enabled", "PROSODY_TELEMETRY_ENABLED", func(c *Config) *bool { return &c.TelemetryEnabled }, boolKind, true),
 	opt("telemetry_topic", "PROSODY_TELEMETRY_TOPIC", func(c *Config) *string { return &c.TelemetryTopic }, stringKind, "prosody.telemetry-events",
-		notEmpty),
+		notEmpty, topicName),
 
 	// Cassandra.
 	opt("cassandra_nodes", "PROSODY_CASSANDRA_NODES", func(c *Config) *[]string { return &c.CassandraNodes }, listKind, nil,
@@ -158,28 +159,34 @@ func oneOf[T ~string](allowed ...T) rule[T] {
 		quoted[i] = strconv.Quote(string(a))
 	}
 	text := "must be " + strings.Join(quoted[:len(quoted)-1], ", ") + " or " + quoted[len(quoted)-1]
-	return func(v T) string {
+	values := make([]string, len(allowed))
+	for i, a := range allowed {
+		values[i] = string(a)
+	}
+	return ruleOf(func(v T) string {
 		for _, a := range allowed {
 			if v == a {
 				return ""
 			}
 		}
 		return text
-	}
+	}, map[string]any{"values": values})
 }
 
 func atLeastOneEntry(what string) rule[[]string] {
-	return func(items []string) string {
+	return ruleOf(func(items []string) string {
 		if len(items) == 0 {
 			return "must list at least one " + what
 		}
 		return ""
-	}
+	}, map[string]any{"rule": "at least one " + what})
 }
 
 // notExplicitlyEmpty rejects an empty, non-nil list: leaving the option unset
 // is how one allows everything.
-func notExplicitlyEmpty(items []string) string {
+var notExplicitlyEmpty = ruleOf(isNotExplicitlyEmpty, map[string]any{"rule": "not an empty list (leave it unset to allow every event)"})
+
+func isNotExplicitlyEmpty(items []string) string {
 	if items != nil && len(items) == 0 {
 		return "must not be an empty list (leave it unset to allow every event)"
 	}
@@ -187,21 +194,21 @@ func notExplicitlyEmpty(items []string) string {
 }
 
 func durationWithin(lo, hi time.Duration) rule[time.Duration] {
-	return func(d time.Duration) string {
+	return ruleOf(func(d time.Duration) string {
 		if d < lo || d > hi {
 			return fmt.Sprintf("must be within [%s, %s]", FormatDuration(lo), durationSeconds(hi))
 		}
 		return ""
-	}
+	}, map[string]any{"min": lo.Seconds(), "max": hi.Seconds()})
 }
 
 func durationAtMost(max time.Duration) rule[time.Duration] {
-	return func(d time.Duration) string {
+	return ruleOf(func(d time.Duration) string {
 		if d > max {
 			return "must be at most " + durationSeconds(max)
 		}
 		return ""
-	}
+	}, map[string]any{"max": max.Seconds()})
 }
 
 // durationSeconds prints a limit the way the original documents it.
@@ -211,7 +218,9 @@ func durationSeconds(d time.Duration) string {
 
 // validTopicPatterns compiles every regex subscription (an entry starting
 // with "^") so that a typo fails at startup rather than at subscribe time.
-func validTopicPatterns(topics []string) string {
+var validTopicPatterns = ruleOf(isValidTopicPatterns, map[string]any{"rule": "entries starting with ^ are regular expressions"})
+
+func isValidTopicPatterns(topics []string) string {
 	for _, t := range topics {
 		if strings.HasPrefix(t, "^") {
 			if _, err := regexp.Compile(t); err != nil {
@@ -224,7 +233,9 @@ func validTopicPatterns(topics []string) string {
 
 // validHostPorts accepts "host", "host:port", "[v6]:port" and a bare IPv6
 // address, with a port in 1..65535.
-func validHostPorts(nodes []string) string {
+var validHostPorts = ruleOf(isValidHostPorts, map[string]any{"rule": "host or host:port entries"})
+
+func isValidHostPorts(nodes []string) string {
 	for _, n := range nodes {
 		host, port := n, ""
 		if strings.HasPrefix(n, "[") || strings.Count(n, ":") == 1 {
@@ -249,7 +260,9 @@ var keyspacePattern = regexp.MustCompile(`^[A-Za-z0-9_]{1,48}$`)
 
 // validKeyspace applies Cassandra's own naming rule, so that a bad name is
 // reported here instead of by the keyspace creation at startup.
-func validKeyspace(s string) string {
+var validKeyspace = ruleOf(isValidKeyspace, map[string]any{"rule": "1 to 48 letters, digits or underscores"})
+
+func isValidKeyspace(s string) string {
 	if !keyspacePattern.MatchString(s) {
 		return "must be 1 to 48 letters, digits or underscores"
 	}

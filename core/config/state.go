@@ -65,6 +65,7 @@ const (
 
 // collectionsKind reads state_collections, which only JSON (and Go) can set.
 var collectionsKind = kind[[]StateCollection]{
+	schemaType: "collections",
 	json: func(v any) ([]StateCollection, error) {
 		items, ok := v.([]any)
 		if !ok {
@@ -153,6 +154,7 @@ func parseCollection(i int, item any) (StateCollection, []error) {
 // cacheSizeKind reads state_cache_size_bytes. Zero parses, so that
 // validation can give its own message for it.
 var cacheSizeKind = kind[Optional[uint64]]{
+	schemaType: "int",
 	text: func(s string) (Optional[uint64], error) {
 		n, err := strconv.ParseUint(strings.TrimSpace(s), 10, 64)
 		if err != nil {

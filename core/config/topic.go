@@ -27,7 +27,7 @@ type TopicConfig struct {
 
 var topicOptions = []option[TopicConfig]{
 	opt("name", "PROSODY_TOPIC_NAME", func(t *TopicConfig) *string { return &t.Name }, stringKind, "",
-		notEmpty),
+		notEmpty, topicName),
 	opt("partition_count", "PROSODY_TOPIC_PARTITIONS", func(t *TopicConfig) *Optional[int] { return &t.Partitions }, optionalKind(intKind, false), None[int](),
 		whenSet(within(1, 65535))),
 	opt("replication_factor", "PROSODY_TOPIC_REPLICATION_FACTOR", func(t *TopicConfig) *Optional[int] { return &t.ReplicationFactor }, optionalKind(intKind, false), None[int](),

@@ -2,13 +2,13 @@ package producer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/IBM/sarama"
 	"github.com/zeebo/xxh3"
 
+	"github.com/prosody-events/prosody-go/core/config"
 	"github.com/prosody-events/prosody-go/core/fault"
 	"github.com/prosody-events/prosody-go/core/tracing"
 )
@@ -119,8 +119,10 @@ type Sending struct {
 // concurrent Sends do not promise. Wait for the outcome with Wait; the
 // send_timeout covers both halves.
 func (p *Producer) Begin(ctx context.Context, topic, key string, payload []byte, headers ...Header) (*Sending, error) {
-	if topic == "" {
-		return nil, fault.Permanent(errors.New("producer: send: empty topic name"))
+	if err := config.CheckTopicName(topic); err != nil {
+		// Kafka would refuse it, or a host's C string would have cut it
+		// short: refuse it here, naming it.
+		return nil, fault.Permanent(fmt.Errorf("producer: send: %w", err))
 	}
 	fields, err := checkPayload(topic, payload)
 	if err != nil {
@@ -206,8 +208,8 @@ func (s *Sending) Wait() (Delivery, error) {
 // nil value as a null value. It is for records that are not events of
 // ours (the dead letter of an undecodable record).
 func (p *Producer) SendRaw(ctx context.Context, topic string, key, value []byte, headers ...Header) (Delivery, error) {
-	if topic == "" {
-		return Delivery{}, fault.Permanent(errors.New("producer: send: empty topic name"))
+	if err := config.CheckTopicName(topic); err != nil {
+		return Delivery{}, fault.Permanent(fmt.Errorf("producer: send: %w", err))
 	}
 	if err := ctx.Err(); err != nil {
 		return Delivery{}, fmt.Errorf("producer: send to %q: %w", topic, err)

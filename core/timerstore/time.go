@@ -1,6 +1,7 @@
 package timerstore
 
 import (
+	"fmt"
 	"math"
 	"time"
 )
@@ -23,6 +24,27 @@ func TimeOf(t time.Time) Time {
 		return math.MaxUint32
 	}
 	return Time(secs)
+}
+
+// MinTime and MaxTime are the first and last instants a Time holds.
+var (
+	MinTime = time.Unix(0, 0).UTC()
+	MaxTime = time.Unix(math.MaxUint32, 0).UTC()
+)
+
+// CheckTime reports an error when t, rounded to the second as TimeOf
+// rounds it, lies outside MinTime..MaxTime: TimeOf would clamp it, and a
+// timer would fire at another time than the one asked for.
+func CheckTime(t time.Time) error {
+	secs := t.Unix()
+	if t.Nanosecond() >= 500_000_000 {
+		secs++
+	}
+	if secs < 0 || secs > math.MaxUint32 {
+		return fmt.Errorf("timer time %s is out of range: timers are kept as whole seconds from %s to %s",
+			t.UTC().Format(time.RFC3339Nano), MinTime.Format(time.RFC3339), MaxTime.Format(time.RFC3339))
+	}
+	return nil
 }
 
 // Std returns the instant as a time.Time in UTC.

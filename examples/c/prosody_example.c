@@ -114,7 +114,7 @@ int main(void) {
         err, "prosody_client_new (receiver)");
   int fd;
   check(prosody_client_event_fd(receiver, &fd, &err), err, "prosody_client_event_fd");
-  prosody_handler_config handler = {.notify = NULL, .user_data = NULL}; /* we watch the fd */
+  prosody_handler_config handler = {.size = sizeof(prosody_handler_config), .notify = NULL, .user_data = NULL}; /* we watch the fd */
   waiter subscribed;
   waiter_init(&subscribed, 1);
   check(prosody_client_subscribe(receiver, &handler, on_done, &subscribed, &err), err, "prosody_client_subscribe");
@@ -132,7 +132,7 @@ int main(void) {
     char key[32], payload[128];
     snprintf(key, sizeof key, "key-%d", i % KEYS);
     int n = snprintf(payload, sizeof payload, "{\"id\":\"evt-%d\",\"type\":\"example.greeting\",\"n\":%d}", i, i);
-    check(prosody_client_send(sender, TOPIC, key, (const uint8_t *)payload, (size_t)n, NULL, on_done, &sent, &err), err,
+    check(prosody_client_send(sender, TOPIC, strlen(TOPIC), key, strlen(key), (const uint8_t *)payload, (size_t)n, NULL, on_done, &sent, &err), err,
           "prosody_client_send");
   }
   if (waiter_wait(&sent)) return 1;
@@ -155,7 +155,7 @@ int main(void) {
     if (r < 0 && errno != EINTR) return 1;
     size_t count;
     do {
-      check(prosody_client_poll(receiver, batch, BATCH, &count, &err), err, "prosody_client_poll");
+      check(prosody_client_poll(receiver, batch, BATCH, sizeof(prosody_event), &count, &err), err, "prosody_client_poll");
       waiter scheduled;
       waiter_init(&scheduled, 0);
       size_t n = 0;
@@ -180,7 +180,7 @@ int main(void) {
         done[n++] = (prosody_completion){.event = e->event, .outcome = PROSODY_OUTCOME_OK, .message = NULL};
       }
       if (waiter_wait(&scheduled)) return 1;
-      check(prosody_events_complete(done, n, &err), err, "prosody_events_complete");
+      check(prosody_events_complete(done, n, sizeof(prosody_completion), &err), err, "prosody_events_complete");
     } while (count == BATCH);
   }
 

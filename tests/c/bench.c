@@ -65,7 +65,7 @@ int main(int argc, char **argv) {
   int fd, st;
   if ((st = prosody_client_new(argv[1], &client, &err))) die("client_new", st, err);
   if ((st = prosody_client_event_fd(client, &fd, &err))) die("event_fd", st, err);
-  prosody_handler_config h = {0};
+  prosody_handler_config h = {.size = sizeof(prosody_handler_config)};
   if (direct) h.on_event = on_event;
   double start = now_s();
   if ((st = prosody_client_subscribe(client, &h, on_subscribed, NULL, &err))) die("subscribe", st, err);
@@ -97,14 +97,14 @@ int main(int argc, char **argv) {
     }
     size_t n;
     do {
-      if ((st = prosody_client_poll(client, events, BATCH, &n, &err))) die("poll", st, err);
+      if ((st = prosody_client_poll(client, events, BATCH, sizeof(prosody_event), &n, &err))) die("poll", st, err);
       polls++;
       size_t k = 0;
       for (size_t i = 0; i < n; i++) {
         if (events[i].kind == PROSODY_EVENT_CANCELLED) continue;
         done[k++] = (prosody_completion){events[i].event, PROSODY_OUTCOME_OK, NULL};
       }
-      if ((st = prosody_events_complete(done, k, &err))) die("complete", st, err);
+      if ((st = prosody_events_complete(done, k, sizeof(prosody_completion), &err))) die("complete", st, err);
       handled += (long)k;
     } while (n == BATCH);
   }

@@ -68,7 +68,7 @@ static void send_n(uint64_t sender, const char *topic, int n, const char *key_pr
     char key[64], payload[128];
     snprintf(key, sizeof key, "%s-%d", key_prefix, i);
     int len = snprintf(payload, sizeof payload, "{\"id\":\"%s\",\"type\":\"test\",\"i\":%d}", key, i);
-    EXPECT(prosody_client_send(sender, topic, key, (const uint8_t *)payload, (size_t)len, NULL, on_done, &w, errp_),
+    EXPECT(prosody_client_send(sender, topic, strlen(topic), key, strlen(key), (const uint8_t *)payload, (size_t)len, NULL, on_done, &w, errp_),
            PROSODY_OK, NULL);
   }
   int st = waiter_wait(&w, 30);
@@ -235,14 +235,14 @@ static void test_client_queries(void) {
 
   prosody_event ev[4];
   size_t n = 99;
-  EXPECT(prosody_client_poll(consumer, ev, 4, &n, errp_), PROSODY_OK, NULL);
+  EXPECT(prosody_client_poll(consumer, ev, 4, sizeof(prosody_event), &n, errp_), PROSODY_OK, NULL);
   CHECK(n == 0, "nothing ready, got %zu", n);
-  EXPECT(prosody_client_poll(consumer, ev, 4, NULL, errp_), PROSODY_ERR_INVALID_ARGUMENT, "count");
-  EXPECT(prosody_client_poll(consumer, NULL, 4, &n, errp_), PROSODY_ERR_INVALID_ARGUMENT, "out");
-  EXPECT(prosody_client_poll(consumer, NULL, 0, &n, errp_), PROSODY_OK, NULL);
+  EXPECT(prosody_client_poll(consumer, ev, 4, sizeof(prosody_event), NULL, errp_), PROSODY_ERR_INVALID_ARGUMENT, "count");
+  EXPECT(prosody_client_poll(consumer, NULL, 4, sizeof(prosody_event), &n, errp_), PROSODY_ERR_INVALID_ARGUMENT, "out");
+  EXPECT(prosody_client_poll(consumer, NULL, 0, sizeof(prosody_event), &n, errp_), PROSODY_OK, NULL);
 
   /* Subscribing needs a consumer configuration; sending a source system. */
-  prosody_handler_config h = {0};
+  prosody_handler_config h = {.size = sizeof(prosody_handler_config)};
   waiter w;
   waiter_init(&w, 1);
   EXPECT(prosody_client_subscribe(producer, &h, on_done, &w, errp_), PROSODY_ERR_CONFIG, "group_id");
@@ -253,15 +253,15 @@ static void test_client_queries(void) {
   waiter_destroy(&w);
 
   uint64_t mute = new_client("{" MOCK "}");
-  EXPECT(prosody_client_send(mute, "t", "k", (const uint8_t *)"{}", 2, NULL, on_done, NULL, errp_), PROSODY_ERR_CONFIG,
+  EXPECT(prosody_client_send(mute, "t", 1, "k", 1, (const uint8_t *)"{}", 2, NULL, on_done, NULL, errp_), PROSODY_ERR_CONFIG,
          "source_system");
-  EXPECT(prosody_client_send(producer, NULL, "k", (const uint8_t *)"{}", 2, NULL, on_done, NULL, errp_),
+  EXPECT(prosody_client_send(producer, NULL, 1, "k", 1, (const uint8_t *)"{}", 2, NULL, on_done, NULL, errp_),
          PROSODY_ERR_INVALID_ARGUMENT, "topic");
-  EXPECT(prosody_client_send(producer, "t", NULL, (const uint8_t *)"{}", 2, NULL, on_done, NULL, errp_),
+  EXPECT(prosody_client_send(producer, "t", 1, NULL, 1, (const uint8_t *)"{}", 2, NULL, on_done, NULL, errp_),
          PROSODY_ERR_INVALID_ARGUMENT, "key");
-  EXPECT(prosody_client_send(producer, "t", "k", NULL, 2, NULL, on_done, NULL, errp_), PROSODY_ERR_INVALID_ARGUMENT,
+  EXPECT(prosody_client_send(producer, "t", 1, "k", 1, NULL, 2, NULL, on_done, NULL, errp_), PROSODY_ERR_INVALID_ARGUMENT,
          "payload");
-  EXPECT(prosody_client_send(producer, "t", "k", (const uint8_t *)"{}", 2, NULL, NULL, NULL, errp_),
+  EXPECT(prosody_client_send(producer, "t", 1, "k", 1, (const uint8_t *)"{}", 2, NULL, NULL, NULL, errp_),
          PROSODY_ERR_INVALID_ARGUMENT, "done");
 
   release_client(mute);
@@ -281,7 +281,7 @@ static void test_handles(void) {
   EXPECT(prosody_client_consumer_state(c + (1 << 8) * 1000, &state, errp_), PROSODY_ERR_INVALID_HANDLE, "unknown");
   EXPECT(prosody_event_complete(0x7fffff03, PROSODY_OUTCOME_OK, NULL, errp_), PROSODY_ERR_INVALID_HANDLE, "unknown");
   /* wrong kinds */
-  EXPECT(prosody_client_poll(admin, ev, 1, &n, errp_), PROSODY_ERR_INVALID_HANDLE, "kind admin");
+  EXPECT(prosody_client_poll(admin, ev, 1, sizeof(prosody_event), &n, errp_), PROSODY_ERR_INVALID_HANDLE, "kind admin");
   EXPECT(prosody_event_complete(c, PROSODY_OUTCOME_OK, NULL, errp_), PROSODY_ERR_INVALID_HANDLE, "kind client");
   EXPECT(prosody_event_should_cancel(c, &state, errp_), PROSODY_ERR_INVALID_HANDLE, "kind client");
   EXPECT(prosody_event_release(admin, errp_), PROSODY_ERR_INVALID_HANDLE, "kind admin");
@@ -289,15 +289,15 @@ static void test_handles(void) {
   EXPECT(prosody_client_release(admin, NULL, NULL, errp_), PROSODY_ERR_INVALID_HANDLE, "kind admin");
   waiter w;
   waiter_init(&w, 1);
-  EXPECT(prosody_admin_delete_topic(c, "x", on_done, &w, errp_), PROSODY_ERR_INVALID_HANDLE, "kind client");
-  EXPECT(prosody_client_send(admin, "t", "k", (const uint8_t *)"{}", 2, NULL, on_done, &w, errp_),
+  EXPECT(prosody_admin_delete_topic(c, "x", 1, on_done, &w, errp_), PROSODY_ERR_INVALID_HANDLE, "kind client");
+  EXPECT(prosody_client_send(admin, "t", 1, "k", 1, (const uint8_t *)"{}", 2, NULL, on_done, &w, errp_),
          PROSODY_ERR_INVALID_HANDLE, "kind admin");
   waiter_destroy(&w);
   /* released handles, double release; release without a completion */
   EXPECT(prosody_client_release(c, NULL, NULL, errp_), PROSODY_OK, NULL);
   EXPECT(prosody_client_release(c, NULL, NULL, errp_), PROSODY_ERR_INVALID_HANDLE, "released");
   EXPECT(prosody_client_consumer_state(c, &state, errp_), PROSODY_ERR_INVALID_HANDLE, "released");
-  EXPECT(prosody_client_send(c, "t", "k", (const uint8_t *)"{}", 2, NULL, on_done, NULL, errp_), PROSODY_ERR_INVALID_HANDLE,
+  EXPECT(prosody_client_send(c, "t", 1, "k", 1, (const uint8_t *)"{}", 2, NULL, on_done, NULL, errp_), PROSODY_ERR_INVALID_HANDLE,
          "released");
   EXPECT(prosody_admin_release(admin, errp_), PROSODY_OK, NULL);
   EXPECT(prosody_admin_release(admin, errp_), PROSODY_ERR_INVALID_HANDLE, "released");
@@ -323,12 +323,12 @@ static void test_admin(void) {
   EXPECT(prosody_admin_create_topic(admin, "{\"partition_count\":1}", on_done, &w, errp_), PROSODY_ERR_CONFIG, "name");
   EXPECT(prosody_admin_create_topic(admin, NULL, on_done, &w, errp_), PROSODY_ERR_INVALID_ARGUMENT, "topic_json");
   EXPECT(prosody_admin_create_topic(admin, "{\"name\":\"x\"}", NULL, &w, errp_), PROSODY_ERR_INVALID_ARGUMENT, "done");
-  EXPECT(prosody_admin_delete_topic(admin, NULL, on_done, &w, errp_), PROSODY_ERR_INVALID_ARGUMENT, "name");
-  EXPECT(prosody_admin_delete_topic(admin, "", on_done, &w, errp_), PROSODY_ERR_INVALID_ARGUMENT, "name");
+  EXPECT(prosody_admin_delete_topic(admin, NULL, 1, on_done, &w, errp_), PROSODY_ERR_INVALID_ARGUMENT, "name");
+  EXPECT(prosody_admin_delete_topic(admin, "", 0, on_done, &w, errp_), PROSODY_ERR_INVALID_ARGUMENT, "name");
   waiter_destroy(&w);
   create_topic(admin, topic, 3);
   create_topic(admin, topic, 3); /* existing: not an error */
-  AWAIT(&w, prosody_admin_delete_topic(admin, topic, on_done, &w, &err_), 30, PROSODY_OK);
+  AWAIT(&w, prosody_admin_delete_topic(admin, topic, strlen(topic), on_done, &w, &err_), 30, PROSODY_OK);
   EXPECT(prosody_admin_release(admin, errp_), PROSODY_OK, NULL);
 }
 
@@ -346,7 +346,7 @@ static void test_events(void) {
            group, topic);
   uint64_t consumer = new_client(cfg);
   uint64_t sender = new_client("{" MOCK ",\"source_system\":\"capi-sender\"}");
-  prosody_handler_config h = {.notify = on_notify, .user_data = &notifies};
+  prosody_handler_config h = {.size = sizeof(prosody_handler_config), .notify = on_notify, .user_data = &notifies};
   atomic_store(&notifies, 0);
   subscribe(consumer, &h);
   waiter w;
@@ -410,12 +410,12 @@ static void test_events(void) {
   size_t nd = 0;
   for (size_t i = 4; i < got; i++) done[nd++] = (prosody_completion){ev[i].event, PROSODY_OUTCOME_OK, NULL};
   done[1].event = ev[0].event; /* already completed; ev[5] stays pending */
-  EXPECT(prosody_events_complete(done, nd, errp_), PROSODY_ERR_INVALID_HANDLE, "item 1");
+  EXPECT(prosody_events_complete(done, nd, sizeof(prosody_completion), errp_), PROSODY_ERR_INVALID_HANDLE, "item 1");
   EXPECT(prosody_event_complete(ev[5].event, PROSODY_OUTCOME_OK, NULL, errp_), PROSODY_OK, NULL);
-  EXPECT(prosody_events_complete(NULL, 3, errp_), PROSODY_ERR_INVALID_ARGUMENT, "items");
-  EXPECT(prosody_events_complete(NULL, 0, errp_), PROSODY_OK, NULL);
+  EXPECT(prosody_events_complete(NULL, 3, sizeof(prosody_completion), errp_), PROSODY_ERR_INVALID_ARGUMENT, "items");
+  EXPECT(prosody_events_complete(NULL, 0, sizeof(prosody_completion), errp_), PROSODY_OK, NULL);
   done[0] = (prosody_completion){ev[6].event, 7, NULL};
-  EXPECT(prosody_events_complete(done, 1, errp_), PROSODY_ERR_INVALID_ARGUMENT, "outcome");
+  EXPECT(prosody_events_complete(done, 1, sizeof(prosody_completion), errp_), PROSODY_ERR_INVALID_ARGUMENT, "outcome");
 
   /* The two retried records return. */
   prosody_event again[4];
@@ -434,7 +434,7 @@ static void test_events(void) {
   CHECK(state == PROSODY_CONSUMER_CONFIGURED, "state after unsubscribe %d", state);
   /* After unsubscribe: nothing to poll, nothing to unsubscribe. */
   size_t n = 9;
-  EXPECT(prosody_client_poll(consumer, ev, 4, &n, errp_), PROSODY_OK, NULL);
+  EXPECT(prosody_client_poll(consumer, ev, 4, sizeof(prosody_event), &n, errp_), PROSODY_OK, NULL);
   CHECK(n == 0, "poll after unsubscribe: %zu", n);
   waiter_init(&w, 1);
   EXPECT(prosody_client_unsubscribe(consumer, on_done, &w, errp_), PROSODY_ERR_STATE, "not subscribed");
@@ -544,7 +544,7 @@ static void test_direct(void) {
            group, st.topic);
   uint64_t consumer = new_client(cfg);
   uint64_t sender = new_client("{" MOCK ",\"source_system\":\"capi-sender\"}");
-  prosody_handler_config h = {.user_data = &st, .on_event = on_direct};
+  prosody_handler_config h = {.size = sizeof(prosody_handler_config), .user_data = &st, .on_event = on_direct};
   subscribe(consumer, &h);
   enum { N = 8 };
   send_n(sender, st.topic, N, "d");
@@ -565,7 +565,7 @@ static void test_direct(void) {
   /* Nothing was queued for polling. */
   prosody_event ev[4];
   size_t n = 9;
-  EXPECT(prosody_client_poll(consumer, ev, 4, &n, errp_), PROSODY_OK, NULL);
+  EXPECT(prosody_client_poll(consumer, ev, 4, sizeof(prosody_event), &n, errp_), PROSODY_OK, NULL);
   CHECK(n == 0, "poll in on_event mode returned %zu", n);
   /* A call's handle ends with the call. The callback signalled before it
      returned, so the library may not have ended the last call's handle yet:
@@ -601,16 +601,17 @@ static void test_trace_context(void) {
   uint64_t consumer = new_client(cfg);
   uint64_t sender = new_client("{" MOCK ",\"source_system\":\"trace-sender\"}");
   const char *parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
-  prosody_trace_context tc = {.traceparent = parent, .tracestate = "vendor=x", .baggage = "user=alice"};
+  prosody_trace_context tc = {.size = sizeof(prosody_trace_context), .traceparent = parent, .traceparent_len = strlen(parent),
+                              .tracestate = "vendor=x", .tracestate_len = 8, .baggage = "user=alice", .baggage_len = 10};
   waiter w;
-  AWAIT(&w, prosody_client_send(sender, topic, "traced", (const uint8_t *)"{}", 2, &tc, on_done, &w, &err_), 30,
+  AWAIT(&w, prosody_client_send(sender, topic, strlen(topic), "traced", 6, (const uint8_t *)"{}", 2, &tc, on_done, &w, &err_), 30,
         PROSODY_OK);
-  prosody_trace_context invalid = {.traceparent = "not-a-traceparent", .tracestate = NULL, .baggage = NULL};
-  AWAIT(&w, prosody_client_send(sender, topic, "invalid", (const uint8_t *)"{}", 2, &invalid, on_done, &w, &err_),
+  prosody_trace_context invalid = {.size = sizeof(prosody_trace_context), .traceparent = "not-a-traceparent", .traceparent_len = 17};
+  AWAIT(&w, prosody_client_send(sender, topic, strlen(topic), "invalid", 7, (const uint8_t *)"{}", 2, &invalid, on_done, &w, &err_),
         30, PROSODY_OK);
-  AWAIT(&w, prosody_client_send(sender, topic, "plain", (const uint8_t *)"{}", 2, NULL, on_done, &w, &err_), 30,
+  AWAIT(&w, prosody_client_send(sender, topic, strlen(topic), "plain", 5, (const uint8_t *)"{}", 2, NULL, on_done, &w, &err_), 30,
         PROSODY_OK);
-  prosody_handler_config h = {0};
+  prosody_handler_config h = {.size = sizeof(prosody_handler_config)};
   subscribe(consumer, &h);
   prosody_event ev[3];
   size_t got = 0;
@@ -668,7 +669,7 @@ static void test_send_order(void) {
   for (int i = 0; i < N; i++) {
     char payload[64];
     int len = snprintf(payload, sizeof payload, "{\"i\":%d}", i);
-    EXPECT(prosody_client_send(sender, topic, "one-key", (const uint8_t *)payload, (size_t)len, NULL, on_small_ud,
+    EXPECT(prosody_client_send(sender, topic, strlen(topic), "one-key", 7, (const uint8_t *)payload, (size_t)len, NULL, on_small_ud,
                                (void *)(uintptr_t)(i + 1), errp_),
            PROSODY_OK, NULL);
   }
@@ -679,7 +680,7 @@ static void test_send_order(void) {
   CHECK(atomic_load(&small_ud_calls) == N, "%d of %d sends completed", atomic_load(&small_ud_calls), N);
   CHECK(atomic_load(&small_ud_sum) == N * (N + 1) / 2, "user_data values corrupted: sum %ld",
         (long)atomic_load(&small_ud_sum));
-  prosody_handler_config h = {0};
+  prosody_handler_config h = {.size = sizeof(prosody_handler_config)};
   subscribe(consumer, &h);
   int next = 0;
   for (int i = 0; i < N; i++) {
@@ -708,25 +709,118 @@ static void test_cancellation(void) {
            "{" MOCK ",\"group_id\":\"%s\",\"subscribed_topics\":\"%s\",\"timeout\":\"300ms\"}", group, topic);
   uint64_t consumer = new_client(cfg);
   uint64_t sender = new_client("{" MOCK ",\"source_system\":\"capi-sender\"}");
-  prosody_handler_config h = {0};
+  prosody_handler_config h = {.size = sizeof(prosody_handler_config)};
   subscribe(consumer, &h);
   send_n(sender, topic, 1, "slow");
   prosody_event ev[4];
   size_t got = collect(consumer, ev, 4, 1, 20);
   CHECK(got == 1 && ev[0].kind == PROSODY_EVENT_MESSAGE, "got %zu", got);
   if (got == 1) {
+    /* The host never completes it: past the timeout the library gives up
+     * on it (EXPIRED), counts the attempt as a transient failure and
+     * retries the record under a new handle (pipeline mode). */
     prosody_event notice[4];
     size_t n = collect(consumer, notice, 4, 1, 10);
-    CHECK(n == 1 && notice[0].kind == PROSODY_EVENT_CANCELLED && notice[0].event == ev[0].event,
-          "cancellation notice: n=%zu", n);
-    CHECK(n == 1 && notice[0].topic == NULL && notice[0].payload_len == 0, "notice carries no data");
+    CHECK(n == 1 && notice[0].kind == PROSODY_EVENT_EXPIRED && notice[0].event == ev[0].event,
+          "expiry notice: n=%zu kind=%d", n, n ? notice[0].kind : -1);
+    CHECK(n == 1 && notice[0].topic == NULL && notice[0].payload_len == 0 && notice[0].size == sizeof(prosody_event),
+          "notice carries no data");
     int cancelled = 0;
     EXPECT(prosody_event_should_cancel(ev[0].event, &cancelled, errp_), PROSODY_OK, NULL);
     CHECK(cancelled == 1, "should_cancel %d", cancelled);
-    /* the event data stays valid until completion */
-    CHECK(ev[0].key_len == 6 && memcmp(ev[0].key, "slow-0", 6) == 0, "key after cancellation");
+    /* the event data stays valid until the host lets go of it */
+    CHECK(ev[0].key_len == 6 && memcmp(ev[0].key, "slow-0", 6) == 0, "key after expiry");
+    prosody_event retry[4];
+    n = collect(consumer, retry, 4, 1, 20);
+    CHECK(n == 1 && retry[0].kind == PROSODY_EVENT_MESSAGE && retry[0].event != ev[0].event &&
+              retry[0].offset == ev[0].offset,
+          "retry of the expired attempt: n=%zu", n);
+    /* The late completion is accepted and ignored. */
     EXPECT(prosody_event_complete(ev[0].event, PROSODY_OUTCOME_OK, NULL, errp_), PROSODY_OK, NULL);
+    EXPECT(prosody_event_complete(ev[0].event, PROSODY_OUTCOME_OK, NULL, errp_), PROSODY_ERR_INVALID_HANDLE, "unknown");
+    if (n == 1) EXPECT(prosody_event_complete(retry[0].event, PROSODY_OUTCOME_OK, NULL, errp_), PROSODY_OK, NULL);
   }
+  unsubscribe(consumer);
+  release_client(consumer);
+  release_client(sender);
+}
+
+/* What crosses the boundary arrives exactly or is refused at once: keys with
+ * NUL bytes, topic names Kafka refuses, struct sizes, timer times. */
+static void test_boundary(void) {
+  char topic[64], group[64], cfg[512];
+  unique(topic, sizeof topic, "boundary");
+  unique(group, sizeof group, "boundary-g");
+  snprintf(cfg, sizeof cfg, "{" MOCK ",\"group_id\":\"%s\",\"subscribed_topics\":\"%s\"}", group, topic);
+  uint64_t consumer = new_client(cfg);
+  uint64_t sender = new_client("{" MOCK ",\"source_system\":\"capi-sender\"}");
+
+  /* Topic names Kafka refuses never reach it, NUL included. */
+  const char *bad_topics[] = {"t\0other", "a b", "", ".", ".."};
+  const size_t bad_lens[] = {7, 3, 0, 1, 2};
+  for (size_t i = 0; i < 5; i++) {
+    EXPECT(prosody_client_send(sender, bad_topics[i], bad_lens[i], "k", 1, (const uint8_t *)"{}", 2, NULL, on_done, NULL,
+                               errp_),
+           PROSODY_ERR_INVALID_ARGUMENT, "topic");
+  }
+  char long_topic[251];
+  memset(long_topic, 'a', 250);
+  long_topic[250] = 0;
+  EXPECT(prosody_client_send(sender, long_topic, 250, "k", 1, (const uint8_t *)"{}", 2, NULL, on_done, NULL, errp_),
+         PROSODY_ERR_INVALID_ARGUMENT, "249");
+  EXPECT(prosody_client_send(sender, topic, strlen(topic), "\xff", 1, (const uint8_t *)"{}", 2, NULL, on_done, NULL,
+                             errp_),
+         PROSODY_ERR_INVALID_ARGUMENT, "UTF-8");
+  prosody_trace_context unsized = {0};
+  EXPECT(prosody_client_send(sender, topic, strlen(topic), "k", 1, (const uint8_t *)"{}", 2, &unsized, on_done, NULL,
+                             errp_),
+         PROSODY_ERR_INVALID_ARGUMENT, "sizeof(prosody_trace_context)");
+  prosody_handler_config zero = {0};
+  waiter w;
+  waiter_init(&w, 1);
+  EXPECT(prosody_client_subscribe(consumer, &zero, on_done, &w, errp_), PROSODY_ERR_INVALID_ARGUMENT,
+         "sizeof(prosody_handler_config)");
+  waiter_destroy(&w);
+
+  /* A key with a NUL byte arrives byte for byte. */
+  static const char key[] = "user-1\0admin";
+  waiter_init(&w, 1);
+  EXPECT(prosody_client_send(sender, topic, strlen(topic), key, sizeof key - 1, (const uint8_t *)"{\"a\":1}", 7, NULL,
+                             on_done, &w, errp_),
+         PROSODY_OK, NULL);
+  CHECK(waiter_wait(&w, 30) == PROSODY_OK, "send: %s", w.message);
+  waiter_destroy(&w);
+  prosody_handler_config h = {.size = sizeof(prosody_handler_config)};
+  subscribe(consumer, &h);
+  prosody_event ev[2];
+  size_t n = 0;
+  EXPECT(prosody_client_poll(consumer, ev, 2, 8, &n, errp_), PROSODY_ERR_INVALID_ARGUMENT, "event_size");
+  size_t got = collect(consumer, ev, 2, 1, 20);
+  CHECK(got == 1 && ev[0].key_len == sizeof key - 1 && memcmp(ev[0].key, key, sizeof key - 1) == 0,
+        "key arrived as %zu bytes", got ? ev[0].key_len : 0);
+  if (got == 1) {
+    /* Timer times the store cannot hold are refused, not clamped. */
+    EXPECT(prosody_event_schedule(ev[0].event, (int64_t)4294967296LL * 1000, on_done, NULL, errp_),
+           PROSODY_ERR_INVALID_ARGUMENT, "out of range");
+    EXPECT(prosody_event_schedule(ev[0].event, -1000, on_done, NULL, errp_), PROSODY_ERR_INVALID_ARGUMENT,
+           "out of range");
+    EXPECT(prosody_event_clear_and_schedule(ev[0].event, (int64_t)1e15, on_done, NULL, errp_),
+           PROSODY_ERR_INVALID_ARGUMENT, "out of range");
+    prosody_completion c = {ev[0].event, PROSODY_OUTCOME_OK, NULL};
+    EXPECT(prosody_events_complete(&c, 1, 4, errp_), PROSODY_ERR_INVALID_ARGUMENT, "item_size");
+    /* Aborted (the host is stopping): no retry, no commit. */
+    c.outcome = PROSODY_OUTCOME_ABORT;
+    EXPECT(prosody_events_complete(&c, 1, sizeof c, errp_), PROSODY_OK, NULL);
+  }
+
+  /* The option schema. */
+  char *schema = NULL;
+  EXPECT(prosody_config_schema(&schema, errp_), PROSODY_OK, NULL);
+  CHECK(schema != NULL && strstr(schema, "\"max_concurrency\"") != NULL && strstr(schema, "\"options\"") != NULL,
+        "schema %.80s", schema ? schema : "(null)");
+  prosody_free(schema);
+  EXPECT(prosody_config_schema(NULL, errp_), PROSODY_ERR_INVALID_ARGUMENT, "schema_json");
+
   unsubscribe(consumer);
   release_client(consumer);
   release_client(sender);
@@ -742,7 +836,7 @@ static void test_unsubscribe_in_flight(void) {
            "{" MOCK ",\"group_id\":\"%s\",\"subscribed_topics\":\"%s\",\"shutdown_timeout\":\"1s\"}", group, topic);
   uint64_t consumer = new_client(cfg);
   uint64_t sender = new_client("{" MOCK ",\"source_system\":\"capi-sender\"}");
-  prosody_handler_config h = {0};
+  prosody_handler_config h = {.size = sizeof(prosody_handler_config)};
   subscribe(consumer, &h);
   send_n(sender, topic, 1, "inflight");
   prosody_event ev[4];
@@ -774,7 +868,7 @@ static void test_timers(void) {
   snprintf(cfg, sizeof cfg, "{" MOCK ",\"group_id\":\"%s\",\"subscribed_topics\":\"%s\"}", group, topic);
   uint64_t consumer = new_client(cfg);
   uint64_t sender = new_client("{" MOCK ",\"source_system\":\"capi-sender\"}");
-  prosody_handler_config h = {0};
+  prosody_handler_config h = {.size = sizeof(prosody_handler_config)};
   subscribe(consumer, &h);
   send_n(sender, topic, 1, "tk");
   prosody_event m;
@@ -877,7 +971,7 @@ static void test_timers_cancelled(void) {
              group, topic, stop ? "1m" : "300ms");
     uint64_t consumer = new_client(cfg);
     uint64_t sender = new_client("{" MOCK ",\"source_system\":\"capi-sender\"}");
-    prosody_handler_config h = {0};
+    prosody_handler_config h = {.size = sizeof(prosody_handler_config)};
     subscribe(consumer, &h);
     send_n(sender, topic, 1, "tc");
     prosody_event m, notice;
@@ -886,10 +980,12 @@ static void test_timers_cancelled(void) {
     if (next_event(consumer, PROSODY_EVENT_MESSAGE, &m, 20)) {
       /* Unsubscribing cancels the held event as a revocation does. */
       if (stop) EXPECT(prosody_client_unsubscribe(consumer, on_done, &u, errp_), PROSODY_OK, NULL);
-      if (next_event(consumer, PROSODY_EVENT_CANCELLED, &notice, 20)) {
+      /* A timeout ends the attempt (EXPIRED): its context is no longer
+       * valid. A revocation only cancels it: the partition is going away. */
+      if (next_event(consumer, stop ? PROSODY_EVENT_CANCELLED : PROSODY_EVENT_EXPIRED, &notice, 20)) {
         int64_t at = now_ms() + 3600 * 1000;
         AWAIT(&w, prosody_event_schedule(m.event, at, on_done, &w, &err_), 30,
-              stop ? PROSODY_ERR_TERMINAL : PROSODY_ERR_TRANSIENT);
+              stop ? PROSODY_ERR_TERMINAL : PROSODY_ERR_PERMANENT);
       }
       EXPECT(prosody_event_complete(m.event, PROSODY_OUTCOME_TRANSIENT, "interrupted", errp_), PROSODY_OK, NULL);
     }
@@ -917,7 +1013,7 @@ static void test_fork(void) {
     bad |= prosody_client_new("{" MOCK "}", &h, &err) != PROSODY_ERR_AFTER_FORK;
     bad |= err == NULL || strstr(err, "used after fork") == NULL;
     prosody_free(err);
-    bad |= prosody_client_send(c, "t", "k", (const uint8_t *)"{}", 2, NULL, on_done, NULL, NULL) != PROSODY_ERR_AFTER_FORK;
+    bad |= prosody_client_send(c, "t", 1, "k", 1, (const uint8_t *)"{}", 2, NULL, on_done, NULL, NULL) != PROSODY_ERR_AFTER_FORK;
     bad |= prosody_event_complete(1, 0, NULL, NULL) != PROSODY_ERR_AFTER_FORK;
     bad |= strcmp(prosody_status_name(PROSODY_ERR_AFTER_FORK), "PROSODY_ERR_AFTER_FORK") != 0;
     _exit(bad ? 3 : 0);
@@ -961,7 +1057,7 @@ static void test_real_kafka(const char *brokers, const char *cassandra) {
   uint64_t consumer = new_client(cfg);
   snprintf(cfg, sizeof cfg, "{\"bootstrap_servers\":\"%s\",\"source_system\":\"capi-real-sender\"}", brokers);
   uint64_t sender = new_client(cfg);
-  prosody_handler_config h = {.notify = on_notify, .user_data = &notifies};
+  prosody_handler_config h = {.size = sizeof(prosody_handler_config), .notify = on_notify, .user_data = &notifies};
   subscribe(consumer, &h);
   enum { N = 50 };
   send_n(sender, topic, N, "real");
@@ -977,7 +1073,7 @@ static void test_real_kafka(const char *brokers, const char *cassandra) {
       got++;
       done[nd++] = (prosody_completion){batch[i].event, PROSODY_OUTCOME_OK, NULL};
     }
-    EXPECT(prosody_events_complete(done, nd, errp_), PROSODY_OK, NULL);
+    EXPECT(prosody_events_complete(done, nd, sizeof(prosody_completion), errp_), PROSODY_OK, NULL);
   }
   CHECK(got == N, "real kafka: received %zu of %d", got, N);
   uint32_t parts = 0;
@@ -987,7 +1083,7 @@ static void test_real_kafka(const char *brokers, const char *cassandra) {
   release_client(consumer);
   release_client(sender);
   waiter w;
-  AWAIT(&w, prosody_admin_delete_topic(admin, topic, on_done, &w, &err_), 30, PROSODY_OK);
+  AWAIT(&w, prosody_admin_delete_topic(admin, topic, strlen(topic), on_done, &w, &err_), 30, PROSODY_OK);
   EXPECT(prosody_admin_release(admin, errp_), PROSODY_OK, NULL);
   /* A bad broker address reaches the completion, not the caller. */
   EXPECT(prosody_admin_new("{\"bootstrap_servers\":\"127.0.0.1:1\"}", &admin, errp_), PROSODY_OK, NULL);
@@ -1017,7 +1113,7 @@ static void test_real_timers(const char *brokers, const char *cassandra) {
   uint64_t consumer = new_client(cfg);
   snprintf(cfg, sizeof cfg, "{\"bootstrap_servers\":\"%s\",\"source_system\":\"capi-real-sender\"}", brokers);
   uint64_t sender = new_client(cfg);
-  prosody_handler_config h = {0};
+  prosody_handler_config h = {.size = sizeof(prosody_handler_config)};
   subscribe(consumer, &h);
   send_n(sender, topic, 1, "rt");
   prosody_event m, t;
@@ -1038,7 +1134,7 @@ static void test_real_timers(const char *brokers, const char *cassandra) {
   unsubscribe(consumer);
   release_client(consumer);
   release_client(sender);
-  AWAIT(&w, prosody_admin_delete_topic(admin, topic, on_done, &w, &err_), 30, PROSODY_OK);
+  AWAIT(&w, prosody_admin_delete_topic(admin, topic, strlen(topic), on_done, &w, &err_), 30, PROSODY_OK);
   EXPECT(prosody_admin_release(admin, errp_), PROSODY_OK, NULL);
 }
 
@@ -1062,6 +1158,7 @@ int main(int argc, char **argv) {
       {"trace_context", test_trace_context},
       {"send_order", test_send_order},
       {"cancellation", test_cancellation},
+      {"boundary", test_boundary},
       {"unsubscribe_in_flight", test_unsubscribe_in_flight},
       {"timers", test_timers},
       {"timers_cancelled", test_timers_cancelled},

@@ -146,7 +146,7 @@ static size_t collect(uint64_t client, prosody_event *out, size_t cap, size_t wa
     struct pollfd p = {.fd = fd, .events = POLLIN};
     if (poll(&p, 1, 50) <= 0) continue;
     size_t n = 0;
-    if (prosody_client_poll(client, out + have, cap - have, &n, &err) != PROSODY_OK) {
+    if (prosody_client_poll(client, out + have, cap - have, sizeof(prosody_event), &n, &err) != PROSODY_OK) {
       fprintf(stderr, "poll: %s\n", err);
       prosody_free(err);
       failures++;

@@ -1,5 +1,6 @@
 "use strict";
 
+const util = require("node:util");
 const native = require("./native");
 const telemetry = require("./telemetry");
 const { toCoreJSON, ConfigurationError, OPTIONS } = require("./config");
@@ -14,6 +15,7 @@ const ConsumerState = Object.freeze({
   ConfigurationFailed: "ConfigurationFailed",
 });
 const STATES = [ConsumerState.Unconfigured, ConsumerState.Configured, ConsumerState.Running];
+const kShown = Symbol("shown");
 
 // Per-client state of the glue, kept beside (not inside) the native client
 // so that any object with a `nativeClient` behaves as a client.
@@ -69,6 +71,16 @@ class ProsodyClient {
       throw configError(`consumer configuration failed: ${e.message}`);
     }
     this.nativeClient = nativeClient;
+    // What inspection shows: identifying options only, never credentials.
+    Object.defineProperty(this, kShown, {
+      value: Object.fromEntries(["mode", "groupId", "subscribedTopics", "bootstrapServers"].map((k) => [k, config[k]])),
+    });
+  }
+
+  /** util.inspect / console.log: mode, group, topics, servers and state; never secrets. */
+  [util.inspect.custom](depth, options, inspect) {
+    const shown = this[kShown] ?? {};
+    return `ProsodyClient ${inspect({ ...shown, consumerState: this.consumerState }, options)}`;
   }
 
   /** The original's asynchronous factory; equivalent to `new ProsodyClient(config)`. */

@@ -6,10 +6,11 @@
 // say (units in the name, integer widths); the core checks the rest and its
 // messages name the option.
 
+const native = require("./native");
+
 const U32_MAX = 4294967295;
 
 const Mode = Object.freeze({ Pipeline: "Pipeline", LowLatency: "LowLatency", BestEffort: "BestEffort" });
-const MODE_TO_CORE = { Pipeline: "pipeline", LowLatency: "low-latency", BestEffort: "best-effort" };
 
 class ConfigurationError extends Error {
   constructor(message) {
@@ -54,77 +55,59 @@ const kinds = {
   // Durations cross as duration strings, the form the core reads exactly.
   ms: (name, v) => `${whole(name, v, 0, U32_MAX)}ms`,
   seconds: (name, v) => `${whole(name, v, 0, U32_MAX)}s`,
-  mode: (name, v) => MODE_TO_CORE[v] ?? fail(name, 'must be Mode.Pipeline, Mode.LowLatency or Mode.BestEffort', v),
+  mode: (name, v, node) =>
+    (Object.hasOwn(node.values, v) ? node.values[v] : undefined) ??
+    fail(name, `must be ${node.names.map((k) => `Mode.${k}`).join(", ").replace(/, ([^,]*)$/, " or $1")}`, v),
   // The core's JSON null disables the probe server.
   port: (name, v) => (v === null ? null : whole(name, v, 0, 65535)),
   spans: (name, v) => v, // the core checks it; its message names message_spans / timer_spans
 };
 
-// camelCase option -> [snake_case option, kind]. Every option of the docs.
-const OPTIONS = {
-  bootstrapServers: ["bootstrap_servers", "list"],
-  mock: ["mock", "bool"],
-  sendTimeoutMs: ["send_timeout", "ms"],
-  groupId: ["group_id", "string"],
-  idempotenceCacheSize: ["idempotence_cache_size", "u32"],
-  idempotenceVersion: ["idempotence_version", "string"],
-  idempotenceTtlS: ["idempotence_ttl", "seconds"],
-  subscribedTopics: ["subscribed_topics", "list"],
-  allowedEvents: ["allowed_events", "list"],
-  sourceSystem: ["source_system", "string"],
-  maxConcurrency: ["max_concurrency", "u32"],
-  maxUncommitted: ["max_uncommitted", "u16"],
-  stallThresholdMs: ["stall_threshold", "ms"],
-  shutdownTimeoutMs: ["shutdown_timeout", "ms"],
-  pollIntervalMs: ["poll_interval", "ms"],
-  commitIntervalMs: ["commit_interval", "ms"],
-  mode: ["mode", "mode"],
-  retryBaseMs: ["retry_base", "ms"],
-  maxRetries: ["max_retries", "u32"],
-  maxRetryDelayMs: ["max_retry_delay", "ms"],
-  failureTopic: ["failure_topic", "string"],
-  probePort: ["probe_port", "port"],
-  slabSizeMs: ["slab_size", "ms"],
-  cassandraNodes: ["cassandra_nodes", "list"],
-  cassandraKeyspace: ["cassandra_keyspace", "string"],
-  cassandraDatacenter: ["cassandra_datacenter", "string"],
-  cassandraRack: ["cassandra_rack", "string"],
-  cassandraUser: ["cassandra_user", "string"],
-  cassandraPassword: ["cassandra_password", "string"],
-  cassandraRetentionSeconds: ["cassandra_retention", "seconds"],
-  schedulerFailureWeight: ["scheduler_failure_weight", "f64"],
-  schedulerMaxWaitMs: ["scheduler_max_wait", "ms"],
-  schedulerWaitWeight: ["scheduler_wait_weight", "f64"],
-  schedulerCacheSize: ["scheduler_cache_size", "u32"],
-  monopolizationEnabled: ["monopolization_enabled", "bool"],
-  monopolizationThreshold: ["monopolization_threshold", "f64"],
-  monopolizationWindowMs: ["monopolization_window", "ms"],
-  monopolizationCacheSize: ["monopolization_cache_size", "u32"],
-  deferEnabled: ["defer_enabled", "bool"],
-  deferBaseMs: ["defer_base", "ms"],
-  deferMaxDelayMs: ["defer_max_delay", "ms"],
-  deferFailureThreshold: ["defer_failure_threshold", "f64"],
-  deferFailureWindowMs: ["defer_failure_window", "ms"],
-  deferStoreCacheSize: ["defer_store_cache_size", "u32"],
-  loaderCacheSize: ["defer_cache_size", "u32"],
-  loaderSeekTimeoutMs: ["defer_seek_timeout", "ms"],
-  loaderDiscardThreshold: ["defer_discard_threshold", "u32"],
-  timeoutMs: ["timeout", "ms"],
-  telemetryTopic: ["telemetry_topic", "string"],
-  telemetryEnabled: ["telemetry_enabled", "bool"],
-  messageSpans: ["message_spans", "spans"],
-  timerSpans: ["timer_spans", "spans"],
-  stateCacheDir: ["state_cache_dir", "string"],
-  stateRecoveryDelaySeconds: ["state_recovery_delay", "seconds"],
-};
+// The option table comes from the core's option schema
+// (prosody_config_schema): the Node names and units, types, integer
+// widths and the Node-only rules are stated there, once, for both
+// packages. Here they only choose the conversion of each option:
+// camelCase option -> [snake_case option, kind, extra].
+function kindOf(o) {
+  const limits = o.limits ?? {};
+  switch (o.type) {
+    case "string":
+    case "bool":
+    case "list":
+      return o.type;
+    case "float":
+      return "f64";
+    case "duration":
+      return o.node.unit === "s" ? "seconds" : "ms";
+    case "enum":
+      return o.node.values ? "mode" : "spans";
+    case "int":
+      if (o.null_is_value) return "port";
+      return limits.max !== undefined && limits.max <= 65535 ? "u16" : "u32";
+  }
+  return "spans"; // unknown to this package: passed on, the core checks it
+}
 
-// The Node package names the Kafka loader's variables PROSODY_LOADER_*
-// where the core reads PROSODY_DEFER_*; the binding reads them itself.
-const NODE_ENV = {
-  loaderCacheSize: ["PROSODY_LOADER_CACHE_SIZE", "defer_cache_size"],
-  loaderSeekTimeoutMs: ["PROSODY_LOADER_SEEK_TIMEOUT", "defer_seek_timeout"],
-  loaderDiscardThreshold: ["PROSODY_LOADER_DISCARD_THRESHOLD", "defer_discard_threshold"],
-};
+function loadOptions() {
+  const schema = JSON.parse(native.configSchema());
+  const options = {};
+  const nodeEnv = {};
+  const schemaEnv = {};
+  for (const o of schema.options) {
+    if (o.env) schemaEnv[o.name] = o.env;
+    if (!o.node || o.type === "collections") continue;
+    const node = { ...o.node };
+    if (node.values) {
+      // The Node names in the core's order of its values.
+      node.names = (o.limits?.values ?? []).map((v) => Object.keys(node.values).find((k) => node.values[k] === v));
+    }
+    options[o.node.name] = [o.name, kindOf(o), node];
+    if (o.node.env) nodeEnv[o.node.name] = [o.node.env, o.name];
+  }
+  return { options, nodeEnv, schemaEnv };
+}
+
+const { options: OPTIONS, nodeEnv: NODE_ENV, schemaEnv: SCHEMA_ENV } = loadOptions();
 
 // Keyed-state options whose engine arrives with keyed state (a later
 // issue): accepted and checked for shape, not yet passed on.
@@ -185,8 +168,8 @@ function toCoreJSON(config) {
       unknown.push(name);
       continue;
     }
-    const [snake, kind] = entry;
-    out[snake] = kinds[kind](name, value);
+    const [snake, kind, node] = entry;
+    out[snake] = kinds[kind](name, value, node);
   }
   for (const [name, [env, snake]] of Object.entries(NODE_ENV)) {
     const raw = process.env[env];
@@ -195,12 +178,19 @@ function toCoreJSON(config) {
       out[snake] = /^\s*\d+\s*$/.test(raw) && name !== "loaderSeekTimeoutMs" ? Number(raw) : raw;
     }
   }
-  // The core would accept 0 (no id cache); this package refuses it, from the
-  // option or the variable.
-  const cacheSize = out.idempotence_cache_size ?? process.env.PROSODY_IDEMPOTENCE_CACHE_SIZE;
-  if (cacheSize !== undefined && String(cacheSize).trim() === "0") {
-    const from = out.idempotence_cache_size === undefined ? " (from PROSODY_IDEMPOTENCE_CACHE_SIZE)" : "";
-    throw new ConfigurationError(`idempotenceCacheSize: must be greater than 0, got 0${from}`);
+  // Where the Node docs are stricter than the core (idempotenceCacheSize:
+  // the core reads 0 as "no id cache"), the schema gives the Node minimum;
+  // it holds for the option and for its variable alike.
+  for (const [name, [snake, , node]] of Object.entries(OPTIONS)) {
+    if (node.min === undefined) continue;
+    const env = SCHEMA_ENV[snake];
+    const raw = out[snake] ?? (env !== undefined ? process.env[env] : undefined);
+    if (raw === undefined || String(raw).trim() === "") continue;
+    const n = Number(raw);
+    if (Number.isFinite(n) && n < node.min) {
+      const from = out[snake] === undefined ? ` (from ${env})` : "";
+      throw new ConfigurationError(`${name}: must be ${node.min === 1 ? "greater than 0" : `at least ${node.min}`}, got ${raw}${from}`);
+    }
   }
   return { json: JSON.stringify(out), unknown };
 }

@@ -95,6 +95,15 @@ const PERMANENT_CODES = new Set([
 
 function fromNative(err) {
   if (!err || typeof err.code !== "string" || err instanceof EventHandlerError) return err;
+  // Misuse, not a failure to retry: subscribing twice or unsubscribing
+  // when not subscribed is an Error (the lifecycle error of index.d.ts),
+  // and a value the library refuses (a topic name Kafka rejects) a
+  // RangeError naming it.
+  if (err.code === "PROSODY_ERR_STATE" || err.code === "PROSODY_ERR_INVALID_ARGUMENT") {
+    const out = err.code === "PROSODY_ERR_STATE" ? new Error(err.message, { cause: err }) : new RangeError(err.message, { cause: err });
+    out.code = err.code;
+    return out;
+  }
   const Wrap = PERMANENT_CODES.has(err.code) ? PermanentError : TransientError;
   const out = new Wrap(err.message, { cause: err });
   out.code = err.code;

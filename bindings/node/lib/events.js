@@ -12,6 +12,7 @@ const { PermanentError, TransientError, isPermanentFailure, fromNative } = requi
 const KIND_MESSAGE = 1;
 const KIND_TIMER = 2;
 const KIND_CANCELLED = 3;
+const KIND_EXPIRED = 4;
 const OUTCOME_OK = 0;
 const OUTCOME_TRANSIENT = 1;
 const OUTCOME_PERMANENT = 2;
@@ -224,6 +225,8 @@ class Context {
     try {
       return await start(s.id);
     } catch (e) {
+      // A time the timer store cannot hold: no retry can help.
+      if (e?.code === "PROSODY_ERR_INVALID_ARGUMENT") throw new PermanentError(e.message, { cause: e });
       throw fromNative(e);
     } finally {
       if (--s.ops === 0 && s.opsIdle) s.opsIdle();
@@ -274,6 +277,17 @@ class Dispatcher {
       if (kind === KIND_CANCELLED) {
         const s = this.inflight.get(id);
         if (s !== undefined) s.cancel();
+        continue;
+      }
+      if (kind === KIND_EXPIRED) {
+        // Past its timeout: the library has stopped waiting for this
+        // handler (the attempt failed transiently, the key moves on). Its
+        // signal aborts; its outcome, when it comes, is ignored.
+        const s = this.inflight.get(id);
+        if (s !== undefined) {
+          this.inflight.delete(id);
+          s.cancel();
+        }
         continue;
       }
       const fn = kind === KIND_MESSAGE ? this.onMessage : this.onTimer;

@@ -59,8 +59,9 @@ struct Op {
   std::vector<int64_t> times;
   // Runs on the JS thread before the Promise settles (e.g. stop polling
   // once an unsubscribe finished). Holds a strong reference when set.
-  void (*after)(void* self, int status) = nullptr;
+  void (*after)(Op* op, int status) = nullptr;
   void* afterSelf = nullptr;
+  uint64_t afterTag = 0;  // for after: what the operation started from
 
   Op(Dispatch* d, Napi::Env env) : dispatch(d), deferred(Napi::Promise::Deferred::New(env)) {}
 };
@@ -173,7 +174,7 @@ struct Dispatch {
     char* err = nullptr;
     // A failing item (a handle whose client was released meanwhile) does
     // not stop the others; there is nobody left to tell about it.
-    prosody_events_complete(completions.data(), completions.size(), &err);
+    prosody_events_complete(completions.data(), completions.size(), sizeof(prosody_completion), &err);
     prosody_free(err);
     completions.clear();
     completionMessages.clear();
@@ -213,7 +214,7 @@ struct Dispatch {
 
   void Settle(Napi::Env e, Op* op) {
     End();
-    if (op->after) op->after(op->afterSelf, op->status);
+    if (op->after) op->after(op, op->status);
     if (op->status == PROSODY_OK) {
       if (op->wantTimes) {
         Napi::Array arr = Napi::Array::New(e, op->times.size());
@@ -323,6 +324,7 @@ class Client : public Napi::ObjectWrap<Client> {
   uv_poll_t* poll_ = nullptr;
   Napi::FunctionReference onBatch_;
   bool subscribed_ = false;  // holds a strong reference to the JS object while set
+  uint64_t generation_ = 0;  // counts the subscribes the library accepted
 
   uint64_t Handle(Napi::Env env) {
     if (handle_ == 0) throw StatusError(env, PROSODY_ERR_CLOSED, "the client was shut down");
@@ -340,11 +342,20 @@ class Client : public Napi::ObjectWrap<Client> {
     if (info.Length() > 3 && info[3].IsString()) tp = info[3].As<Napi::String>().Utf8Value();
     if (info.Length() > 4 && info[4].IsString()) ts = info[4].As<Napi::String>().Utf8Value();
     if (info.Length() > 5 && info[5].IsString()) bg = info[5].As<Napi::String>().Utf8Value();
-    prosody_trace_context trace{tp.c_str(), ts.c_str(), bg.c_str()};
+    prosody_trace_context trace{};
+    trace.size = sizeof trace;
+    trace.traceparent = tp.data();
+    trace.traceparent_len = tp.size();
+    trace.tracestate = ts.data();
+    trace.tracestate_len = ts.size();
+    trace.baggage = bg.data();
+    trace.baggage_len = bg.size();
     bool hasTrace = !tp.empty() || !bg.empty();
+    // Lengths, not NUL-terminated strings: a key holding NUL arrives whole.
     return StartOp(env, [&](Op* op, char** err) {
-      return prosody_client_send(h, topic.c_str(), key.c_str(), reinterpret_cast<const uint8_t*>(payload.data()),
-                                 payload.size(), hasTrace ? &trace : nullptr, OnDone, op, err);
+      return prosody_client_send(h, topic.data(), topic.size(), key.data(), key.size(),
+                                 reinterpret_cast<const uint8_t*>(payload.data()), payload.size(),
+                                 hasTrace ? &trace : nullptr, OnDone, op, err);
     });
   }
 
@@ -354,17 +365,26 @@ class Client : public Napi::ObjectWrap<Client> {
     Napi::Env env = info.Env();
     uint64_t h = Handle(env);
     if (!info[0].IsFunction()) throw Napi::TypeError::New(env, "onBatch must be a function");
-    onBatch_ = Napi::Persistent(info[0].As<Napi::Function>());
-    StartPolling(env);
+    // The library refuses a second subscribe (STATE); ask it before taking
+    // anything over, so that the refusal leaves the running subscription's
+    // batch callback and fd watch alone.
+    Napi::Function onBatch = info[0].As<Napi::Function>();
     return StartOp(env, [&](Op* op, char** err) {
-      op->after = [](void* self, int status) {
-        auto* c = static_cast<Client*>(self);
-        if (status != PROSODY_OK) c->StopPolling();
+      op->after = [](Op* op, int status) {
+        auto* c = static_cast<Client*>(op->afterSelf);
+        // A failed subscribe stops the polling it started, unless a later
+        // subscribe has taken it over since.
+        if (status != PROSODY_OK && c->generation_ == op->afterTag) c->StopPolling();
       };
       op->afterSelf = this;
-      prosody_handler_config cfg{nullptr, nullptr};
+      prosody_handler_config cfg{};
+      cfg.size = sizeof cfg;
       int status = prosody_client_subscribe(h, &cfg, OnDone, op, err);
-      if (status != PROSODY_OK) StopPolling();
+      if (status != PROSODY_OK) return status;
+      // Accepted: this subscription's events are ours to deliver from now on.
+      op->afterTag = ++generation_;
+      onBatch_ = Napi::Persistent(onBatch);
+      StartPolling(env);
       return status;
     });
   }
@@ -375,11 +395,14 @@ class Client : public Napi::ObjectWrap<Client> {
     return StartOp(env, [&](Op* op, char** err) {
       // Keep polling until the unsubscribe finished: in-flight events still
       // receive cancellation notices and must be completed.
-      op->after = [](void* self, int status) {
-        auto* c = static_cast<Client*>(self);
-        if (status == PROSODY_OK) c->StopPolling();
+      // Not when a subscribe accepted after this unsubscribe owns the
+      // polling by then.
+      op->after = [](Op* op, int status) {
+        auto* c = static_cast<Client*>(op->afterSelf);
+        if (status == PROSODY_OK && c->generation_ == op->afterTag) c->StopPolling();
       };
       op->afterSelf = this;
+      op->afterTag = generation_;
       return prosody_client_unsubscribe(h, OnDone, op, err);
     });
   }
@@ -500,6 +523,11 @@ class Client : public Napi::ObjectWrap<Client> {
     return static_cast<double>(i);
   }
 
+  // Cancellation and expiry notices carry only kind and event.
+  static bool IsNotice(const prosody_event& e) {
+    return e.kind == PROSODY_EVENT_CANCELLED || e.kind == PROSODY_EVENT_EXPIRED;
+  }
+
   static bool Ascii(const void* data, size_t len) {
     const unsigned char* p = static_cast<const unsigned char*>(data);
     uint64_t acc = 0;
@@ -524,7 +552,7 @@ class Client : public Napi::ObjectWrap<Client> {
     size_t total = 0;
     for (size_t i = 0; i < n && ascii; i++) {
       const prosody_event& e = evs[i];
-      if (e.kind == PROSODY_EVENT_CANCELLED) continue;
+      if (IsNotice(e)) continue;
       ascii = Ascii(e.payload, e.payload_len);
       total += e.payload_len;
     }
@@ -559,7 +587,7 @@ class Client : public Napi::ObjectWrap<Client> {
     for (size_t i = 0; i < n; i++, num += kNumStride) {
       const prosody_event& e = evs[i];
       FillNumbers(env, e, num);
-      if (e.kind == PROSODY_EVENT_CANCELLED) continue;
+      if (IsNotice(e)) continue;
       num[6] = si;
       put(e.key, e.key_len);
       if (ascii) {
@@ -595,7 +623,7 @@ class Client : public Napi::ObjectWrap<Client> {
   void FillNumbers(Napi::Env env, const prosody_event& e, double* num) {
     num[0] = e.kind;
     num[1] = static_cast<double>(e.event);
-    if (e.kind == PROSODY_EVENT_CANCELLED) return;
+    if (IsNotice(e)) return;
     num[2] = e.partition;
     num[3] = static_cast<double>(e.offset);
     num[4] = static_cast<double>(e.kind == PROSODY_EVENT_TIMER ? e.time_ms : e.timestamp_ms);
@@ -621,7 +649,7 @@ class Client : public Napi::ObjectWrap<Client> {
       if (handle_ == 0 || onBatch_.IsEmpty()) return;
       size_t n = 0;
       char* err = nullptr;
-      int status = prosody_client_poll(handle_, evs, kBatch, &n, &err);
+      int status = prosody_client_poll(handle_, evs, kBatch, sizeof(prosody_event), &n, &err);
       prosody_free(err);
       if (status != PROSODY_OK || n == 0) return;
       Napi::HandleScope scope(env);
@@ -742,8 +770,9 @@ class Admin : public Napi::ObjectWrap<Admin> {
   Napi::Value DeleteTopic(const Napi::CallbackInfo& info) {
     std::string name = StringArg(info, 0, "name");
     uint64_t h = handle_;
-    return StartOp(info.Env(),
-                   [&](Op* op, char** err) { return prosody_admin_delete_topic(h, name.c_str(), OnDone, op, err); });
+    return StartOp(info.Env(), [&](Op* op, char** err) {
+      return prosody_admin_delete_topic(h, name.data(), name.size(), OnDone, op, err);
+    });
   }
 
   Napi::Value Release(const Napi::CallbackInfo& info) {
@@ -776,6 +805,18 @@ Napi::Value SetLogSink(const Napi::CallbackInfo& info) {
   }
   if (status != PROSODY_OK) throw TakeError(env, status, err);
   return env.Undefined();
+}
+
+// configSchema(): the core's option schema, as JSON text.
+Napi::Value ConfigSchema(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  char* out = nullptr;
+  char* err = nullptr;
+  int status = prosody_config_schema(&out, &err);
+  if (status != PROSODY_OK) throw TakeError(env, status, err);
+  Napi::String s = Napi::String::New(env, out);
+  prosody_free(out);
+  return s;
 }
 
 Napi::Value Version(const Napi::CallbackInfo& info) {
@@ -836,6 +877,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("scheduled", Napi::Function::New(env, Scheduled));
   exports.Set("setLogSink", Napi::Function::New(env, SetLogSink));
   exports.Set("version", Napi::Function::New(env, Version));
+  exports.Set("configSchema", Napi::Function::New(env, ConfigSchema));
   return exports;
 }
 

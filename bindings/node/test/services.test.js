@@ -102,3 +102,31 @@ test("real Kafka: a producer's send fails for a broker that is not there", { tim
     await client.shutdown();
   }
 });
+
+test("real Kafka: random keys (NUL included) and payloads arrive byte-exact", { timeout: 120000 }, async () => {
+  // A fixed-seed generator, so a failure is repeatable.
+  let seed = 18;
+  const rand = () => ((seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648);
+  const alphabet = ["\u0000", "\u0001", "\u007f", "a", "Z", " ", "é", "\u2028", "\ufffd", "😀", "\u{10fffd}", "\\", '"'];
+  const text = (n) => {
+    let s = "";
+    for (let i = 0; i < n; i++) s += rand() < 0.7 ? alphabet[Math.floor(rand() * alphabet.length)] : String.fromCharCode(0x20 + Math.floor(rand() * (0xd7ff - 0x20)));
+    return s;
+  };
+  const cases = [];
+  for (let i = 0; i < 150; i++) {
+    cases.push([`${i}:${text(Math.floor(rand() * 40))}`, { i, s: text(Math.floor(rand() * 200)), n: rand() * 2e9 - 1e9, l: [text(3), null, true] }]);
+  }
+  await withTopic(4, async (topic) => {
+    const client = new ProsodyClient(realConfig({ subscribedTopics: topic, cassandraKeyspace: KEYSPACE }));
+    try {
+      const got = new Map();
+      await client.subscribe({ onMessage: (_ctx, m) => void got.set(m.key, m.payload) });
+      await Promise.all(cases.map(([key, payload]) => client.send(topic, key, payload)));
+      await waitFor(() => got.size >= cases.length, "every message", 60000);
+      assert.deepEqual(got, new Map(cases));
+    } finally {
+      await client.shutdown();
+    }
+  });
+});

@@ -294,7 +294,7 @@ static PyObject *row_of(Builder *b, const prosody_event *e) {
   long kind = e->kind;
   event = PyLong_FromUnsignedLongLong(e->event);
   if (event == NULL) return NULL;
-  if (kind == PROSODY_EVENT_CANCELLED) {
+  if (kind == PROSODY_EVENT_CANCELLED || kind == PROSODY_EVENT_EXPIRED) {
     return pack_row(event, kind, Py_NewRef(Py_None), Py_NewRef(Py_None), Py_NewRef(Py_None));
   }
   item = kind == PROSODY_EVENT_MESSAGE ? message_of(b, e) : timer_of(b, e);

@@ -15,74 +15,48 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
-__all__ = ["client_config_json", "duration", "CLIENT_OPTIONS"]
+from . import _native
+
+__all__ = ["client_config_json", "duration", "client_options"]
 
 _DURATION = "duration"
 _LIST = "list"
 _PLAIN = "plain"
 _COLLECTIONS = "collections"
 
-CLIENT_OPTIONS: dict[str, str] = {
-    "bootstrap_servers": _LIST,
-    "mock": _PLAIN,
-    "source_system": _PLAIN,
-    "send_timeout": _DURATION,
-    "group_id": _PLAIN,
-    "idempotence_cache_size": _PLAIN,
-    "idempotence_version": _PLAIN,
-    "idempotence_ttl": _DURATION,
-    "subscribed_topics": _LIST,
-    "allowed_events": _LIST,
-    "max_concurrency": _PLAIN,
-    "max_uncommitted": _PLAIN,
-    "stall_threshold": _DURATION,
-    "shutdown_timeout": _DURATION,
-    "poll_interval": _DURATION,
-    "commit_interval": _DURATION,
-    "mode": _PLAIN,
-    "retry_base": _DURATION,
-    "max_retries": _PLAIN,
-    "max_retry_delay": _DURATION,
-    "failure_topic": _PLAIN,
-    "probe_port": _PLAIN,
-    "slab_size": _DURATION,
-    "cassandra_nodes": _LIST,
-    "cassandra_keyspace": _PLAIN,
-    "cassandra_datacenter": _PLAIN,
-    "cassandra_rack": _PLAIN,
-    "cassandra_user": _PLAIN,
-    "cassandra_password": _PLAIN,
-    "cassandra_retention": _DURATION,
-    "scheduler_failure_weight": _PLAIN,
-    "scheduler_max_wait": _DURATION,
-    "scheduler_wait_weight": _PLAIN,
-    "scheduler_cache_size": _PLAIN,
-    "monopolization_enabled": _PLAIN,
-    "monopolization_threshold": _PLAIN,
-    "monopolization_window": _DURATION,
-    "monopolization_cache_size": _PLAIN,
-    "defer_enabled": _PLAIN,
-    "defer_base": _DURATION,
-    "defer_max_delay": _DURATION,
-    "defer_failure_threshold": _PLAIN,
-    "defer_failure_window": _DURATION,
-    "defer_cache_size": _PLAIN,
-    "defer_store_cache_size": _PLAIN,
-    "defer_seek_timeout": _DURATION,
-    "defer_discard_threshold": _PLAIN,
-    "timeout": _DURATION,
-    "telemetry_topic": _PLAIN,
-    "telemetry_enabled": _PLAIN,
-    "message_spans": _PLAIN,
-    "timer_spans": _PLAIN,
-    "state_collections": _COLLECTIONS,
-    "state_cache_dir": _PLAIN,
-    "state_cache_size_bytes": _PLAIN,
-    "state_recovery_delay": _DURATION,
-}
+# The option table comes from the library's option schema
+# (prosody_config_schema): names, types and which options take None as a
+# value are the core's, stated once. Python only maps the core's types to
+# the conversions below.
+_SCHEMA_TYPES = {"duration": _DURATION, "list": _LIST, "collections": _COLLECTIONS}
 
-# Options where an explicit None is a value, not "unset".
-_NONE_IS_VALUE = {"probe_port"}
+
+class _Schema:
+    options: dict[str, str] | None = None
+    none_is_value: frozenset[str] = frozenset()
+
+
+def _load_schema() -> None:
+    ffi, lib = _native.load()
+    out, err = ffi.new("char **"), ffi.new("char **")
+    status = lib.prosody_config_schema(out, err)
+    if status != _native.OK:
+        raise _native.status_error(status, _native.take_error(err))
+    try:
+        doc = json.loads(ffi.string(out[0]).decode())
+    finally:
+        lib.prosody_free(out[0])
+    entries = [o for o in doc["options"] if not o.get("env_only")]
+    _Schema.options = {o["name"]: _SCHEMA_TYPES.get(o["type"], _PLAIN) for o in entries}
+    _Schema.none_is_value = frozenset(o["name"] for o in entries if o.get("null_is_value"))
+
+
+def client_options() -> dict[str, str]:
+    """Every option name of ProsodyClient and how its value is converted."""
+    if _Schema.options is None:
+        _load_schema()
+    assert _Schema.options is not None
+    return _Schema.options
 
 
 def duration(value: Any) -> Any:
@@ -125,13 +99,14 @@ _CONVERT = {_DURATION: duration, _LIST: _list, _PLAIN: _plain, _COLLECTIONS: _co
 def client_config_json(options: Mapping[str, Any], *, owner: str = "ProsodyClient") -> str:
     """Builds the configuration document; warns about (and drops) unknown keywords."""
     doc: dict[str, Any] = {}
+    table = client_options()
     for name, value in options.items():
-        kind = CLIENT_OPTIONS.get(name)
+        kind = table.get(name)
         if kind is None:
             warnings.warn(f"{owner}: unknown option {name!r} is ignored", UserWarning, stacklevel=3)
             continue
         if value is None:
-            if name in _NONE_IS_VALUE:
+            if name in _Schema.none_is_value:
                 doc[name] = None
             continue
         if isinstance(value, bool) and kind == _DURATION:

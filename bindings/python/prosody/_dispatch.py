@@ -19,7 +19,11 @@ the previous one is completed, so per-key order needs nothing here.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
+import select
+import threading
+import weakref
 from array import array
 from collections.abc import Callable, Iterator
 from contextvars import copy_context
@@ -35,14 +39,17 @@ from .handler import EventHandler, ProsodyHandler, ShutdownSignal
 from .message import Message
 from .timer import Timer
 
-__all__ = ["Dispatcher"]
+__all__ = ["Dispatcher", "watch_loop"]
 
 _log = logging.getLogger("prosody.dispatch")
 
 POLL_CAPACITY = 256
 
 _EVENT_MESSAGE = 1
+_EVENT_TIMER = 2
 _EVENT_CANCELLED = 3
+_EVENT_EXPIRED = 4
+_OUTCOME_ABORT = 3
 
 _INTERRUPTED_TEXT = b"building the event was interrupted"
 
@@ -66,17 +73,22 @@ _scan_json: Callable[[str, int], tuple[Any, int]] = getattr(JSONDecoder(), "scan
 _PLAIN = (ProsodyHandler.on_message, ProsodyHandler.on_timer)
 
 
+_EVENT_SIZE = 0  # sizeof(prosody_event), set when the first Dispatcher is made
+
+
 class Dispatcher:
     """Runs a client's events on the loop that subscribed."""
 
     __slots__ = (
         "loop", "_client", "_handler", "_user", "_fd", "_ffi", "_lib", "_buf", "_count",
         "_builder", "_inflight", "_ok", "_failed", "_flush_pending",
-        "_shutdown", "_watching", "_aborted",
+        "_shutdown", "_watching", "_aborted", "_orphan", "__weakref__",
     )
 
     def __init__(self, client: int, loop: asyncio.AbstractEventLoop, handler: ProsodyHandler, fd: int) -> None:
+        global _EVENT_SIZE
         ffi, lib = _native.load()
+        _EVENT_SIZE = ffi.sizeof("prosody_event")
         self.loop = loop
         self._client = client
         self._handler = handler
@@ -103,6 +115,9 @@ class Dispatcher:
         self._shutdown = ShutdownSignal()
         self._watching = False
         self._aborted = False
+        # Set once the loop has closed under a subscription: the result of
+        # the unsubscribe made for it (see _orphaned).
+        self._orphan: concurrent.futures.Future[None] | None = None
 
     def library(self) -> tuple[Any, Any]:
         return self._ffi, self._lib
@@ -130,6 +145,50 @@ class Dispatcher:
             if ctx._task is not None:
                 ctx._task.cancel()
 
+    def orphaned(self) -> bool:
+        """Whether the loop that subscribed has closed and the consumer was stopped for it."""
+        return self._orphan is not None
+
+    def orphan_unsubscribed(self) -> concurrent.futures.Future[None]:
+        assert self._orphan is not None
+        return self._orphan
+
+    def _orphaned(self) -> None:
+        """The loop has closed while subscribed (on a thread of watch_loop's).
+
+        No handler can run again: the client unsubscribes now, and the events
+        held, and those that still arrive until it has, are aborted (their
+        offsets stay uncommitted, for the partitions' next owner), rather
+        than the consumer running on with nobody to handle its events.
+        """
+        ffi, lib = self._ffi, self._lib
+        fut: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._orphan = fut
+        self._aborted = True
+        _log.error(
+            "the event loop that subscribed this client was closed while it was subscribed: "
+            "its handlers cannot run; unsubscribing now (events in flight are left uncommitted, for the next owner)"
+        )
+        self._flush()  # outcomes the loop did not get to send
+
+        client = self._client
+        _native.begin(None, fut, lambda lib, ud, err: lib.prosody_client_unsubscribe(client, lib._prosody_on_done, ud, err))
+        # Aborted, not failed: no retry, no commit; the partitions' next
+        # owner handles these events again.
+        text = b"the event loop that subscribed was closed"
+        for event in list(self._inflight):
+            lib.prosody_event_complete(event, _OUTCOME_ABORT, text, ffi.NULL)
+        self._inflight.clear()
+        buf = ffi.new("prosody_event[]", POLL_CAPACITY)
+        count = ffi.new("size_t *")
+        size = ffi.sizeof("prosody_event")
+        while not fut.done():
+            select.select([self._fd], [], [], 0.05)
+            while lib.prosody_client_poll(self._client, buf, POLL_CAPACITY, size, count, ffi.NULL) == _native.OK and count[0]:
+                for i in range(count[0]):
+                    if buf[i].kind in (_EVENT_MESSAGE, _EVENT_TIMER):
+                        lib.prosody_event_complete(buf[i].event, _OUTCOME_ABORT, text, ffi.NULL)
+
     def query_cancel(self, event: int) -> bool:
         flag = self._ffi.new("int *")
         status = self._lib.prosody_event_should_cancel(event, flag, self._ffi.NULL)
@@ -143,7 +202,7 @@ class Dispatcher:
         build = self._builder.build
         buf, count = self._buf, self._count
         while True:
-            status = poll(self._client, buf, POLL_CAPACITY, count, ffi.NULL)
+            status = poll(self._client, buf, POLL_CAPACITY, _EVENT_SIZE, count, ffi.NULL)
             if status != _native.OK:
                 # The client was released or the process forked: nothing more will come.
                 _log.debug("prosody_client_poll: %s", _native.status_name(status))
@@ -186,6 +245,16 @@ class Dispatcher:
                 ctx = inflight.get(event)
                 if ctx is not None:
                     ctx._cancel()
+                continue
+            if kind == _EVENT_EXPIRED:
+                # The handler ran past its timeout and the library has given
+                # up on it (its attempt failed transiently): cancel its task.
+                # Its outcome, when it comes, is ignored.
+                ctx = inflight.pop(event, None)
+                if ctx is not None:
+                    ctx._cancel()
+                    if ctx._task is not None:
+                        ctx._task.cancel("prosody: the handler ran past its timeout")
                 continue
             if kind == KIND_FAILED:
                 # An undecodable payload (the core validated it, so rare): item is the error.
@@ -255,3 +324,44 @@ class Dispatcher:
         if status != _native.OK:
             # Events the library already failed (client released), or a fork.
             _log.debug("prosody_py_complete: %s", _native.status_name(status))
+
+
+# ---- loops that close under a subscription ----
+
+# The dispatchers whose loops are watched. A loop has no hook for its
+# closing, so one thread checks them every _WATCH_TICK while any
+# subscription runs (reading is_closed(), nothing more, under the GIL).
+_WATCH_TICK = 0.5
+_watched: weakref.WeakSet[Dispatcher] = weakref.WeakSet()
+_watch_lock = threading.Lock()
+_watch_running = False
+
+
+def watch_loop(dispatcher: Dispatcher) -> None:
+    """Watches the loop of a subscription that started; see Dispatcher._orphaned."""
+    global _watch_running
+    with _watch_lock:
+        _watched.add(dispatcher)
+        if _watch_running:
+            return
+        _watch_running = True
+    threading.Thread(target=_watch, name="prosody-loop-watch", daemon=True).start()
+
+
+def _watch() -> None:
+    global _watch_running
+    tick = threading.Event()
+    while True:
+        tick.wait(_WATCH_TICK)
+        with _watch_lock:
+            live = [d for d in _watched if d._watching and not d._aborted]
+            closed = [d for d in live if d.loop.is_closed()]
+            for d in _watched.copy():
+                if d not in live or d in closed:
+                    _watched.discard(d)
+            if not _watched:
+                _watch_running = False
+        for d in closed:
+            threading.Thread(target=d._orphaned, name="prosody-orphan", daemon=True).start()
+        if not closed and not live:
+            return

@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["load", "loaded", "register", "unregister", "take_error", "status_error"]
+__all__ = ["load", "loaded", "register", "unregister", "begin", "take_error", "status_error"]
 
 # Status codes of include/prosody.h.
 OK = 0
@@ -70,7 +70,8 @@ _load_lock = threading.Lock()
 
 # A settle function runs on the owning loop with (status, result, message).
 Settle = Callable[[int, Any, "str | None"], None]
-_pending: dict[int, tuple[asyncio.AbstractEventLoop, Settle]] = {}
+# Loop None: the settle function runs on the library thread itself.
+_pending: dict[int, tuple[asyncio.AbstractEventLoop | None, Settle]] = {}
 _ids = itertools.count(1)
 
 
@@ -143,9 +144,12 @@ def _load() -> None:
 
 
 def _deliver(
-    entry: tuple[asyncio.AbstractEventLoop, Settle], status: int, result: Any, text: str | None
+    entry: tuple[asyncio.AbstractEventLoop | None, Settle], status: int, result: Any, text: str | None
 ) -> None:
     loop, settle = entry
+    if loop is None:
+        settle(status, result, text)
+        return
     try:
         loop.call_soon_threadsafe(settle, status, result, text)
     except RuntimeError:  # the loop was closed meanwhile: nobody waits any more
@@ -160,11 +164,38 @@ def _at_exit() -> None:
     _pending.clear()
 
 
-def register(loop: asyncio.AbstractEventLoop, settle: Settle) -> tuple[int, Any]:
+def register(loop: asyncio.AbstractEventLoop | None, settle: Settle) -> tuple[int, Any]:
     """Registers a pending operation; returns its id and the user_data pointer for C."""
     key = next(_ids)
     _pending[key] = (loop, settle)
     return key, ffi.cast("void *", key)
+
+
+def begin(loop: asyncio.AbstractEventLoop | None, fut: Any, call: Any,
+          bad_argument: type[Exception] = RuntimeError) -> None:
+    """Runs an ABI call that completes through _prosody_on_done and settles ``fut`` with its outcome.
+
+    ``fut`` is an asyncio future of ``loop``, or (loop None) a
+    concurrent.futures.Future settled on the library thread. A call the
+    library refuses at once fails ``fut`` then: with ``bad_argument`` for a
+    bad argument, else RuntimeError.
+    """
+
+    def settle(status: int, _result: Any, message: str | None) -> None:
+        if fut.done():
+            return
+        if status == OK:
+            fut.set_result(None)
+        else:
+            fut.set_exception(status_error(status, message))
+
+    key, ud = register(loop, settle)
+    err = ffi.new("char **")
+    status = call(lib, ud, err)
+    if status != OK:
+        unregister(key)
+        exc = bad_argument if status == ERR_INVALID_ARGUMENT else RuntimeError
+        fut.set_exception(status_error(status, take_error(err), exc))
 
 
 def unregister(key: int) -> None:

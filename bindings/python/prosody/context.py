@@ -18,15 +18,34 @@ __all__ = ["Context"]
 _INVALID = "The context is no longer valid because the event has already been processed"
 
 
-def _epoch_ms(time: datetime) -> int:
+# Timers are stored as whole unsigned 32-bit seconds (the library refuses
+# any other time, and so does this check, with the argument's name).
+_FIRST = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_LAST = datetime(2106, 2, 7, 6, 28, 15, tzinfo=timezone.utc)
+
+
+def _epoch_ms(method: str, time: datetime) -> int:
     if not isinstance(time, datetime):
-        raise TypeError(f"expected a datetime, got {type(time).__name__}")
-    if time.tzinfo is None:  # naive datetimes are read as UTC, as the docs use UTC throughout
-        time = time.replace(tzinfo=timezone.utc)
-    return round(time.timestamp() * 1000)
+        raise TypeError(f"{method}: time must be a datetime, got {type(time).__name__}")
+    if time.tzinfo is None or time.utcoffset() is None:
+        # A naive datetime is local time to Python and UTC to many readers:
+        # guessing either fires timers hours off.
+        raise ValueError(
+            f"{method}: time must be timezone-aware (got the naive {time.isoformat()}): "
+            "use datetime.now(timezone.utc) or attach a tzinfo"
+        )
+    ms = round(time.timestamp() * 1000)
+    if not (0 <= (ms + 500) // 1000 <= 4294967295):
+        raise ValueError(
+            f"{method}: time {time.isoformat()} is out of range: timers are kept as whole seconds "
+            f"from {_FIRST.isoformat()} to {_LAST.isoformat()}"
+        )
+    return ms
 
 
 def _op_error(status: int, message: str | None) -> Exception:
+    if status == _native.ERR_INVALID_ARGUMENT:
+        return ValueError(message or _native.status_name(status))
     if status == _native.ERR_PERMANENT or status == _native.ERR_INVALID_HANDLE:
         return PermanentError(message or _INVALID)
     if status in (_native.ERR_TRANSIENT, _native.ERR_TERMINAL, _native.ERR_CANCELLED):
@@ -65,19 +84,19 @@ class Context:
 
     async def schedule(self, time: datetime) -> None:
         """Schedules a timer for this key at ``time`` (UTC; rounded to the second)."""
-        ms = _epoch_ms(time)
+        ms = _epoch_ms("schedule", time)
         await self._op(lambda lib, cb, ud, err: lib.prosody_event_schedule(self._event, ms, cb, ud, err))
 
     async def clear_and_schedule(self, time: datetime) -> None:
         """Replaces every timer of this key with one at ``time``."""
-        ms = _epoch_ms(time)
+        ms = _epoch_ms("clear_and_schedule", time)
         await self._op(
             lambda lib, cb, ud, err: lib.prosody_event_clear_and_schedule(self._event, ms, cb, ud, err)
         )
 
     async def unschedule(self, time: datetime) -> None:
         """Removes this key's timer at ``time``, if there is one."""
-        ms = _epoch_ms(time)
+        ms = _epoch_ms("unschedule", time)
         await self._op(lambda lib, cb, ud, err: lib.prosody_event_unschedule(self._event, ms, cb, ud, err))
 
     async def clear_scheduled(self) -> None:

@@ -9,6 +9,7 @@ as usual. They must be called with a running event loop.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import os
 from collections.abc import Sequence
@@ -17,7 +18,7 @@ from typing import Any, Literal, TypeVar
 
 from . import _native, _otel
 from ._config import client_config_json, duration
-from ._dispatch import Dispatcher
+from ._dispatch import Dispatcher, watch_loop
 from .handler import EventHandler, ProsodyHandler
 
 __all__ = ["ProsodyClient", "AdminClient"]
@@ -33,6 +34,31 @@ def _after_fork(owner: str) -> RuntimeError:
     )
 
 
+def _text(method: str, name: str, value: Any) -> bytes:
+    """A str argument as UTF-8; any other type is a TypeError naming the argument."""
+    if not isinstance(value, str):
+        raise TypeError(f"{method}: {name} must be a str, got {type(value).__name__}")
+    try:
+        return value.encode()
+    except UnicodeEncodeError as e:  # lone surrogates
+        raise ValueError(f"{method}: {name} is not valid Unicode text: {e}") from None
+
+
+def _json_text(payload: Any) -> bytes:
+    """The payload as JSON; NaN, infinities and unserializable values are refused, saying so."""
+    try:
+        return json.dumps(payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+    except ValueError as e:
+        raise ValueError(f"send: payload cannot be represented as JSON ({e}): JSON has no NaN or infinity") from None
+    except TypeError as e:
+        raise TypeError(f"send: payload cannot be represented as JSON: {e}") from None
+
+
+def _is_async(fn: Any) -> bool:
+    """Whether calling fn gives a coroutine: async def, also behind decorators that keep it so."""
+    return inspect.iscoroutinefunction(fn)
+
+
 def _done_future(value: T) -> asyncio.Future[T]:
     fut: asyncio.Future[T] = asyncio.get_running_loop().create_future()
     fut.set_result(value)
@@ -45,26 +71,16 @@ def _failed_future(exc: BaseException) -> asyncio.Future[Any]:
     return fut
 
 
-def _start(call: Any) -> asyncio.Future[None]:
-    """Runs an ABI call that completes through _prosody_on_done; returns its future."""
+def _start(call: Any, bad_argument: type[Exception] = RuntimeError) -> asyncio.Future[None]:
+    """Runs an ABI call that completes through _prosody_on_done; returns its future.
+
+    A call the library refuses at once for a bad argument fails with
+    ``bad_argument``; other refusals with RuntimeError.
+    """
     loop = asyncio.get_running_loop()
-    ffi, lib = _native.load()
+    _native.load()
     fut: asyncio.Future[None] = loop.create_future()
-
-    def settle(status: int, _result: Any, message: str | None) -> None:
-        if fut.done():
-            return
-        if status == _native.OK:
-            fut.set_result(None)
-        else:
-            fut.set_exception(_native.status_error(status, message))
-
-    key, ud = _native.register(loop, settle)
-    err = ffi.new("char **")
-    status = call(lib, ud, err)
-    if status != _native.OK:
-        _native.unregister(key)
-        fut.set_exception(_native.status_error(status, _native.take_error(err)))
+    _native.begin(loop, fut, call, bad_argument)
     return fut
 
 
@@ -84,8 +100,10 @@ class ProsodyClient:
         self._subscribing = False
         self._message_follows = _otel.message_spans_follow(config.get("message_spans"))
         self._timer_follows = _otel.timer_spans_follow(config.get("timer_spans"))
-        doc = client_config_json(config)
+        # What repr shows: identifying options only, never credentials.
+        self._shown = {name: config.get(name) for name in ("mode", "group_id", "subscribed_topics", "bootstrap_servers")}
         ffi, lib = _native.load()
+        doc = client_config_json(config)
         out = ffi.new("uint64_t *")
         err = ffi.new("char **")
         status = lib.prosody_client_new(doc.encode(), out, err)
@@ -101,9 +119,13 @@ class ProsodyClient:
 
     # ---- guards ----
 
-    def _check(self) -> Any:
+    def _check_fork(self) -> None:
+        """First in every public call: in a forked child nothing else may run (no loop, no library)."""
         if os.getpid() != self._pid:
             raise _after_fork(type(self).__name__)
+
+    def _check(self) -> Any:
+        self._check_fork()
         if not self._handle:
             raise RuntimeError(f"{type(self).__name__} is closed")
         return _native.load()[1]
@@ -114,46 +136,64 @@ class ProsodyClient:
         """Sends ``payload`` as JSON under ``key``; resolves when the broker acknowledged it.
 
         The caller's current OpenTelemetry context travels in the record's
-        headers. Fails with RuntimeError, also when ``send_timeout`` expires.
+        headers. Fails with RuntimeError, also when ``send_timeout`` expires. A
+        topic or key that is not a ``str`` raises TypeError; a topic name Kafka
+        refuses, or a payload JSON cannot hold, ValueError; each names the argument.
         """
+        self._check_fork()
+        topic_b, key_b = _text("send", "topic", topic), _text("send", "key", key)
+        data = _json_text(payload)
         try:
             self._check()
         except RuntimeError as e:
             return _failed_future(e)
         ffi = _native.ffi
-        data = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
-        topic_b, key_b = topic.encode(), key.encode()
         trace = ffi.NULL
         keep: list[Any] = []
         if _otel.AVAILABLE:
             carrier = _otel.inject()
             if carrier:
                 trace = ffi.new("prosody_trace_context *")
+                trace.size = ffi.sizeof("prosody_trace_context")
                 for field in ("traceparent", "tracestate", "baggage"):
                     value = carrier.get(field)
                     if value:
-                        c_value = ffi.new("char[]", value.encode())
+                        raw = value.encode()
+                        c_value = ffi.new("char[]", raw)
                         keep.append(c_value)
                         setattr(trace, field, c_value)
+                        setattr(trace, field + "_len", len(raw))
         handle = self._handle
         return _start(
             lambda lib, ud, err: lib.prosody_client_send(
-                handle, topic_b, key_b, data, len(data), trace, lib._prosody_on_done, ud, err
-            )
+                handle, topic_b, len(topic_b), key_b, len(key_b), data, len(data), trace,
+                lib._prosody_on_done, ud, err
+            ),
+            bad_argument=ValueError,
         )
 
     # ---- consuming ----
 
     def subscribe(self, handler: EventHandler[Any]) -> asyncio.Future[None]:
         """Starts consuming with ``handler``; its calls run on the current event loop."""
+        self._check_fork()
         if not isinstance(handler, EventHandler):
             raise TypeError("handler must be a subclass of EventHandler")
+        for name in ("on_message", "on_timer"):
+            if not _is_async(getattr(handler, name, None)):
+                raise TypeError(
+                    f"subscribe: {type(handler).__name__}.{name} must be a coroutine function: "
+                    f"define it with `async def {name}(self, context, ...)`"
+                )
         try:
             self._check()
         except RuntimeError as e:
             return _failed_future(e)
+        if self._dispatcher is not None and self._dispatcher.orphaned():
+            # The loop that subscribed has closed, and the consumer was stopped for it.
+            self._dispatcher = None
         if self._dispatcher is not None or self._subscribing:
-            return _failed_future(RuntimeError("the consumer is already subscribed"))
+            return _failed_future(RuntimeError("the client is already subscribed: unsubscribe first"))
         loop = asyncio.get_running_loop()
         wrapped = ProsodyHandler(
             handler,
@@ -163,6 +203,7 @@ class ProsodyClient:
         dispatcher = Dispatcher(self._handle, loop, wrapped, self._fd)
         ffi = _native.ffi
         config = ffi.new("prosody_handler_config *")  # notify NULL: we watch the event fd
+        config.size = ffi.sizeof("prosody_handler_config")
         handle = self._handle
         self._subscribing = True
         dispatcher.start()
@@ -176,16 +217,26 @@ class ProsodyClient:
                 dispatcher.stop()
             else:
                 self._dispatcher = dispatcher
+                watch_loop(dispatcher)
 
         fut.add_done_callback(subscribed)
         return fut
 
     def unsubscribe(self) -> asyncio.Future[None]:
-        """Stops consuming gracefully: in-flight handlers finish, offsets are committed."""
+        """Stops consuming gracefully: in-flight handlers finish, offsets are committed.
+
+        Handlers still running when the shutdown budget has run out are cancelled.
+        """
+        self._check_fork()
         try:
             self._check()
         except RuntimeError as e:
             return _failed_future(e)
+        dispatcher = self._dispatcher
+        if dispatcher is not None and dispatcher.orphaned():
+            # The loop that subscribed closed; the consumer is being stopped for it already.
+            self._dispatcher = None
+            return asyncio.wrap_future(dispatcher.orphan_unsubscribed())
         handle = self._handle
         fut = _start(
             lambda lib, ud, err: lib.prosody_client_unsubscribe(handle, lib._prosody_on_done, ud, err)
@@ -195,6 +246,7 @@ class ProsodyClient:
             # The reader stays until the core has the last completion and cancellation notice.
             if self._dispatcher is not None and not f.cancelled() and f.exception() is None:
                 self._dispatcher.stop()
+                self._dispatcher.abort()  # handlers that outlived the shutdown budget
                 self._dispatcher = None
 
         fut.add_done_callback(unsubscribed)
@@ -202,6 +254,7 @@ class ProsodyClient:
 
     def consumer_state(self) -> asyncio.Future[ConsumerState]:
         """'unconfigured', 'configured' or 'running'."""
+        self._check_fork()
         try:
             return _done_future(self._consumer_state())
         except RuntimeError as e:
@@ -220,6 +273,7 @@ class ProsodyClient:
 
     def assigned_partition_count(self) -> asyncio.Future[int]:
         """How many partitions the consumer owns (0 unless subscribed)."""
+        self._check_fork()
         try:
             lib = self._check()
             ffi = _native.ffi
@@ -233,6 +287,7 @@ class ProsodyClient:
 
     def is_stalled(self) -> asyncio.Future[bool]:
         """True when a partition made no progress for ``stall_threshold``."""
+        self._check_fork()
         try:
             lib = self._check()
             ffi = _native.ffi
@@ -259,11 +314,20 @@ class ProsodyClient:
             lib.prosody_free(out[0])
 
     def __repr__(self) -> str:
-        try:
-            state: str = self._consumer_state()
-        except RuntimeError as e:
-            state = f"unavailable: {e}"
-        return f"ProsodyClient(consumer_state={state!r})"
+        shown = getattr(self, "_shown", {})
+        if not getattr(self, "_handle", 0):
+            state = "closed"
+        elif os.getpid() != self._pid:
+            state = "unusable after fork"
+        else:
+            try:
+                state = self._consumer_state()
+            except RuntimeError as e:
+                state = f"unavailable: {e}"
+        # Identifying options only (as given; None when left to the
+        # environment or the default): never credentials.
+        fields = ", ".join(f"{name}={shown.get(name)!r}" for name in ("mode", "group_id", "subscribed_topics", "bootstrap_servers"))
+        return f"ProsodyClient({fields}, consumer_state={state!r})"
 
     __str__ = __repr__
 
@@ -296,10 +360,10 @@ class AdminClient:
         """``mock=True`` (or PROSODY_MOCK) manages the in-memory cluster of mock mode."""
         self._handle = 0
         self._pid = os.getpid()
+        ffi, lib = _native.load()
         doc = client_config_json(
             {"bootstrap_servers": bootstrap_servers, "mock": mock}, owner="AdminClient"
         )
-        ffi, lib = _native.load()
         out, err = ffi.new("uint64_t *"), ffi.new("char **")
         status = lib.prosody_admin_new(doc.encode(), out, err)
         if status != _native.OK:
@@ -323,6 +387,9 @@ class AdminClient:
         retention: timedelta | float | None = None,
     ) -> asyncio.Future[None]:
         """Creates a topic (an existing one is not an error); unset values use PROSODY_TOPIC_* or the broker."""
+        if os.getpid() != self._pid:
+            raise _after_fork(type(self).__name__)
+        _text("create_topic", "name", name)
         try:
             self._check()
         except RuntimeError as e:
@@ -344,14 +411,19 @@ class AdminClient:
 
     def delete_topic(self, name: str) -> asyncio.Future[None]:
         """Deletes a topic."""
+        if os.getpid() != self._pid:
+            raise _after_fork(type(self).__name__)
+        name_b = _text("delete_topic", "name", name)
         try:
             self._check()
         except RuntimeError as e:
             return _failed_future(e)
-        name_b = name.encode()
         handle = self._handle
         return _start(
-            lambda lib, ud, err: lib.prosody_admin_delete_topic(handle, name_b, lib._prosody_on_done, ud, err)
+            lambda lib, ud, err: lib.prosody_admin_delete_topic(
+                handle, name_b, len(name_b), lib._prosody_on_done, ud, err
+            ),
+            bad_argument=ValueError,
         )
 
     def __del__(self) -> None:
