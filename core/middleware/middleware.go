@@ -53,7 +53,8 @@ type Releaser interface {
 }
 
 // Stateful is a layer that keeps state per run in Run.Slot. A stack gives
-// only these layers a slot.
+// only these layers a slot. A run's slots are not cleared between runs:
+// the layer's Before sets what its After reads.
 type Stateful interface {
 	UsesSlot()
 }

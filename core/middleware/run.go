@@ -127,16 +127,19 @@ type Run struct {
 	slots    [MaxSlots]Slot
 }
 
-// reset readies r for a run. Field by field, and only the slots the stack
-// uses: a run is reset once per event, and its memory is on the heap, where
-// a whole-struct assignment is a bulk copy with a write barrier for every
-// pointer word while the collector runs.
+// reset readies r for a run. A run is reset once per event and lives on
+// the heap, where every pointer written is a write barrier while the
+// collector runs, so it writes only what the previous run left otherwise:
+// a finished run has no prepared attempt and no pending release, the
+// resumed step is written before it is read, and each stateful layer's
+// Before sets its slot before its After can read it.
 func (r *Run) reset(s *Stack, ctx *invocation.Context, ev event.Event, out event.Done, front, blocking bool) {
-	r.s, r.ctx, r.call, r.ev, r.out = s, ctx, ctx, ev, out
+	r.s, r.ctx, r.call, r.ev = s, ctx, ctx, ev
+	if out != nil || r.out != nil {
+		r.out = out
+	}
 	r.demand, r.front, r.blocking, r.pos = Normal, front, blocking, 0
 	// pend is 0: the second of the two sides of a wait resets it.
-	r.resumed, r.releases, r.prep = Step{}, 0, nil
-	clear(r.slots[:s.slots])
 }
 
 // Invoke runs ev through the stack in the invocation ctx on the calling
