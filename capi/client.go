@@ -466,21 +466,22 @@ func traceFields(fn string, t *C.prosody_trace_context) (tracing.Fields, error) 
 			"%s: trace->size is %d: set it to sizeof(prosody_trace_context)", fn, uint64(t.size))
 	}
 	var f tracing.Fields
-	for _, field := range []struct {
-		out *string
-		p   *C.char
-		n   C.size_t
-		end uintptr
-	}{
-		{&f.TraceParent, t.traceparent, t.traceparent_len, unsafe.Offsetof(t.traceparent_len) + unsafe.Sizeof(t.traceparent_len)},
-		{&f.TraceState, t.tracestate, t.tracestate_len, unsafe.Offsetof(t.tracestate_len) + unsafe.Sizeof(t.tracestate_len)},
-		{&f.Baggage, t.baggage, t.baggage_len, unsafe.Offsetof(t.baggage_len) + unsafe.Sizeof(t.baggage_len)},
-	} {
-		if !hasField(t.size, field.end) || field.p == nil {
-			continue
+	// A field is read only once the host's size says it is there: a host
+	// built against an older header has no memory behind the rest.
+	read := func(out *string, end uintptr, p func() (*C.char, C.size_t)) {
+		if !hasField(t.size, end) {
+			return
 		}
-		*field.out = string(unsafe.Slice((*byte)(unsafe.Pointer(field.p)), field.n))
+		if s, n := p(); s != nil {
+			*out = string(unsafe.Slice((*byte)(unsafe.Pointer(s)), n))
+		}
 	}
+	read(&f.TraceParent, unsafe.Offsetof(t.traceparent_len)+unsafe.Sizeof(t.traceparent_len),
+		func() (*C.char, C.size_t) { return t.traceparent, t.traceparent_len })
+	read(&f.TraceState, unsafe.Offsetof(t.tracestate_len)+unsafe.Sizeof(t.tracestate_len),
+		func() (*C.char, C.size_t) { return t.tracestate, t.tracestate_len })
+	read(&f.Baggage, unsafe.Offsetof(t.baggage_len)+unsafe.Sizeof(t.baggage_len),
+		func() (*C.char, C.size_t) { return t.baggage, t.baggage_len })
 	return f, nil
 }
 

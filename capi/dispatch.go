@@ -158,6 +158,24 @@ func (d *dispatcher) poll(out eventArray) int {
 		it := d.queue[d.head]
 		d.queue[d.head] = readyItem{}
 		d.head++
+		if it.notice == 0 {
+			switch it.ev.state.Load() {
+			case stateDone:
+				// Completed by a host that guessed the handle before
+				// seeing it: the bytes are gone, and so is the event.
+				continue
+			case stateExpired:
+				// Expired before the host saw it: its outcome is given
+				// already, and the host must not start a handler for a
+				// failed attempt. Nobody will complete it: it ends here
+				// (unless a guessed completion took it meanwhile), and
+				// its EXPIRED notice, behind it, is dropped as done.
+				if ev, err := events.take(it.ev.id); err == nil {
+					ev.finish(nil)
+				}
+				continue
+			}
+		}
 		if it.notice != 0 {
 			if it.ev.state.Load() == stateDone {
 				continue // the host already completed it

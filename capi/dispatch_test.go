@@ -561,3 +561,51 @@ func TestExpiredEventIsNotWaitedFor(t *testing.T) {
 		testPoll(d)
 	}
 }
+
+// An event that expires before the host has polled it is never handed to
+// the host (its attempt has failed already, and its retry may be running):
+// the poll drops it and its EXPIRED notice, and it leaves the table.
+func TestExpiredBeforePollIsNotDelivered(t *testing.T) {
+	d := testDispatcher(t)
+	parent, timeout := context.WithCancelCause(context.Background())
+	ev := testEvent(d, event.NewContext(parent, "k"))
+	outcome := make(doneChan, 2)
+	d.start(ev, outcome)
+	timeout(event.ErrTimeout)
+	select {
+	case err := <-outcome:
+		if err != errExpired {
+			t.Fatalf("outcome %v, want errExpired", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the queued event never expired")
+	}
+	if seen := testPoll(d); len(seen) != 0 {
+		t.Fatalf("polled %+v, want nothing: the event expired before the host saw it", seen)
+	}
+	if _, err := events.get(ev.id); err == nil {
+		t.Fatal("the expired, undelivered event is still in the handle table")
+	}
+	if d.inFlight.Load() != 0 {
+		t.Fatalf("%d events still counted in flight", d.inFlight.Load())
+	}
+}
+
+// A host that completes a handle before polling it (handles are numbered
+// in sequence, so it can guess one) does not get the event afterwards:
+// its bytes were freed with its completion.
+func TestCompletedBeforePollIsNotDelivered(t *testing.T) {
+	d := testDispatcher(t)
+	ev := testEvent(d, event.NewContext(context.Background(), "k"))
+	outcome := make(doneChan, 2)
+	d.start(ev, outcome)
+	if err := testComplete(ev.id); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-outcome; err != nil {
+		t.Fatalf("outcome %v", err)
+	}
+	if seen := testPoll(d); len(seen) != 0 {
+		t.Fatalf("polled %+v after the event was completed", seen)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/prosody-events/prosody-go/core/fetch"
 	"github.com/prosody-events/prosody-go/core/internal/invocation"
 	"github.com/prosody-events/prosody-go/core/middleware"
+	"github.com/prosody-events/prosody-go/core/timerstore"
 )
 
 // eventually polls cond every millisecond for up to 5 s.
@@ -434,5 +435,58 @@ func (c *fakeClock) fireAll() {
 		if f != nil {
 			go f()
 		}
+	}
+}
+
+// A timer that comes up in a driver's series of inline runs does not wait
+// for the permit the driver leased for the messages before it: with one
+// permit in all, it would wait forever.
+func TestTimerDoesNotWaitForTheDriversLease(t *testing.T) {
+	limiter := middleware.NewLimiter(1)
+	timerRan := make(chan struct{})
+	var p *partition
+	handler := event.HandlerFuncs{
+		Message: func(ctx *event.Context, m *event.Message) error {
+			if m.Offset == 0 {
+				return ctx.Schedule(time.Now().Add(-time.Second)) // due at once
+			}
+			// The timer fires meanwhile and queues behind this message.
+			for {
+				p.mu.Lock()
+				queued := p.keys.Waiting()
+				p.mu.Unlock()
+				if queued == 1 {
+					return nil
+				}
+				time.Sleep(time.Millisecond)
+			}
+		},
+		Timer: func(*event.Context, *event.Timer) error { close(timerRan); return nil },
+	}
+	stack := middleware.NewStack(middleware.Handler(handler, limiter), middleware.Cancellation{}, limiter)
+	c, pp := newStackPartition(64, stack)
+	p = pp
+	c.opts.Limiter = limiter
+	c.opts.Timers = timerstore.NewMemory()
+	c.opts.SlabSize = time.Hour
+	c.slowRun = time.Hour
+	c.rescue.off.Store(true) // one driver: the rescuer must not hide the wait
+	defer closeTestConsumer(c)
+	p.timersReady = false
+	released := make(chan struct{})
+	p.openTimers(released)
+	records, in := testIntake(p)
+	records <- testRecord(0, "k")
+	records <- testRecord(1, "k")
+	select {
+	case <-timerRan:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the timer never ran; permits in use %d of 1", limiter.InUse())
+	}
+	endClaim(p, records, in)
+	close(released)
+	p.stopTimers()
+	if limiter.InUse() != 0 {
+		t.Fatalf("%d permits taken after the claim ended", limiter.InUse())
 	}
 }

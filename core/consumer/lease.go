@@ -40,9 +40,10 @@ func (l *permitLease) settle(ctx *invocation.Context) {
 	}
 }
 
-// end gives the permit back once the series of events is over.
+// end gives the permit back once the series of events is over, or before
+// an event that must not run on it. A nil lease has nothing to give back.
 func (l *permitLease) end() {
-	if l.held {
+	if l != nil && l.held {
 		l.limiter.EndLease()
 		l.held = false
 	}

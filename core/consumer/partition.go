@@ -275,9 +275,15 @@ func (p *partition) run(it item, r *middleware.Run) {
 func (p *partition) runOne(it item, env *invocation.Env, lease *permitLease, r *middleware.Run) (finished, async bool) {
 	switch it.ev.(type) {
 	case *event.Timer:
+		// Timers and undecodable records take no leased permit, and the
+		// driver holds none while they run: their stack takes a permit of
+		// its own, and their store writes or dead-letter writes may retry
+		// for as long as the store or the broker refuses them.
+		lease.end()
 		p.runTimer(it, env, r)
 		return false, false
 	case *middleware.Undecodable:
+		lease.end()
 		return p.complete(it, p.invoke(p.c.opts.Stacks.Undecodable, it, env, nil, r)), false
 	}
 	if p.startsAsync(it) {

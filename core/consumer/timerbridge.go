@@ -23,8 +23,9 @@ import (
 
 // runTimer handles a timer item on the calling goroutine, whose run is r.
 // A timer unscheduled while it waited for its key is skipped. It takes no
-// leased permit: a kept permit would stay held through the store writes of
-// Commit, which retry while the store is down.
+// leased permit (runOne ends the driver's lease first): a kept permit would
+// stay held through the store writes of Commit, which retry while the
+// store is down.
 func (p *partition) runTimer(it item, env *invocation.Env, r *middleware.Run) {
 	t := it.ev.(*event.Timer)
 	id := timerID(it, t)
@@ -35,9 +36,9 @@ func (p *partition) runTimer(it item, env *invocation.Env, r *middleware.Run) {
 		// Deferred messages and timers, written by a version that defers
 		// (the deferral layers come with their own issue): no layer here
 		// owns them, and no handler may see them. They stay stored.
-		p.log.Warn("a stored timer of a type this version does not handle is left in the store",
+		p.log.Warn("a stored timer of a type this version does not handle is left in the store; it fires again with the partition's next owner",
 			slog.String("key", t.Key), slog.Time("time", t.Time), slog.Int("type", int(it.timer)))
-		p.timers.Abort(id)
+		p.timers.Forget(id)
 		return
 	}
 	if p.complete(it, p.invoke(p.c.opts.Stacks.Events, it, env, nil, r)) {

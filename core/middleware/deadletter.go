@@ -96,12 +96,19 @@ func (d *DeadLetter) write(r *Run, cause error) {
 	}
 	attrs = append(attrs, slog.String("failure_topic", d.topic), slog.String("error", cause.Error()))
 	if err != nil {
-		if !fault.IsTerminal(err) {
-			// Committing without the dead letter would lose the message,
-			// so whatever the producer says, the stack runs again.
+		msg := "writing the dead letter failed; the message is retried"
+		switch fault.ClassOf(err) {
+		case fault.ClassPermanent:
+			// The failure topic refuses this very record (too large for
+			// it, say). Committing without it would lose the message, so
+			// it is retried until the topic takes it, and its partition
+			// stalls meanwhile (stall detection reports it).
+			msg = "writing the dead letter failed: the failure topic refuses the record; it is retried until the topic takes it, and its partition waits"
 			err = fault.Transient(err)
+		case fault.ClassTransient:
+		default: // terminal: the partition or the client is going away
 		}
-		d.log.LogAttrs(context.Background(), slog.LevelError, "writing the dead letter failed; the message is retried",
+		d.log.LogAttrs(context.Background(), slog.LevelError, msg,
 			append(attrs, slog.String("write_error", err.Error()))...)
 		r.Resume(Result(fmt.Errorf("prosody: writing to the failure topic %q failed: %w", d.topic, err)))
 		return

@@ -130,16 +130,22 @@ type Run struct {
 // reset readies r for a run. A run is reset once per event and lives on
 // the heap, where every pointer written is a write barrier while the
 // collector runs, so it writes only what the previous run left otherwise:
-// a finished run has no prepared attempt and no pending release, the
-// resumed step is written before it is read, and each stateful layer's
-// Before sets its slot before its After can read it.
+// the resumed step is written before it is read, and each stateful
+// layer's Before sets its slot before its After can read it.
 func (r *Run) reset(s *Stack, ctx *invocation.Context, ev event.Event, out event.Done, front, blocking bool) {
 	r.s, r.ctx, r.call, r.ev = s, ctx, ctx, ev
 	if out != nil || r.out != nil {
 		r.out = out
 	}
 	r.demand, r.front, r.blocking, r.pos = Normal, front, blocking, 0
-	// pend is 0: the second of the two sides of a wait resets it.
+	// pend is 0: the second of the two sides of a wait resets it. What a
+	// run left behind only if a layer panicked: releases it never made
+	// (not made now either: a permit lost is better than one released
+	// twice) and a prepared attempt.
+	r.releases = 0
+	if r.prep != nil {
+		r.discardPrepared()
+	}
 }
 
 // Invoke runs ev through the stack in the invocation ctx on the calling

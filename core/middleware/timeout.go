@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prosody-events/prosody-go/core/fault"
 	"github.com/prosody-events/prosody-go/core/internal/invocation"
 	"github.com/prosody-events/prosody-go/core/watchdog"
 )
@@ -117,8 +118,8 @@ func (t *Timeouts) Before(r *Run) Step {
 	return Continue
 }
 
-// After implements Layer: the attempt ends, and a failure of an attempt
-// that timed out is reported as the timeout (transient, and the log says
+// After implements Layer: the attempt ends, and a transient failure of an
+// attempt that timed out is reported as the timeout (the log then says
 // why), with the handler's own error in its chain.
 func (t *Timeouts) After(r *Run, err error) Step {
 	if t.limit <= 0 {
@@ -133,9 +134,11 @@ func (t *Timeouts) After(r *Run, err error) Step {
 	s.ctx.Store(nil)
 	timedOut := attempt.Cause() == invocation.ErrTimeout
 	attempt.Invalidate()
-	if err != nil && timedOut && r.ctx.Err() == nil {
+	if err != nil && timedOut && r.ctx.Err() == nil && fault.ClassOf(err) == fault.ClassTransient {
 		return Result(timeoutError{err})
 	}
+	// Otherwise the attempt's own result: a permanent or terminal verdict
+	// (a host's abort) keeps its class after a timeout.
 	return Result(err)
 }
 

@@ -127,3 +127,28 @@ func runTimedOut(t *testing.T, s *Stack, i int) {
 		t.Fatalf("attempt %d: err = %v, want a timeout", i, err)
 	}
 }
+
+// A permanent or terminal verdict returned after the timeout keeps its
+// class (spec §4.11: the attempt's real result): a host that aborts a
+// timed-out event must not see it committed or retried.
+func TestTimeoutKeepsAPermanentOrTerminalVerdict(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mark func(error) error
+		want fault.Class
+	}{{"permanent", fault.Permanent, fault.ClassPermanent}, {"terminal", fault.Terminal, fault.ClassTerminal}} {
+		t.Run(tc.name, func(t *testing.T) {
+			timeouts := NewTimeouts(20 * time.Millisecond)
+			defer timeouts.Stop()
+			s := NewStack(Func(func(ctx *event.Context, _ event.Event) error {
+				<-ctx.Done()
+				return tc.mark(errors.New("the handler's own verdict"))
+			}), timeouts)
+			ctx, cancel := newInv()
+			defer cancel(nil)
+			if err := invoke(s, ctx, &event.Message{}); fault.ClassOf(err) != tc.want {
+				t.Fatalf("class %v (%v), want %v", fault.ClassOf(err), err, tc.want)
+			}
+		})
+	}
+}

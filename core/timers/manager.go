@@ -231,7 +231,14 @@ func (m *Manager) Commit(id ID) {
 // Abort records that a fired timer was not finished (the partition is going
 // away, or a terminal failure): it is forgotten in memory but stays in the
 // store, so the partition's next owner fires it.
-func (m *Manager) Abort(id ID) {
+func (m *Manager) Abort(id ID) { m.drop(id, true) }
+
+// Forget is Abort for a timer the partition has no handler for (a type
+// this version does not handle): it stays in the store, without the
+// error Abort logs, since the caller says why.
+func (m *Manager) Forget(id ID) { m.drop(id, false) }
+
+func (m *Manager) drop(id ID, logAbort bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.releaseLocked()
@@ -243,7 +250,7 @@ func (m *Manager) Abort(id ID) {
 		m.requeueLocked(id, e)
 		return
 	}
-	if !m.stopped {
+	if logAbort && !m.stopped {
 		m.log.Error("timer aborted while its partition is live; it fires again after the next rebalance",
 			slog.String("key", id.Key), slog.Time("time", id.Time.Std()))
 	}

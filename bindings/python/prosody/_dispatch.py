@@ -109,6 +109,9 @@ class Dispatcher:
             Context, _INITIAL_SLOTS, self,
         )
         self._inflight: dict[int, Context] = {}  # events whose handlers are waiting
+        # Expired events whose cancelled tasks have not finished: the library
+        # keeps their bytes until they are completed (the outcome is ignored).
+        self._expired: set[int] = set()
         self._ok = array("Q")  # events done OK, not yet completed
         self._failed: list[tuple[int, int, bytes | None]] = []
         self._flush_pending = False
@@ -176,9 +179,10 @@ class Dispatcher:
         # Aborted, not failed: no retry, no commit; the partitions' next
         # owner handles these events again.
         text = b"the event loop that subscribed was closed"
-        for event in list(self._inflight):
+        for event in [*self._inflight, *self._expired]:
             lib.prosody_event_complete(event, _OUTCOME_ABORT, text, ffi.NULL)
         self._inflight.clear()
+        self._expired.clear()
         buf = ffi.new("prosody_event[]", POLL_CAPACITY)
         count = ffi.new("size_t *")
         size = ffi.sizeof("prosody_event")
@@ -252,6 +256,7 @@ class Dispatcher:
                 # Its outcome, when it comes, is ignored.
                 ctx = inflight.pop(event, None)
                 if ctx is not None:
+                    self._expired.add(event)
                     ctx._cancel()
                     if ctx._task is not None:
                         ctx._task.cancel("prosody: the handler ran past its timeout")
@@ -285,6 +290,7 @@ class Dispatcher:
         """An event's handler is done: buffer its completion."""
         if waited:
             self._inflight.pop(event, None)
+            self._expired.discard(event)
         if outcome == OUTCOME_OK:
             self._ok.append(event)
         else:

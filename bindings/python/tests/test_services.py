@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from prosody import AdminClient, Context, Message
+from prosody import AdminClient, Context, Message, ProsodyClient
 
 from conftest import KAFKA, Recorder, eventually, kafka_client, stop, unique
 
@@ -125,6 +125,13 @@ def _hwms(topic: str) -> dict[int, int]:
     return _offsets(unique("hwm"), topic, committed=False)
 
 
+def _low_latency(group: str, topic: str, failures: str, max_retries: int) -> ProsodyClient:
+    """A low-latency consumer of topic writing to failures, with quick retries."""
+    return kafka_client(group_id=group, subscribed_topics=topic, mode="low-latency", failure_topic=failures,
+                        max_retries=max_retries, retry_base=timedelta(milliseconds=5),
+                        max_retry_delay=timedelta(milliseconds=50))
+
+
 async def test_low_latency_dead_letters_on_real_kafka(kafka_topic: str) -> None:
     """A handler that always fails for some keys: each of their messages is on
     the failure topic once, with its key, payload and source-* headers; the
@@ -140,9 +147,7 @@ async def test_low_latency_dead_letters_on_real_kafka(kafka_topic: str) -> None:
             raise RuntimeError(f"bad key {m.key}")
         handled.append(m.key)
 
-    consumer = kafka_client(group_id=group, subscribed_topics=kafka_topic, mode="low-latency",
-                            failure_topic=failures, max_retries=1, retry_base=timedelta(milliseconds=5),
-                            max_retry_delay=timedelta(milliseconds=50))
+    consumer = _low_latency(group, kafka_topic, failures, max_retries=1)
     producer = kafka_client(source_system=unique("src"))
     try:
         await asyncio.wait_for(consumer.subscribe(Recorder(on_message=on_message)), 60)
@@ -219,9 +224,7 @@ async def test_dead_letter_not_committed_before_it_is_written(kafka_topic: str) 
     admin = AdminClient(bootstrap_servers=KAFKA)
     source = unique("py-one")
     await asyncio.wait_for(admin.create_topic(source, partition_count=1, replication_factor=1), 30)
-    consumer = kafka_client(group_id=group, subscribed_topics=source, mode="low-latency",
-                            failure_topic=failures, max_retries=0, retry_base=timedelta(milliseconds=5),
-                            max_retry_delay=timedelta(milliseconds=50))
+    consumer = _low_latency(group, source, failures, max_retries=0)
     producer = kafka_client(source_system=unique("src"))
     try:
         await asyncio.wait_for(consumer.subscribe(Recorder(on_message=on_message)), 60)
