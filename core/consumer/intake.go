@@ -122,8 +122,11 @@ func (p *partition) startIntake(in *intake) {
 // closing is the revocation signal.
 func (p *partition) drive(gen uint64) {
 	in := p.in
+	// The driver's way through the middleware stack, reused by every event
+	// it runs inline.
+	way := new(middleware.Run)
 	for {
-		if !p.runReady(gen) {
+		if !p.runReady(gen, way) {
 			return
 		}
 		if in.admitQueued(p) {
@@ -147,11 +150,11 @@ func (p *partition) drive(gen uint64) {
 	}
 }
 
-// runReady starts the ready runs on the calling goroutine, one after
-// another, each going on with its key's next event, until none is left.
-// It returns false once the goroutine no longer drives the intake: the
-// rescuer handed it on while a run was under way.
-func (p *partition) runReady(gen uint64) bool {
+// runReady starts the ready runs on the calling goroutine, whose run is
+// way, one after another, each going on with its key's next event, until
+// none is left. It returns false once the goroutine no longer drives the
+// intake: the rescuer handed it on while a run was under way.
+func (p *partition) runReady(gen uint64, way *middleware.Run) bool {
 	p.mu.Lock()
 	if p.driver != gen {
 		p.mu.Unlock()
@@ -166,9 +169,6 @@ func (p *partition) runReady(gen uint64) bool {
 	it := t.it
 	lease := permitLease{limiter: p.c.opts.Limiter}
 	defer lease.end()
-	// The driver's way through the middleware stack, reused by every
-	// event of the series.
-	way := new(middleware.Run)
 	// Runs are timed a group of up to timedRuns at a time: reading the
 	// clock around each one cost more than a quick run itself.
 	since, timed := monotonic(), 0

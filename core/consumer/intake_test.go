@@ -210,7 +210,7 @@ func testRunsNumberedAcrossCalls(t *testing.T) {
 	defer closeTestConsumer(c)
 	for i := 0; i < 3; i++ {
 		p.admit([]fetch.Record{testRecord(int64(i), fmt.Sprintf("k-%d", i))})
-		p.runReady(0)
+		p.runReady(0, new(middleware.Run))
 	}
 	if len(seen) != 3 || seen[0] == seen[1] || seen[1] == seen[2] {
 		t.Fatalf("announcements %x: want three different ones", seen)
@@ -237,7 +237,7 @@ func testKeyChainOffloads(t *testing.T) {
 		rs = append(rs, testRecord(int64(i), "hot"))
 	}
 	p.admit(rs)
-	p.runReady(0)
+	p.runReady(0, new(middleware.Run))
 	eventually(t, "every record is handled", func() bool { return handled.Load() == 10 })
 	c.exec.mu.Lock()
 	pushed := c.exec.pushed

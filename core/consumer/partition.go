@@ -18,17 +18,17 @@ import (
 	"github.com/prosody-events/prosody-go/core/offsets"
 	"github.com/prosody-events/prosody-go/core/payload"
 	"github.com/prosody-events/prosody-go/core/timers"
-	"github.com/prosody-events/prosody-go/core/timerstore"
 )
 
 // item is one event in a key's queue: a message, an undecodable record
-// (middleware.Undecodable) or a timer. Records carry their offset; timers
-// (which have none) carry offsets.None, and their type in the store.
+// (middleware.Undecodable) or a timer (a *timerItem, which keeps the
+// timer's type). Records carry their offset; timers (which have none)
+// carry offsets.None. Items are copied through the key queues and run
+// queues for every event: they are kept to four words.
 type item struct {
 	ev     event.Event
 	offset int64
 	hash   uint64 // of the event's key, in the partition's key queue
-	timer  timerstore.Type
 }
 
 // partition is the state of one assigned partition: which offsets are
@@ -274,7 +274,7 @@ func (p *partition) run(it item, r *middleware.Run) {
 // (afterAsync).
 func (p *partition) runOne(it item, env *invocation.Env, lease *permitLease, r *middleware.Run) (finished, async bool) {
 	switch it.ev.(type) {
-	case *event.Timer:
+	case *timerItem:
 		// Timers and undecodable records take no leased permit, and the
 		// driver holds none while they run: their stack takes a permit of
 		// its own, and their store writes or dead-letter writes may retry
@@ -284,13 +284,13 @@ func (p *partition) runOne(it item, env *invocation.Env, lease *permitLease, r *
 		return false, false
 	case *middleware.Undecodable:
 		lease.end()
-		return p.complete(it, p.invoke(p.c.opts.Stacks.Undecodable, it, env, nil, r)), false
+		return p.complete(it, p.invoke(p.c.opts.Stacks.Undecodable, it.ev, env, nil, r)), false
 	}
 	if p.startsAsync(it) {
 		p.startAsync(it, false)
 		return false, true
 	}
-	return p.complete(it, p.invoke(p.c.opts.Stacks.Events, it, env, lease, r)), false
+	return p.complete(it, p.invoke(p.c.opts.Stacks.Events, it.ev, env, lease, r)), false
 }
 
 // advance records the end of it (finishing its offset if finished) and
@@ -369,12 +369,12 @@ func (p *partition) afterAsync(it item, err error) {
 	}
 }
 
-// invoke runs it through stack on the calling goroutine, whose run is r.
+// invoke runs ev through stack on the calling goroutine, whose run is r.
 // A driver passes its lease (nil otherwise), which lends the invocation a
 // concurrency permit.
-func (p *partition) invoke(stack *middleware.Stack, it item, env *invocation.Env, lease *permitLease, r *middleware.Run) (err error) {
-	ctx := invocation.NewInvocation(p.scope, it.ev.EventKey())
-	ctx.SetEnv(env, traceOf(it.ev))
+func (p *partition) invoke(stack *middleware.Stack, ev event.Event, env *invocation.Env, lease *permitLease, r *middleware.Run) (err error) {
+	ctx := invocation.NewInvocation(p.scope, ev.EventKey())
+	ctx.SetEnv(env, traceOf(ev))
 	lease.lend(ctx)
 	defer ctx.Invalidate()
 	defer func() {
@@ -387,7 +387,7 @@ func (p *partition) invoke(stack *middleware.Stack, it item, env *invocation.Env
 		}
 		lease.settle(ctx)
 	}()
-	return stack.Invoke(r, ctx, it.ev)
+	return stack.Invoke(r, ctx, ev)
 }
 
 // complete decides what an outcome means for the event's offset: finished

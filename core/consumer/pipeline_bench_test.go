@@ -13,6 +13,7 @@ import (
 	"github.com/prosody-events/prosody-go/core/event"
 	"github.com/prosody-events/prosody-go/core/fetch"
 	"github.com/prosody-events/prosody-go/core/filter"
+	"github.com/prosody-events/prosody-go/core/middleware"
 	"github.com/prosody-events/prosody-go/internal/benchkit"
 )
 
@@ -86,6 +87,7 @@ func BenchmarkPipeline(b *testing.B) {
 			// maxBurst, started inline, waiting for room when the
 			// partition is full.
 			burst := make([]fetch.Record, 0, maxBurst)
+			way := new(middleware.Run)
 			for off := 0; off < share; {
 				burst = burst[:0]
 				for k := off; k < share && len(burst) < maxBurst; k++ {
@@ -97,7 +99,7 @@ func BenchmarkPipeline(b *testing.B) {
 					}
 				}
 				n := p.admit(burst)
-				p.runReady(0)
+				p.runReady(0, way)
 				off += n
 				if n == 0 {
 					<-p.room

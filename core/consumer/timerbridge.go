@@ -27,38 +27,45 @@ import (
 // stay held through the store writes of Commit, which retry while the
 // store is down.
 func (p *partition) runTimer(it item, env *invocation.Env, r *middleware.Run) {
-	t := it.ev.(*event.Timer)
-	id := timerID(it, t)
+	t := it.ev.(*timerItem)
+	id := t.id()
 	if !p.timers.Begin(id) {
 		return
 	}
-	if it.timer != timerstore.Application {
+	if t.typ != timerstore.Application {
 		// Deferred messages and timers, written by a version that defers
 		// (the deferral layers come with their own issue): no layer here
 		// owns them, and no handler may see them. They stay stored.
 		p.log.Warn("a stored timer of a type this version does not handle is left in the store; it fires again with the partition's next owner",
-			slog.String("key", t.Key), slog.Time("time", t.Time), slog.Int("type", int(it.timer)))
+			slog.String("key", t.Key), slog.Time("time", t.Time), slog.Int("type", int(t.typ)))
 		p.timers.Forget(id)
 		return
 	}
-	if p.complete(it, p.invoke(p.c.opts.Stacks.Events, it, env, nil, r)) {
+	if p.complete(it, p.invoke(p.c.opts.Stacks.Events, &t.Timer, env, nil, r)) {
 		p.timers.Commit(id)
 	} else {
 		p.timers.Abort(id)
 	}
 }
 
-// timerID is the identity of a timer item in the partition's timers.
-func timerID(it item, t *event.Timer) timers.ID {
-	return timers.ID{Key: t.Key, Time: timerstore.TimeOf(t.Time), Type: it.timer}
+// timerItem is a due timer in its key's queue: the event its handler gets,
+// and its type in the store, which decides who handles it.
+type timerItem struct {
+	event.Timer
+	typ timerstore.Type
+}
+
+// id is the timer's identity in the partition's timers.
+func (t *timerItem) id() timers.ID {
+	return timers.ID{Key: t.Key, Time: timerstore.TimeOf(t.Time), Type: t.typ}
 }
 
 // fireTimer puts a due timer in its key's queue, behind the key's messages,
 // with its type and the trace context stored with it. The timer manager
 // calls it; it never blocks.
 func (p *partition) fireTimer(t timerstore.Trigger) {
-	ev := &event.Timer{Topic: p.topic, Partition: p.id, Key: t.Key, Time: t.Time.Std(), TraceContext: t.Span}
-	it := item{ev: ev, offset: offsets.None, hash: p.keys.Hash(t.Key), timer: t.Type}
+	ev := &timerItem{Timer: event.Timer{Topic: p.topic, Partition: p.id, Key: t.Key, Time: t.Time.Std(), TraceContext: t.Span}, typ: t.Type}
+	it := item{ev: ev, offset: offsets.None, hash: p.keys.Hash(t.Key)}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.draining {
