@@ -120,6 +120,9 @@ type Run struct {
 	// two (the runner seeing Wait, Resume) came first: the second goes on.
 	pend    atomic.Int32
 	resumed Step
+	// handedOff: the target of a run of Start is running; its outcome
+	// resumes the run without the pend handshake (startTarget).
+	handedOff bool
 	wake    chan struct{} // Invoke's: made at its first wait
 
 	releases uint32         // positions whose layer asked for Release
@@ -176,6 +179,12 @@ func (s *Stack) Start(r *Run, ctx *invocation.Context, ev event.Event, out event
 	if p, ok := s.target.(preparer); ok {
 		p.prepare(r)
 	}
+	if len(s.layers) == 0 {
+		if st := r.startTarget(); st.op != opWait {
+			r.walk(st)
+		}
+		return
+	}
 	r.walk(r.enter())
 }
 
@@ -215,10 +224,13 @@ func (r *Run) advance(st Step) (done bool, err error) {
 		switch st.op {
 		case opContinue:
 			r.pos++
-			if r.pos == len(layers) {
-				st = r.s.target.Start(r)
-			} else {
+			if r.pos < len(layers) {
 				st = layers[r.pos].Before(r)
+			} else if st = r.startTarget(); st.op == opWait && !r.blocking {
+				// Started by Start: the handler's outcome walks on when
+				// it comes, possibly already has (see startTarget). The
+				// run is no longer this goroutine's to touch.
+				return false, nil
 			}
 		case opResult:
 			// From a Before (that layer's After is skipped), the target,
@@ -248,12 +260,36 @@ func (r *Run) advance(st Step) (done bool, err error) {
 	}
 }
 
+// startTarget starts the handler's attempt. In a run of Start, a target
+// that waits hands the run over with no handshake: its outcome (Done)
+// walks on wherever it arrives, even inside the target's Start, and the
+// walk that started it returns at once. A handler's outcome is the one
+// step of a run that comes from another thread every time (a host's), so
+// it is kept to what the old hand-written continuation cost.
+func (r *Run) startTarget() Step {
+	if r.blocking {
+		return r.s.target.Start(r)
+	}
+	r.handedOff = true
+	st := r.s.target.Start(r)
+	if st.op != opWait {
+		// An outcome at once, and so no Resume: the run is still ours.
+		r.handedOff = false
+	}
+	return st
+}
+
 // Resume finishes a step that returned Wait with the step it stands for
 // (Continue or Result after a Before; Result or RetryAfter after an After;
 // Result after the target's Start). It may be called from any goroutine,
 // even before the layer has returned Wait, and exactly once per Wait. In a
 // run of Start it walks on on the calling goroutine.
 func (r *Run) Resume(st Step) {
+	if r.handedOff {
+		r.handedOff = false
+		r.walk(st)
+		return
+	}
 	r.resumed = st
 	if r.pend.Add(1) == 1 {
 		return // the runner has not seen its Wait yet: it goes on

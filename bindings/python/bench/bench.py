@@ -3,7 +3,9 @@
 All three read the same pre-filled topic on the real broker, each with a
 fresh consumer group from the earliest offset, in one run, for several rounds in rotating order (medians compared). Every consumer
 does the same per-message work a handler needs: decode the key and parse the
-JSON payload. Prosody runs a no-op ``async def on_message``.
+JSON payload. Prosody runs a no-op ``async def on_message`` at its default
+configuration (pipeline mode, max_concurrency 32, max_uncommitted 64), or
+tuned with --tuned.
 
     build/python-venv/bin/python bindings/python/bench/bench.py --messages 200000
 
@@ -151,13 +153,16 @@ async def print_progress(handler: NoOp) -> None:
         last = handler.count
 
 
-async def run_prosody(topic: str, messages: int, max_concurrency: int) -> float:
+async def run_prosody(topic: str, messages: int, max_concurrency: int, tuned: bool) -> float:
     handler = NoOp(messages)
+    options: dict[str, object] = {}
+    if tuned:
+        options = {"mode": "best-effort", "max_concurrency": max_concurrency,
+                   "max_uncommitted": MAX_UNCOMMITTED, "idempotence_cache_size": 0}
     client = ProsodyClient(bootstrap_servers=KAFKA, group_id=f"bench-prosody-{uuid.uuid4().hex}",
                            subscribed_topics=topic, probe_port=None, telemetry_enabled=False,
-                           mode="best-effort", max_concurrency=max_concurrency,
-                           max_uncommitted=MAX_UNCOMMITTED, idempotence_cache_size=0,
-                           cassandra_nodes=os.environ.get("PROSODY_TEST_CASSANDRA", "localhost:9042"))
+                           cassandra_nodes=os.environ.get("PROSODY_TEST_CASSANDRA", "localhost:9042"),
+                           **options)
     before = thread_cpu()
     await client.subscribe(handler)
     progress = asyncio.create_task(print_progress(handler)) if VERBOSE else None
@@ -177,8 +182,11 @@ async def main() -> None:
     parser.add_argument("--partitions", type=int, default=8)
     parser.add_argument("--keys", type=int, default=10_000)
     parser.add_argument("--size", type=int, default=200)
-    parser.add_argument("--max-uncommitted", type=int, default=4096)
-    parser.add_argument("--max-concurrency", type=int, default=256)
+    parser.add_argument("--tuned", action="store_true",
+                        help="run Prosody tuned (best-effort mode, --max-concurrency, --max-uncommitted, no id cache) "
+                             "instead of at its default configuration")
+    parser.add_argument("--max-uncommitted", type=int, default=4096, help="with --tuned")
+    parser.add_argument("--max-concurrency", type=int, default=256, help="with --tuned")
     parser.add_argument("--topic", help="read this topic (already filled with at least --messages) instead of a new one")
     parser.add_argument("--keep", action="store_true", help="keep the new topic for later --topic runs")
     parser.add_argument("--rounds", type=int, default=3, help="rounds; each runs every reader once")
@@ -213,10 +221,10 @@ async def main() -> None:
                     from pyinstrument import Profiler
 
                     with Profiler(async_mode="disabled") as profiler:
-                        rate = await run_prosody(topic, args.messages, args.max_concurrency)
+                        rate = await run_prosody(topic, args.messages, args.max_concurrency, args.tuned)
                     profiler.print(show_all=False)
                 else:
-                    rate = await run_prosody(topic, args.messages, args.max_concurrency)
+                    rate = await run_prosody(topic, args.messages, args.max_concurrency, args.tuned)
                 results[name].append(rate)
                 print(f"round {round_no + 1} {name:10s} {rate:>10,.0f} msg/s", flush=True)
         medians = {name: statistics.median(rates) for name, rates in results.items()}
