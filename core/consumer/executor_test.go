@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/IBM/sarama"
 
@@ -189,5 +190,15 @@ func TestHoldLimitFollowsThroughput(t *testing.T) {
 	}
 	if got := r.limit(start.Add(1200*time.Millisecond), 512, 100*time.Millisecond); got < 10000 || got > 40000 {
 		t.Fatalf("fast partition: limit %d, want about 40,000", got)
+	}
+}
+
+// The engine's one allocation per asynchronous message stays below 512
+// bytes: the runtime allocates larger objects with a header, and both that
+// and the collector's scan of them cost markedly more (seen in the C ABI's
+// and Node's throughput when a middleware run grew past it).
+func TestAsyncEventFitsItsSizeClass(t *testing.T) {
+	if n := unsafe.Sizeof(asyncEvent{}); n > 480 {
+		t.Fatalf("asyncEvent is %d bytes, want at most 480", n)
 	}
 }

@@ -81,9 +81,9 @@ type Target interface {
 
 // Step is what a layer or the handler tells the runner to do next.
 type Step struct {
-	op    op
 	err   error
 	delay time.Duration
+	op    op
 }
 
 type op uint8

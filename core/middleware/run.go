@@ -28,8 +28,8 @@ func (d Demand) String() string {
 
 // MaxSlots is how many stateful layers (Stateful) a stack may have: a
 // run's slots are part of it, so that a run costs no allocation of its
-// own.
-const MaxSlots = 6
+// own. Raising it grows every asynchronous message's allocation (see Run).
+const MaxSlots = 4
 
 // Slot is a stateful layer's memory for one run.
 type Slot struct {
@@ -103,31 +103,35 @@ func (s *Stack) CancelWaiting() {
 // its stateful layers. The caller provides it (reused by a goroutine that
 // invokes events one after another, or embedded in the engine's per-event
 // state for events that start asynchronously), so a run allocates nothing.
+//
+// A run of Start is part of the engine's one allocation per message, so
+// its fields are ordered to pack: that allocation stays in a size class
+// below 512 bytes, above which the runtime's allocation and the
+// collector's scan cost markedly more (a test checks it).
 type Run struct {
 	s    *Stack
 	ctx  *invocation.Context // the invocation
 	call *invocation.Context // the context of the attempt under way
 	ev   event.Event
-	out  event.Done // Start's receiver of the final outcome
-
-	demand Demand
-	front  bool // continues a key's run: waits ahead of runs not yet started
-	// blocking: driven by Invoke, whose caller blocks where a step waits.
-	blocking bool
-	pos      int // the layer being run; len(layers) is the target
-
+	out  event.Done     // Start's receiver of the final outcome
+	prep event.Prepared // the target's readied attempt, if any
+	wake chan struct{}  // Invoke's: made at its first wait
 	// A step that waits is finished by Resume; pend counts which of the
 	// two (the runner seeing Wait, Resume) came first: the second goes on.
-	pend    atomic.Int32
 	resumed Step
+	pend    atomic.Int32
+
+	pos      int32  // the layer being run; len(layers) is the target
+	releases uint32 // positions whose layer asked for Release
+	demand   Demand
+	front    bool // continues a key's run: waits ahead of runs not yet started
+	// blocking: driven by Invoke, whose caller blocks where a step waits.
+	blocking bool
 	// handedOff: the target of a run of Start is running; its outcome
 	// resumes the run without the pend handshake (startTarget).
 	handedOff bool
-	wake    chan struct{} // Invoke's: made at its first wait
 
-	releases uint32         // positions whose layer asked for Release
-	prep     event.Prepared // the target's readied attempt, if any
-	slots    [MaxSlots]Slot
+	slots [MaxSlots]Slot
 }
 
 // reset readies r for a run. A run is reset once per event and lives on
@@ -210,7 +214,7 @@ func (r *Run) finish() {
 
 // enter runs the Before of the layer at r.pos, or starts the target.
 func (r *Run) enter() Step {
-	if r.pos == len(r.s.layers) {
+	if int(r.pos) == len(r.s.layers) {
 		return r.s.target.Start(r)
 	}
 	return r.s.layers[r.pos].Before(r)
@@ -224,7 +228,7 @@ func (r *Run) advance(st Step) (done bool, err error) {
 		switch st.op {
 		case opContinue:
 			r.pos++
-			if r.pos < len(layers) {
+			if int(r.pos) < len(layers) {
 				st = layers[r.pos].Before(r)
 			} else if st = r.startTarget(); st.op == opWait && !r.blocking {
 				// Started by Start: the handler's outcome walks on when
