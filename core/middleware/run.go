@@ -46,6 +46,7 @@ type Stack struct {
 	releasers  []Releaser // by position, nil where the layer is not one
 	cancellers []WaitCanceller
 	target     Target
+	preparer   preparer // target, if it readies attempts ahead (found once: an assertion per message costs)
 	clock      Clock
 }
 
@@ -54,6 +55,7 @@ type Stack struct {
 // stacks of stacks.go can cause, and its tests catch.
 func NewStack(target Target, layers ...Layer) *Stack {
 	s := &Stack{layers: layers, target: target, clock: realClock{}}
+	s.preparer, _ = target.(preparer)
 	if len(layers) > 32 {
 		panic("middleware: a stack has at most 32 layers")
 	}
@@ -180,8 +182,8 @@ func (s *Stack) Invoke(r *Run, ctx *invocation.Context, ev event.Event) error {
 // the call has returned.
 func (s *Stack) Start(r *Run, ctx *invocation.Context, ev event.Event, out event.Done, front bool) {
 	r.reset(s, ctx, ev, out, front, false)
-	if p, ok := s.target.(preparer); ok {
-		p.prepare(r)
+	if s.preparer != nil {
+		s.preparer.prepare(r)
 	}
 	if len(s.layers) == 0 {
 		if st := r.startTarget(); st.op != opWait {
