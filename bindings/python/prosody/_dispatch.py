@@ -81,7 +81,7 @@ class Dispatcher:
 
     __slots__ = (
         "loop", "_client", "_handler", "_user", "_fd", "_ffi", "_lib", "_buf", "_count",
-        "_builder", "_inflight", "_ok", "_failed", "_flush_pending",
+        "_builder", "_inflight", "_expired", "_ok", "_failed", "_flush_pending",
         "_shutdown", "_watching", "_aborted", "_orphan", "__weakref__",
     )
 
