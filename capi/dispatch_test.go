@@ -508,22 +508,7 @@ func TestCallsDoNotWaitForASubscribeConnecting(t *testing.T) {
 // exactly one outcome.
 func TestExpiredEventIsNotWaitedFor(t *testing.T) {
 	d := testDispatcher(t)
-	// The attempt's timeout, as the core's watchdog cancels it.
-	parent, timeout := context.WithCancelCause(context.Background())
-	ctx := event.NewContext(parent, "k")
-	ev := testEvent(d, ctx)
-	outcome := make(doneChan, 2)
-	d.start(ev, outcome)
-	testPoll(d)
-	timeout(event.ErrTimeout)
-	select {
-	case err := <-outcome:
-		if err != errExpired {
-			t.Fatalf("outcome %v, want errExpired", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the dispatcher waited for the host past the timeout")
-	}
+	ev, outcome := expireEvent(t, d, true)
 	var seen []polled
 	for deadline := time.Now().Add(5 * time.Second); len(seen) == 0 && time.Now().Before(deadline); {
 		seen = append(seen, testPoll(d)...)
@@ -567,19 +552,7 @@ func TestExpiredEventIsNotWaitedFor(t *testing.T) {
 // the poll drops it and its EXPIRED notice, and it leaves the table.
 func TestExpiredBeforePollIsNotDelivered(t *testing.T) {
 	d := testDispatcher(t)
-	parent, timeout := context.WithCancelCause(context.Background())
-	ev := testEvent(d, event.NewContext(parent, "k"))
-	outcome := make(doneChan, 2)
-	d.start(ev, outcome)
-	timeout(event.ErrTimeout)
-	select {
-	case err := <-outcome:
-		if err != errExpired {
-			t.Fatalf("outcome %v, want errExpired", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the queued event never expired")
-	}
+	ev, _ := expireEvent(t, d, false)
 	if seen := testPoll(d); len(seen) != 0 {
 		t.Fatalf("polled %+v, want nothing: the event expired before the host saw it", seen)
 	}
@@ -608,4 +581,28 @@ func TestCompletedBeforePollIsNotDelivered(t *testing.T) {
 	if seen := testPoll(d); len(seen) != 0 {
 		t.Fatalf("polled %+v after the event was completed", seen)
 	}
+}
+
+// expireEvent starts an event, lets the host poll it when polled is set,
+// times its attempt out as the core's watchdog does, and waits for the
+// dispatcher to give the attempt up (errExpired) without the host.
+func expireEvent(t *testing.T, d *dispatcher, polled bool) (*pendingEvent, doneChan) {
+	t.Helper()
+	parent, timeout := context.WithCancelCause(context.Background())
+	ev := testEvent(d, event.NewContext(parent, "k"))
+	outcome := make(doneChan, 2)
+	d.start(ev, outcome)
+	if polled {
+		testPoll(d)
+	}
+	timeout(event.ErrTimeout)
+	select {
+	case err := <-outcome:
+		if err != errExpired {
+			t.Fatalf("outcome %v, want errExpired", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the dispatcher waited for the host past the timeout")
+	}
+	return ev, outcome
 }
