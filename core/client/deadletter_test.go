@@ -275,6 +275,8 @@ func saramaTestConfig() *sarama.Config {
 	cfg.Producer.Return.Successes = true
 	cfg.Producer.RequiredAcks = sarama.WaitForAll
 	cfg.Producer.Partitioner = sarama.NewRoundRobinPartitioner
+	// The tests' own reads must not create the topics they look at.
+	cfg.Metadata.AllowAutoTopicCreation = false
 	return cfg
 }
 
@@ -410,4 +412,124 @@ func headerMap(hs []*sarama.RecordHeader) map[string][]byte {
 		}
 	}
 	return m
+}
+
+// TestDeadLetterWhileTheFailureTopicIsRecreated: the failure topic is
+// deleted while failing messages arrive (the broker creates it again on
+// the producer's next metadata request, this test broker allowing it):
+// every failed message ends up in the new topic, and at no moment is the
+// source partition's offset committed past a failed message whose dead
+// letter is not in the failure topic. (sarama's own retries usually absorb
+// the gap, so the layer may see no failed write here; the refusal test
+// above is the one where it does.)
+func TestDeadLetterWhileTheFailureTopicIsRecreated(t *testing.T) {
+	addrs := testservices.RequireKafka(t)
+	tg := target{"kafka", false}
+	source := createTopic(t, tg, 1)
+	failures := createTopic(t, tg, 1)
+	adm := clusterAdmin(t, addrs)
+	group := testservices.UniqueName("dlq-recreated")
+	logs := &writeFailures{}
+	cfg := newConfig(t, tg, func(c *config.Config) {
+		c.Mode = config.ModeLowLatency
+		c.GroupID = group
+		c.SubscribedTopics = []string{source}
+		c.FailureTopic = failures
+		c.MaxRetries = 0
+	})
+	c, err := New(cfg, WithLogger(slog.New(logs)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closeClient(t, c) })
+	var handled atomic.Int64
+	if err := c.Subscribe(event.HandlerFuncs{Message: func(_ *event.Context, m *event.Message) error {
+		if strings.HasPrefix(m.Key, "bad") {
+			return errors.New("always fails")
+		}
+		handled.Add(1)
+		return nil
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	// A first dead letter, so that the producer knows the topic's leader.
+	produceRaw(t, tg, source, []rawRecord{{[]byte("bad-first"), []byte(`{"n":0}`)}})
+	waitFor(t, time.Minute, "the first dead letter", func() bool { return len(readTopic(t, tg, failures)) == 1 })
+	if err := adm.DeleteTopic(failures); err != nil {
+		t.Fatal(err)
+	}
+
+	// Watch the invariant while the rest is handled.
+	stop := make(chan struct{})
+	violations := make(chan string, 1)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			// Committed first: a dead letter is written before its
+			// offset is committed, so one read afterwards must show it.
+			done := committed(t, adm, group, source)
+			letters := map[string]bool{}
+			for _, dl := range readTopicIfExists(t, tg, failures) {
+				letters[string(headerMap(dl.Headers)["source-offset"])] = true
+			}
+			for o := int64(1); o < done; o++ {
+				if o%2 == 1 && !letters[strconv.FormatInt(o, 10)] {
+					select {
+					case violations <- fmt.Sprintf("offset %d committed (up to %d) with its dead letter not in the failure topic", o, done):
+					default:
+					}
+				}
+			}
+		}
+	}()
+	// Offsets 1..20: odd ones fail.
+	var records []rawRecord
+	for i := 1; i <= 20; i++ {
+		key := fmt.Sprintf("good-%d", i)
+		if i%2 == 1 {
+			key = fmt.Sprintf("bad-%d", i)
+		}
+		records = append(records, rawRecord{[]byte(key), []byte(fmt.Sprintf(`{"n":%d}`, i))})
+	}
+	produceRaw(t, tg, source, records)
+	waitFor(t, 2*time.Minute, "every message handled or dead-lettered, and committed", func() bool {
+		return handled.Load() == 10 && committed(t, adm, group, source) == 21
+	})
+	close(stop)
+	<-watched
+	select {
+	case v := <-violations:
+		t.Fatal(v)
+	default:
+	}
+	seen := map[string]int{}
+	for _, dl := range readTopic(t, tg, failures) {
+		seen[string(headerMap(dl.Headers)["source-offset"])]++
+	}
+	for o := 1; o <= 20; o += 2 {
+		if seen[strconv.Itoa(o)] == 0 {
+			t.Errorf("offset %d has no dead letter in the recreated failure topic", o)
+		}
+	}
+	t.Logf("dead-letter writes that failed and were retried: %d; dead letters per offset: %v", logs.count(), seen)
+}
+
+// readTopicIfExists is readTopic for a topic that may not exist (yet).
+func readTopicIfExists(t *testing.T, tg target, topic string) []*sarama.ConsumerMessage {
+	t.Helper()
+	client, err := sarama.NewClient(brokerAddrs(t, tg), saramaTestConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	if parts, err := client.Partitions(topic); err != nil || len(parts) == 0 {
+		return nil
+	}
+	return readTopic(t, tg, topic)
 }
