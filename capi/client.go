@@ -465,23 +465,25 @@ func traceFields(fn string, t *C.prosody_trace_context) (tracing.Fields, error) 
 		return tracing.Fields{}, errorf(C.PROSODY_ERR_INVALID_ARGUMENT,
 			"%s: trace->size is %d: set it to sizeof(prosody_trace_context)", fn, uint64(t.size))
 	}
-	var f tracing.Fields
 	// A field is read only once the host's size says it is there: a host
 	// built against an older header has no memory behind the rest.
-	read := func(out *string, end uintptr, p func() (*C.char, C.size_t)) {
-		if !hasField(t.size, end) {
-			return
-		}
-		if s, n := p(); s != nil {
-			*out = string(unsafe.Slice((*byte)(unsafe.Pointer(s)), n))
+	var f tracing.Fields
+	var err error
+	if hasField(t.size, unsafe.Offsetof(t.traceparent_len)+unsafe.Sizeof(t.traceparent_len)) {
+		if f.TraceParent, err = goBytes(fn, "trace->traceparent", unsafe.Pointer(t.traceparent), t.traceparent_len); err != nil {
+			return tracing.Fields{}, err
 		}
 	}
-	read(&f.TraceParent, unsafe.Offsetof(t.traceparent_len)+unsafe.Sizeof(t.traceparent_len),
-		func() (*C.char, C.size_t) { return t.traceparent, t.traceparent_len })
-	read(&f.TraceState, unsafe.Offsetof(t.tracestate_len)+unsafe.Sizeof(t.tracestate_len),
-		func() (*C.char, C.size_t) { return t.tracestate, t.tracestate_len })
-	read(&f.Baggage, unsafe.Offsetof(t.baggage_len)+unsafe.Sizeof(t.baggage_len),
-		func() (*C.char, C.size_t) { return t.baggage, t.baggage_len })
+	if hasField(t.size, unsafe.Offsetof(t.tracestate_len)+unsafe.Sizeof(t.tracestate_len)) {
+		if f.TraceState, err = goBytes(fn, "trace->tracestate", unsafe.Pointer(t.tracestate), t.tracestate_len); err != nil {
+			return tracing.Fields{}, err
+		}
+	}
+	if hasField(t.size, unsafe.Offsetof(t.baggage_len)+unsafe.Sizeof(t.baggage_len)) {
+		if f.Baggage, err = goBytes(fn, "trace->baggage", unsafe.Pointer(t.baggage), t.baggage_len); err != nil {
+			return tracing.Fields{}, err
+		}
+	}
 	return f, nil
 }
 

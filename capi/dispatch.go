@@ -257,9 +257,7 @@ func (d *dispatcher) messageEvent(front int, ctx *event.Context, m *event.Messag
 func (d *dispatcher) timerEvent(front int, ctx *event.Context, t *event.Timer) *pendingEvent {
 	// The timer's handler runs in the trace context stored when it was
 	// scheduled.
-	trace := tracing.Fields{TraceParent: t.TraceContext[tracing.TraceParent],
-		TraceState: t.TraceContext[tracing.TraceState], Baggage: t.TraceContext[tracing.Baggage]}
-	ev := newPendingEvent(front, d, ctx, C.PROSODY_EVENT_TIMER, t.Topic, t.Key, nil, "", trace)
+	ev := newPendingEvent(front, d, ctx, C.PROSODY_EVENT_TIMER, t.Topic, t.Key, nil, "", tracing.FieldsOf(t.TraceContext))
 	ev.partition, ev.timeMs = t.Partition, t.Time.UnixMilli()
 	return ev
 }

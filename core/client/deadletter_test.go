@@ -306,29 +306,48 @@ func produceRaw(t *testing.T, tg target, topic string, records []rawRecord) {
 	}
 }
 
-// readTopic reads every record of topic up to its high-water marks.
-func readTopic(t *testing.T, tg target, topic string) []*sarama.ConsumerMessage {
+// rawClient is a sarama client for the tests' own reads; close it.
+func rawClient(t *testing.T, tg target) sarama.Client {
 	t.Helper()
 	client, err := sarama.NewClient(brokerAddrs(t, tg), saramaTestConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
+	return client
+}
+
+// highWaterMarks is the high-water mark of each partition of topic; empty
+// when the topic does not exist (yet).
+func highWaterMarks(t *testing.T, client sarama.Client, topic string) map[int32]int64 {
+	t.Helper()
+	hwms := map[int32]int64{}
+	parts, err := client.Partitions(topic)
+	if err != nil {
+		return hwms
+	}
+	for _, p := range parts {
+		hwm, err := client.GetOffset(topic, p, sarama.OffsetNewest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hwms[p] = hwm
+	}
+	return hwms
+}
+
+// readTopic reads every record of topic up to its high-water marks
+// (nothing when the topic does not exist).
+func readTopic(t *testing.T, tg target, topic string) []*sarama.ConsumerMessage {
+	t.Helper()
+	client := rawClient(t, tg)
 	defer client.Close()
 	cons, err := sarama.NewConsumerFromClient(client)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cons.Close()
-	parts, err := client.Partitions(topic)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out []*sarama.ConsumerMessage
-	for _, p := range parts {
-		hwm, err := client.GetOffset(topic, p, sarama.OffsetNewest)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for p, hwm := range highWaterMarks(t, client, topic) {
 		if hwm == 0 {
 			continue
 		}
@@ -351,28 +370,25 @@ func readTopic(t *testing.T, tg target, topic string) []*sarama.ConsumerMessage 
 // topic up to its high-water mark.
 func committedAll(t *testing.T, tg target, group, topic string) bool {
 	t.Helper()
-	client, err := sarama.NewClient(brokerAddrs(t, tg), saramaTestConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := rawClient(t, tg)
 	defer client.Close()
 	adm, err := sarama.NewClusterAdminFromClient(client)
 	if err != nil {
 		t.Fatal(err)
 	}
-	parts, err := client.Partitions(topic)
-	if err != nil {
-		t.Fatal(err)
+	hwms := highWaterMarks(t, client, topic)
+	if len(hwms) == 0 {
+		return false
+	}
+	parts := make([]int32, 0, len(hwms))
+	for p := range hwms {
+		parts = append(parts, p)
 	}
 	offsets, err := adm.ListConsumerGroupOffsets(group, map[string][]int32{topic: parts})
 	if err != nil {
 		return false
 	}
-	for _, p := range parts {
-		hwm, err := client.GetOffset(topic, p, sarama.OffsetNewest)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for p, hwm := range hwms {
 		b := offsets.GetBlock(topic, p)
 		if hwm > 0 && (b == nil || b.Offset != hwm) {
 			return false
@@ -475,7 +491,7 @@ func TestDeadLetterWhileTheFailureTopicIsRecreated(t *testing.T) {
 			// offset is committed, so one read afterwards must show it.
 			done := committed(t, adm, group, source)
 			letters := map[string]bool{}
-			for _, dl := range readTopicIfExists(t, tg, failures) {
+			for _, dl := range readTopic(t, tg, failures) {
 				letters[string(headerMap(dl.Headers)["source-offset"])] = true
 			}
 			for o := int64(1); o < done; o++ {
@@ -518,18 +534,4 @@ func TestDeadLetterWhileTheFailureTopicIsRecreated(t *testing.T) {
 		}
 	}
 	t.Logf("dead-letter writes that failed and were retried: %d; dead letters per offset: %v", logs.count(), seen)
-}
-
-// readTopicIfExists is readTopic for a topic that may not exist (yet).
-func readTopicIfExists(t *testing.T, tg target, topic string) []*sarama.ConsumerMessage {
-	t.Helper()
-	client, err := sarama.NewClient(brokerAddrs(t, tg), saramaTestConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	if parts, err := client.Partitions(topic); err != nil || len(parts) == 0 {
-		return nil
-	}
-	return readTopic(t, tg, topic)
 }

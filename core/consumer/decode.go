@@ -35,10 +35,6 @@ func (p *partition) decode(r *fetch.Record, now time.Time, msg *event.Message) (
 		}
 		return filter.ReasonInvalidJSON, err
 	}
-	ts := r.Timestamp
-	if ts.IsZero() || ts.Unix() <= 0 {
-		ts = now
-	}
 	// Field by field: msg is zeroed (a fresh burst slice), and a struct
 	// assignment would be a bulk copy with write barriers for every
 	// pointer slot while the collector runs.
@@ -46,31 +42,40 @@ func (p *partition) decode(r *fetch.Record, now time.Time, msg *event.Message) (
 	msg.Partition = p.id
 	msg.Offset = r.Offset
 	msg.Key = unsafe.String(unsafe.SliceData(r.Key), len(r.Key))
-	msg.Timestamp = ts
+	msg.Timestamp = recordTime(r, now)
 	msg.Payload = r.Value
 	msg.ID, msg.Type = fields.ID, fields.Type
 	msg.HasID, msg.HasType = fields.HasID, fields.HasType
 	if len(r.Headers) > 0 {
-		msg.Headers = make([]event.Header, len(r.Headers))
-		for i, h := range r.Headers {
-			msg.Headers[i] = event.Header{Key: string(h.Key), Value: h.Value}
-		}
+		msg.Headers = headersOf(r)
 		msg.SourceSystem, _ = filter.SourceSystem(r.Headers)
 	}
 	return 0, nil
 }
 
+// recordTime is r's timestamp, or now for a record without one.
+func recordTime(r *fetch.Record, now time.Time) time.Time {
+	if r.Timestamp.IsZero() || r.Timestamp.Unix() <= 0 {
+		return now
+	}
+	return r.Timestamp
+}
+
+// headersOf is r's headers as events carry them (nil when it has none).
+func headersOf(r *fetch.Record) []event.Header {
+	if len(r.Headers) == 0 {
+		return nil
+	}
+	hs := make([]event.Header, len(r.Headers))
+	for i, h := range r.Headers {
+		hs[i] = event.Header{Key: string(h.Key), Value: h.Value}
+	}
+	return hs
+}
+
 // undecodable is the record r, which decode refused for reason, as it goes
 // to the failure topic: its key and value bytes unchanged.
 func (p *partition) undecodable(r *fetch.Record, now time.Time, reason error) *middleware.Undecodable {
-	ts := r.Timestamp
-	if ts.IsZero() || ts.Unix() <= 0 {
-		ts = now
-	}
-	u := &middleware.Undecodable{Topic: p.topic, Partition: p.id, Offset: r.Offset, Timestamp: ts,
-		Key: r.Key, Value: r.Value, Reason: reason}
-	for _, h := range r.Headers {
-		u.Headers = append(u.Headers, event.Header{Key: string(h.Key), Value: h.Value})
-	}
-	return u
+	return &middleware.Undecodable{Topic: p.topic, Partition: p.id, Offset: r.Offset, Timestamp: recordTime(r, now),
+		Key: r.Key, Value: r.Value, Headers: headersOf(r), Reason: reason}
 }

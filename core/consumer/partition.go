@@ -172,14 +172,16 @@ func (p *partition) admit(rs []fetch.Record) int {
 		msg := &msgs[i]
 		if reason, err := p.decode(r, now, msg); err != nil {
 			p.c.stats.undecodable.Add(1)
-			if p.c.opts.Stacks.Undecodable == nil {
-				p.log.Error("undecodable record skipped", slog.Int64("offset", r.Offset),
-					slog.String("reason", reason.String()), slog.Any("error", err))
+			toFailureTopic := p.c.opts.Stacks.Undecodable != nil
+			what := "undecodable record skipped"
+			if toFailureTopic {
+				what = "undecodable record; it goes to the failure topic"
+			}
+			p.log.Error(what, slog.Int64("offset", r.Offset), slog.String("reason", reason.String()), slog.Any("error", err))
+			if !toFailureTopic {
 				skipped = append(skipped, r.Offset)
 				continue
 			}
-			p.log.Error("undecodable record; it goes to the failure topic", slog.Int64("offset", r.Offset),
-				slog.String("reason", reason.String()), slog.Any("error", err))
 			u := p.undecodable(r, now, err)
 			items = append(items, item{ev: u, offset: r.Offset, hash: p.keys.Hash(u.EventKey())})
 			continue

@@ -148,21 +148,7 @@ func traceOf(ev event.Event) invocation.Trace {
 // a timer is scheduled.
 type messageTrace event.Message
 
-func (m *messageTrace) TraceSpan() map[string]string {
-	f := tracing.FromHeaders(m.Headers)
-	if f == (tracing.Fields{}) {
-		return nil
-	}
-	span := make(map[string]string, 3)
-	if f.TraceParent != "" {
-		span[tracing.TraceParent] = f.TraceParent
-		span[tracing.TraceState] = f.TraceState
-	}
-	if f.Baggage != "" {
-		span[tracing.Baggage] = f.Baggage
-	}
-	return span
-}
+func (m *messageTrace) TraceSpan() map[string]string { return tracing.FromHeaders(m.Headers).Map() }
 
 // timerTrace is the trace context stored with a timer, which a timer it
 // schedules keeps.

@@ -10,10 +10,10 @@ import (
 // event waiting out a backoff holds no slot.
 //
 // A free slot is taken with one atomic compare-and-swap; only when none is
-// free does an attempt queue (under a mutex) and sleep until a slot is
-// handed to it. A release hands its slot straight to the oldest sleeper, if
-// any, so sleepers are served in order (an attempt arriving meanwhile may
-// still take a slot freed without sleepers first).
+// free does a run queue (under a mutex) and wait until a slot is handed to
+// it. A release hands its slot straight to the oldest waiting run, if any,
+// so waiting runs are served in order (a run arriving meanwhile may still
+// take a slot freed with nobody waiting first).
 type Limiter struct {
 	id      uint32 // tells a permit of this limiter lent to an invocation (Lease)
 	size    int64
@@ -25,20 +25,22 @@ type Limiter struct {
 	ahead waitQueue // served before queue (runs with Run.Front)
 }
 
-// waitQueue is a FIFO of waiters that reuses its array: waiters come and go
-// once per event when slots are scarce.
+// waitQueue is a FIFO of the runs waiting for a slot in the limiter's
+// Before (the release that hands one a slot resumes it). It reuses its
+// array: runs come and go once per event when slots are scarce.
 type waitQueue struct {
-	buf  []waiter
+	buf  []*Run
 	head int // buf[head:] waits, oldest first
 }
 
-func (q *waitQueue) len() int        { return len(q.buf) - q.head }
-func (q *waitQueue) push(w waiter)   { q.buf = append(q.buf, w) }
-func (q *waitQueue) items() []waiter { return q.buf[q.head:] }
+func (q *waitQueue) len() int      { return len(q.buf) - q.head }
+func (q *waitQueue) push(r *Run)   { q.buf = append(q.buf, r) }
+func (q *waitQueue) items() []*Run { return q.buf[q.head:] }
+func (q *waitQueue) oldest() *Run  { return q.buf[q.head] }
 
-func (q *waitQueue) pop() waiter {
+func (q *waitQueue) pop() *Run {
 	w := q.buf[q.head]
-	q.buf[q.head] = waiter{}
+	q.buf[q.head] = nil
 	q.head++
 	if q.head == len(q.buf) {
 		q.buf, q.head = q.buf[:0], 0
@@ -49,8 +51,8 @@ func (q *waitQueue) pop() waiter {
 	return w
 }
 
-// keep drops the waiters for which keep returns false, in place.
-func (q *waitQueue) keep(keep func(waiter) bool) {
+// keep drops the runs for which keep returns false, in place.
+func (q *waitQueue) keep(keep func(*Run) bool) {
 	kept := q.buf[:q.head]
 	for _, w := range q.items() {
 		if keep(w) {
@@ -63,10 +65,6 @@ func (q *waitQueue) keep(keep func(waiter) bool) {
 		q.buf, q.head = q.buf[:0], 0
 	}
 }
-
-// waiter is a run waiting for a slot in the limiter's Before; the release
-// that hands it one resumes it.
-type waiter struct{ run *Run }
 
 // NewLimiter returns a Limiter with n slots (n >= 1).
 func NewLimiter(n int) *Limiter {
@@ -142,9 +140,9 @@ func (l *Limiter) Before(r *Run) Step {
 		return Continue
 	}
 	if r.front {
-		l.ahead.push(waiter{run: r})
+		l.ahead.push(r)
 	} else {
-		l.queue.push(waiter{run: r})
+		l.queue.push(r)
 	}
 	l.mu.Unlock()
 	return Wait
@@ -173,9 +171,9 @@ func (l *Limiter) Release(*Run) { l.release() }
 // invocation is cancelled end with the cancellation cause, without one.
 func (l *Limiter) CancelWaiting() {
 	var cancelled []*Run
-	keep := func(w waiter) bool {
-		if w.run.ctx.Err() != nil {
-			cancelled = append(cancelled, w.run)
+	keep := func(w *Run) bool {
+		if w.ctx.Err() != nil {
+			cancelled = append(cancelled, w)
 			l.waiting.Add(-1)
 			return false
 		}
@@ -207,10 +205,10 @@ func (l *Limiter) release() {
 		if l.ahead.len() > 0 {
 			q = &l.ahead
 		}
-		if w := q.items()[0]; w.run.ctx.Err() != nil {
+		if w := q.oldest(); w.ctx.Err() != nil {
 			q.pop()
 			l.waiting.Add(-1)
-			cancelled = append(cancelled, w.run)
+			cancelled = append(cancelled, w)
 			continue
 		}
 		if !l.tryAcquire() {
@@ -219,9 +217,9 @@ func (l *Limiter) release() {
 		w := q.pop()
 		l.waiting.Add(-1)
 		if first == nil {
-			first = w.run
+			first = w
 		} else {
-			more = append(more, w.run)
+			more = append(more, w)
 		}
 	}
 	l.mu.Unlock()

@@ -77,36 +77,34 @@ func (d *DeadLetter) After(r *Run, err error) Step {
 }
 
 func (d *DeadLetter) write(r *Run, cause error) {
-	var err error
-	var attrs []slog.Attr
+	var src source
+	var send func(ctx context.Context, headers []event.Header) error
 	switch e := r.ev.(type) {
 	case *event.Message:
-		headers := sourceHeaders(e.Topic, e.Partition, e.Offset, e.Timestamp, d.group, cause)
-		// The dead letter continues the trace of the message.
-		ctx := tracing.FromHeaders(e.Headers).Context(r.ctx)
-		err = d.sink.SendJSON(ctx, d.topic, e.Key, e.Payload, headers)
-		attrs = []slog.Attr{slog.String("topic", e.Topic), slog.Int("partition", int(e.Partition)),
-			slog.Int64("offset", e.Offset), slog.String("key", e.Key)}
+		src = source{e.Topic, e.Partition, e.Offset, e.Timestamp, e.Headers}
+		send = func(ctx context.Context, hs []event.Header) error {
+			return d.sink.SendJSON(ctx, d.topic, e.Key, e.Payload, hs)
+		}
 	case *Undecodable:
-		headers := sourceHeaders(e.Topic, e.Partition, e.Offset, e.Timestamp, d.group, cause)
-		ctx := tracing.FromHeaders(e.Headers).Context(r.ctx)
-		err = d.sink.SendRaw(ctx, d.topic, e.Key, e.Value, headers)
-		attrs = []slog.Attr{slog.String("topic", e.Topic), slog.Int("partition", int(e.Partition)),
-			slog.Int64("offset", e.Offset)}
+		src = source{e.Topic, e.Partition, e.Offset, e.Timestamp, e.Headers}
+		send = func(ctx context.Context, hs []event.Header) error {
+			return d.sink.SendRaw(ctx, d.topic, e.Key, e.Value, hs)
+		}
 	}
-	attrs = append(attrs, slog.String("failure_topic", d.topic), slog.String("error", cause.Error()))
+	// The dead letter continues the trace of the record.
+	err := send(tracing.FromHeaders(src.headers).Context(r.ctx), src.deadLetterHeaders(d.group, cause))
+	attrs := []slog.Attr{slog.String("topic", src.topic), slog.Int("partition", int(src.partition)),
+		slog.Int64("offset", src.offset), slog.String("key", r.ctx.Key()),
+		slog.String("failure_topic", d.topic), slog.String("error", cause.Error())}
 	if err != nil {
 		msg := "writing the dead letter failed; the message is retried"
-		switch fault.ClassOf(err) {
-		case fault.ClassPermanent:
+		if fault.IsPermanent(err) {
 			// The failure topic refuses this very record (too large for
 			// it, say). Committing without it would lose the message, so
 			// it is retried until the topic takes it, and its partition
 			// stalls meanwhile (stall detection reports it).
 			msg = "writing the dead letter failed: the failure topic refuses the record; it is retried until the topic takes it, and its partition waits"
 			err = fault.Transient(err)
-		case fault.ClassTransient:
-		default: // terminal: the partition or the client is going away
 		}
 		d.log.LogAttrs(context.Background(), slog.LevelError, msg,
 			append(attrs, slog.String("write_error", err.Error()))...)
@@ -118,15 +116,24 @@ func (d *DeadLetter) write(r *Run, cause error) {
 	r.Resume(Result(nil))
 }
 
-// sourceHeaders are the headers of a dead letter after the producer's
+// source is where a dead letter's record came from.
+type source struct {
+	topic     string
+	partition int32
+	offset    int64
+	timestamp time.Time
+	headers   []event.Header
+}
+
+// deadLetterHeaders are the headers of a dead letter after the producer's
 // own, in the order of spec §4.13.
-func sourceHeaders(topic string, partition int32, offset int64, ts time.Time, group string, cause error) []event.Header {
+func (s source) deadLetterHeaders(group string, cause error) []event.Header {
 	return []event.Header{
 		{Key: "source-kind", Value: []byte("message")},
-		{Key: "source-topic", Value: []byte(topic)},
-		{Key: "source-partition", Value: strconv.AppendInt(nil, int64(partition), 10)},
-		{Key: "source-offset", Value: strconv.AppendInt(nil, offset, 10)},
-		{Key: "source-timestamp", Value: ts.UTC().AppendFormat(nil, "2006-01-02T15:04:05.000Z")},
+		{Key: "source-topic", Value: []byte(s.topic)},
+		{Key: "source-partition", Value: strconv.AppendInt(nil, int64(s.partition), 10)},
+		{Key: "source-offset", Value: strconv.AppendInt(nil, s.offset, 10)},
+		{Key: "source-timestamp", Value: s.timestamp.UTC().AppendFormat(nil, "2006-01-02T15:04:05.000Z")},
 		{Key: "source-group-id", Value: []byte(group)},
 		{Key: "source-error", Value: []byte(cause.Error())},
 	}

@@ -19,13 +19,21 @@ import (
 // and otherwise when its slot comes, so that thousands of waiting attempts
 // do not each hold a copy.
 func Handler(h event.Handler, l *Limiter) Target {
-	t := &handlerTarget{h: h, limiter: l}
+	t := &handlerTarget{limiter: l, call: func(ctx *event.Context, ev event.Event) error {
+		switch e := ev.(type) {
+		case *event.Message:
+			return h.OnMessage(ctx, e)
+		case *event.Timer:
+			return h.OnTimer(ctx, e)
+		}
+		return fault.Permanent(fmt.Errorf("no handler for an event of type %T", ev))
+	}}
 	t.async, _ = h.(event.AsyncHandler)
 	return t
 }
 
 type handlerTarget struct {
-	h       event.Handler
+	call    Func               // h, called on the run's goroutine
 	async   event.AsyncHandler // h, when it is one
 	limiter *Limiter
 }
@@ -48,24 +56,7 @@ func (t *handlerTarget) Start(r *Run) Step {
 		t.async.StartMessage(ctx, m, prep, r)
 		return Wait
 	}
-	return Result(t.call(ctx, r.ev))
-}
-
-func (t *handlerTarget) call(ctx *event.Context, ev event.Event) (err error) {
-	defer func() {
-		// A panicking handler must not take the process down with it, nor
-		// skip the layers' After (its permit, its timeout entry).
-		if p := recover(); p != nil {
-			err = fmt.Errorf("handler panicked: %v", p)
-		}
-	}()
-	switch e := ev.(type) {
-	case *event.Message:
-		return t.h.OnMessage(ctx, e)
-	case *event.Timer:
-		return t.h.OnTimer(ctx, e)
-	}
-	return fault.Permanent(fmt.Errorf("no handler for an event of type %T", ev))
+	return t.call.Start(r)
 }
 
 // preparer is a target that readies a run's first attempt when it starts.
@@ -80,7 +71,8 @@ func (t *handlerTarget) prepare(r *Run) {
 }
 
 // Func is a target that calls f on the run's goroutine, for Go programs
-// and tests that run events without an event.Handler.
+// and tests that run events without an event.Handler. A panic in f counts
+// as a transient failure.
 type Func func(ctx *event.Context, ev event.Event) error
 
 // Async implements Target.
@@ -91,6 +83,8 @@ func (f Func) Start(r *Run) Step { return Result(f.call((*event.Context)(r.call)
 
 func (f Func) call(ctx *event.Context, ev event.Event) (err error) {
 	defer func() {
+		// A panicking handler must not take the process down with it, nor
+		// skip the layers' After (its permit, its timeout entry).
 		if p := recover(); p != nil {
 			err = fmt.Errorf("handler panicked: %v", p)
 		}

@@ -70,7 +70,7 @@ type WaitCanceller interface {
 
 // Target is what the innermost layer runs: the handler.
 type Target interface {
-	// Start begins one attempt of r's event in r.Context(). It returns the
+	// Start begins one attempt of r's event in the context of the attempt. It returns the
 	// attempt's outcome (Result), or Wait and later calls r.Resume with
 	// the outcome, exactly once, from any goroutine.
 	Start(r *Run) Step

@@ -69,7 +69,6 @@ func NewStack(target Target, layers ...Layer) *Stack {
 			idx = int8(slots)
 			slots++
 		}
-		s.slots = slots
 		s.slotOf = append(s.slotOf, idx)
 		rel, _ := l.(Releaser)
 		s.releasers = append(s.releasers, rel)
@@ -77,6 +76,7 @@ func NewStack(target Target, layers ...Layer) *Stack {
 			s.cancellers = append(s.cancellers, c)
 		}
 	}
+	s.slots = slots
 	return s
 }
 
@@ -123,7 +123,7 @@ type Run struct {
 	resumed Step
 	pend    atomic.Int32
 
-	pos      int32  // the layer being run; len(layers) is the target
+	pos      int32  // the layer being run; len(layers) is the target, -1 before the first
 	releases uint32 // positions whose layer asked for Release
 	demand   Demand
 	front    bool // continues a key's run: waits ahead of runs not yet started
@@ -142,11 +142,8 @@ type Run struct {
 // the resumed step is written before it is read, and each stateful
 // layer's Before sets its slot before its After can read it.
 func (r *Run) reset(s *Stack, ctx *invocation.Context, ev event.Event, out event.Done, front, blocking bool) {
-	r.s, r.ctx, r.call, r.ev = s, ctx, ctx, ev
-	if out != nil || r.out != nil {
-		r.out = out
-	}
-	r.demand, r.front, r.blocking, r.pos = Normal, front, blocking, 0
+	r.s, r.ctx, r.call, r.ev, r.out = s, ctx, ctx, ev, out
+	r.demand, r.front, r.blocking, r.pos = Normal, front, blocking, -1
 	// pend is 0: the second of the two sides of a wait resets it. What a
 	// run left behind only if a layer panicked: releases it never made
 	// (not made now either: a permit lost is better than one released
@@ -163,7 +160,7 @@ func (r *Run) reset(s *Stack, ctx *invocation.Context, ev event.Event, out event
 // caller's, reused across calls; it must not be in use by another run.
 func (s *Stack) Invoke(r *Run, ctx *invocation.Context, ev event.Event) error {
 	r.reset(s, ctx, ev, nil, false, true)
-	st := r.enter()
+	st := Continue
 	for {
 		if done, err := r.advance(st); done {
 			r.finish()
@@ -185,13 +182,7 @@ func (s *Stack) Start(r *Run, ctx *invocation.Context, ev event.Event, out event
 	if s.preparer != nil {
 		s.preparer.prepare(r)
 	}
-	if len(s.layers) == 0 {
-		if st := r.startTarget(); st.op != opWait {
-			r.walk(st)
-		}
-		return
-	}
-	r.walk(r.enter())
+	r.walk(Continue)
 }
 
 // walk is Start's way on from step st.
@@ -214,14 +205,6 @@ func (r *Run) finish() {
 	r.releaseNow()
 }
 
-// enter runs the Before of the layer at r.pos, or starts the target.
-func (r *Run) enter() Step {
-	if int(r.pos) == len(r.s.layers) {
-		return r.s.target.Start(r)
-	}
-	return r.s.layers[r.pos].Before(r)
-}
-
 // advance applies steps from st on until the run ends (done, with its
 // outcome) or a step waits for a Resume still to come.
 func (r *Run) advance(st Step) (done bool, err error) {
@@ -229,6 +212,7 @@ func (r *Run) advance(st Step) (done bool, err error) {
 	for {
 		switch st.op {
 		case opContinue:
+			// Inward: the next layer's Before, or the target.
 			r.pos++
 			if int(r.pos) < len(layers) {
 				st = layers[r.pos].Before(r)
@@ -361,27 +345,8 @@ func (r *Run) discardPrepared() {
 	}
 }
 
-// Context is the invocation's context.
-func (r *Run) Context() *invocation.Context { return r.ctx }
-
-// Call is the context the handler runs in during the attempt under way:
-// the invocation's, or the attempt's own (Timeouts).
-func (r *Run) Call() *invocation.Context { return r.call }
-
-// SetCall sets the context the layers inside and the handler see.
-func (r *Run) SetCall(c *invocation.Context) { r.call = c }
-
-// Event is the event being handled.
-func (r *Run) Event() event.Event { return r.ev }
-
 // Demand is the class of the attempt under way.
 func (r *Run) Demand() Demand { return r.demand }
-
-// SetDemand sets the class of the attempts that follow.
-func (r *Run) SetDemand(d Demand) { r.demand = d }
-
-// Front reports whether the run continues a key's work under way.
-func (r *Run) Front() bool { return r.front }
 
 // Slot is the memory of the running layer, which must be Stateful.
 func (r *Run) Slot() *Slot { return &r.slots[r.s.slotOf[r.pos]] }

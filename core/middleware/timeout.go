@@ -83,9 +83,6 @@ func newTimeouts(limit time.Duration, watch bool) *Timeouts {
 	return t
 }
 
-// Tick is the watchdog's period.
-func (t *Timeouts) Tick() time.Duration { return t.tick }
-
 // tick is one tick of the watchdog, for tests that drive it by hand.
 func (t *Timeouts) tickOnce() {
 	t.seq.Add(1)

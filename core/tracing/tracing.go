@@ -26,6 +26,29 @@ type Fields struct {
 	TraceParent, TraceState, Baggage string
 }
 
+// Map is f as a stored timer keeps it: the fields present, by header name
+// (tracestate beside a traceparent only, as on the wire); nil when f is
+// empty.
+func (f Fields) Map() map[string]string {
+	if f == (Fields{}) {
+		return nil
+	}
+	m := make(map[string]string, 3)
+	if f.TraceParent != "" {
+		m[TraceParent] = f.TraceParent
+		m[TraceState] = f.TraceState
+	}
+	if f.Baggage != "" {
+		m[Baggage] = f.Baggage
+	}
+	return m
+}
+
+// FieldsOf reads back a map made by Map.
+func FieldsOf(m map[string]string) Fields {
+	return Fields{TraceParent: m[TraceParent], TraceState: m[TraceState], Baggage: m[Baggage]}
+}
+
 // propagator reads the context a host (or a remote producer) hands us.
 var propagator = propagation.NewCompositeTextMapPropagator(propagation.Baggage{}, propagation.TraceContext{})
 

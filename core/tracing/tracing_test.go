@@ -71,3 +71,13 @@ func TestFromHeaders(t *testing.T) {
 		})
 	}
 }
+
+// A stored timer's map gives back the fields it was made from.
+func TestFieldsMapRoundTrip(t *testing.T) {
+	for _, f := range []Fields{{}, {TraceParent: parent}, {TraceParent: parent, TraceState: "v=1", Baggage: "k=v"}, {Baggage: "k=v"}} {
+		m := f.Map()
+		if (f == Fields{}) != (m == nil) || FieldsOf(m) != f {
+			t.Errorf("Fields %+v → map %v → %+v", f, m, FieldsOf(m))
+		}
+	}
+}

@@ -78,6 +78,14 @@ async function highWaterMarks(topic) {
   }
 }
 
+/** A low-latency consumer's options for source, failing to failures, with quick retries. */
+function lowLatency(source, failures, maxRetries) {
+  return realConfig({
+    subscribedTopics: source, mode: Mode.LowLatency, failureTopic: failures,
+    maxRetries, retryBaseMs: 5, maxRetryDelayMs: 50,
+  });
+}
+
 async function waitForAsync(predicate, what, ms = 60000) {
   const deadline = Date.now() + ms;
   while (!(await predicate())) {
@@ -92,10 +100,7 @@ test("real Kafka: failures go to the failure topic once, with their key, payload
   const failures = unique("node-dlq");
   await admin.createTopic(source, 3, 1);
   await admin.createTopic(failures, 1, 1);
-  const cfg = realConfig({
-    subscribedTopics: source, mode: Mode.LowLatency, failureTopic: failures,
-    maxRetries: 1, retryBaseMs: 5, maxRetryDelayMs: 50,
-  });
+  const cfg = lowLatency(source, failures, 1);
   const client = new ProsodyClient(cfg);
   const handled = [];
   try {
@@ -152,10 +157,7 @@ test("real Kafka: a failed message is not committed before its dead letter is wr
   // the topic's max.message.bytes.
   await raw.createTopics({ topics: [{ topic: failures, numPartitions: 1, replicationFactor: 1,
     configEntries: [{ name: "max.message.bytes", value: "100" }] }] });
-  const cfg = realConfig({
-    subscribedTopics: source, mode: Mode.LowLatency, failureTopic: failures,
-    maxRetries: 0, retryBaseMs: 5, maxRetryDelayMs: 50,
-  });
+  const cfg = lowLatency(source, failures, 0);
   const client = new ProsodyClient(cfg);
   const handled = [];
   try {
