@@ -185,29 +185,7 @@ func TestDeadLetterNotCommittedBeforeItIsWritten(t *testing.T) {
 		t.Fatal(err)
 	}
 	group := testservices.UniqueName("dlq-refused")
-	var handled atomic.Int64
-	logs := &writeFailures{}
-	cfg := newConfig(t, tg, func(c *config.Config) {
-		c.Mode = config.ModeLowLatency
-		c.GroupID = group
-		c.SubscribedTopics = []string{source}
-		c.FailureTopic = failures
-		c.MaxRetries = 0
-	})
-	c, err := New(cfg, WithLogger(slog.New(logs)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { closeClient(t, c) })
-	if err := c.Subscribe(event.HandlerFuncs{Message: func(_ *event.Context, m *event.Message) error {
-		if strings.HasPrefix(m.Key, "bad") {
-			return errors.New("always fails")
-		}
-		handled.Add(1)
-		return nil
-	}}); err != nil {
-		t.Fatal(err)
-	}
+	handled, logs := subscribeFailingBad(t, tg, group, source, failures)
 	// Offsets 0-4 good, 5 bad, 6-19 good on other keys.
 	var records []rawRecord
 	for i := 0; i < 20; i++ {
@@ -242,6 +220,37 @@ func TestDeadLetterNotCommittedBeforeItIsWritten(t *testing.T) {
 }
 
 func ptr(s string) *string { return &s }
+
+// subscribeFailingBad subscribes a low-latency consumer of source (one
+// attempt per message) whose handler fails every message with a key
+// starting "bad" and counts the others; logs counts its failed dead-letter
+// writes.
+func subscribeFailingBad(t *testing.T, tg target, group, source, failures string) (handled *atomic.Int64, logs *writeFailures) {
+	t.Helper()
+	handled, logs = new(atomic.Int64), &writeFailures{}
+	cfg := newConfig(t, tg, func(c *config.Config) {
+		c.Mode = config.ModeLowLatency
+		c.GroupID = group
+		c.SubscribedTopics = []string{source}
+		c.FailureTopic = failures
+		c.MaxRetries = 0
+	})
+	c, err := New(cfg, WithLogger(slog.New(logs)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closeClient(t, c) })
+	if err := c.Subscribe(event.HandlerFuncs{Message: func(_ *event.Context, m *event.Message) error {
+		if strings.HasPrefix(m.Key, "bad") {
+			return errors.New("always fails")
+		}
+		handled.Add(1)
+		return nil
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	return handled, logs
+}
 
 // writeFailures is a log handler counting failed dead-letter writes.
 type writeFailures struct{ n atomic.Int64 }
@@ -445,29 +454,7 @@ func TestDeadLetterWhileTheFailureTopicIsRecreated(t *testing.T) {
 	failures := createTopic(t, tg, 1)
 	adm := clusterAdmin(t, addrs)
 	group := testservices.UniqueName("dlq-recreated")
-	logs := &writeFailures{}
-	cfg := newConfig(t, tg, func(c *config.Config) {
-		c.Mode = config.ModeLowLatency
-		c.GroupID = group
-		c.SubscribedTopics = []string{source}
-		c.FailureTopic = failures
-		c.MaxRetries = 0
-	})
-	c, err := New(cfg, WithLogger(slog.New(logs)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { closeClient(t, c) })
-	var handled atomic.Int64
-	if err := c.Subscribe(event.HandlerFuncs{Message: func(_ *event.Context, m *event.Message) error {
-		if strings.HasPrefix(m.Key, "bad") {
-			return errors.New("always fails")
-		}
-		handled.Add(1)
-		return nil
-	}}); err != nil {
-		t.Fatal(err)
-	}
+	handled, logs := subscribeFailingBad(t, tg, group, source, failures)
 	// A first dead letter, so that the producer knows the topic's leader.
 	produceRaw(t, tg, source, []rawRecord{{[]byte("bad-first"), []byte(`{"n":0}`)}})
 	waitFor(t, time.Minute, "the first dead letter", func() bool { return len(readTopic(t, tg, failures)) == 1 })
