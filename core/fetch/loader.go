@@ -1,0 +1,665 @@
+package fetch
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/prosody-events/prosody-go/core/fault"
+)
+
+// Loader reads single records back from Kafka by (topic, partition,
+// offset): the deferred messages of pipeline mode (core-behavior.md §4.7),
+// whose retry timer fired long after the fetch loop moved past them.
+//
+// Unlike the original, which runs a second consumer (a consumer group
+// with manual assignment) and seeks it, a load is a point read: one fetch
+// request for the partition at the offset, to the partition's leader.
+// Concurrent loads of one partition whose offsets lie within
+// DiscardThreshold of the smallest pending one share a fetch that starts
+// at that offset (what the response holds beyond the offsets asked for is
+// discarded); a load further away gets a fetch of its own. Loads of the
+// same offset share one fetch, and loaded records are cached.
+//
+// In mock mode the loader's client points at the in-process broker
+// (core/mockbroker), which holds the records, so deferred messages reload
+// there as they do against Kafka (core-behavior.md §1(g)).
+type Loader struct {
+	client sarama.Client
+	opts   LoaderOptions
+	log    *slog.Logger
+	sem    chan struct{}
+	cache  *recordCache // nil: disabled
+
+	mu     sync.Mutex
+	groups map[partitionKey][]*loadGroup
+	closed bool
+
+	done chan struct{}
+	wg   sync.WaitGroup
+
+	// fetches counts the fetch requests sent, and beforeFetch, if set
+	// before the first Load, runs before each: test hooks.
+	fetches     atomic.Int64
+	beforeFetch func(topic string, partition int32, offset int64)
+}
+
+// LoaderOptions configure a Loader. Zero values take the defaults, except
+// CacheSize and DiscardThreshold, for which zero is a setting.
+type LoaderOptions struct {
+	// CacheSize is how many loaded records are kept, keyed by (topic,
+	// partition, offset), so that a retry of the same deferred message
+	// does not fetch again (defer_cache_size, whose default is
+	// DefaultLoaderCacheSize). Zero or less disables the cache.
+	CacheSize int
+	// SeekTimeout bounds one read: finding the partition's leader and
+	// fetching from it (defer_seek_timeout; default 30 s). On expiry the
+	// loads waiting for that read fail transient (ErrLoadTimeout).
+	SeekTimeout time.Duration
+	// DiscardThreshold is how far past the smallest offset pending for a
+	// partition a load may be and still share its fetch, rather than get
+	// one of its own (defer_discard_threshold; default 100 in the
+	// configuration). Negative is taken as zero: only loads of the same
+	// offset share a fetch.
+	DiscardThreshold int
+	// MaxInFlight is how many loads run at once (max_uncommitted; default
+	// 64); further loads wait for one to end, or for their context.
+	MaxInFlight int
+	// MaxBytes is the byte budget of a fetch (default 1 MiB, the
+	// original's fetch.max.bytes). A record larger than that is read by
+	// doubling the budget up to maxLoadBytes.
+	MaxBytes int32
+	Logger   *slog.Logger
+}
+
+// Defaults of LoaderOptions; DefaultLoaderCacheSize and
+// DefaultDiscardThreshold are the configuration's defaults, for callers
+// that build options without it.
+const (
+	DefaultLoaderCacheSize  = 1024
+	DefaultDiscardThreshold = 100
+	defaultSeekTimeout      = 30 * time.Second
+	defaultMaxInFlight      = 64
+	defaultLoadBytes        = 1 << 20
+	// maxLoadBytes is the largest budget a load doubles to for one record
+	// (Kafka's message.max.bytes is about 1 MiB by default; topics may
+	// raise it). A record that does not fit fails permanent.
+	maxLoadBytes = 64 << 20
+	// loadMaxWait is how long the broker may hold a point read: we want
+	// only what is there, and wait only when the offset is at or past the
+	// log's end.
+	loadMaxWait = 10 * time.Millisecond
+)
+
+func (o *LoaderOptions) defaults() {
+	if o.SeekTimeout <= 0 {
+		o.SeekTimeout = defaultSeekTimeout
+	}
+	o.DiscardThreshold = max(o.DiscardThreshold, 0)
+	if o.MaxInFlight <= 0 {
+		o.MaxInFlight = defaultMaxInFlight
+	}
+	if o.MaxBytes <= 0 {
+		o.MaxBytes = defaultLoadBytes
+	}
+	o.MaxBytes = min(o.MaxBytes, maxLoadBytes)
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+var (
+	// ErrOffsetDeleted is wrapped by the error of a load whose record is
+	// gone: retention or DeleteRecords moved the log's start past it, or
+	// compaction removed it (the first record at or after the offset has
+	// a higher one), or the log no longer reaches it (the offset is at or
+	// past the high watermark, after a truncation). It is permanent.
+	ErrOffsetDeleted = fault.Permanent(errors.New("fetch: the record is no longer in the log"))
+	// ErrLoaderClosed is returned by loads once Close has started. It is
+	// terminal.
+	ErrLoaderClosed = fault.Terminal(errors.New("fetch: loader closed"))
+	// ErrLoadTimeout is wrapped by the error of a load whose read took
+	// longer than SeekTimeout. It is transient.
+	ErrLoadTimeout = fault.Transient(errors.New("fetch: load timed out"))
+	// ErrRecordTooLarge is wrapped by the error of a load whose record
+	// does not fit the largest fetch budget. It is permanent.
+	ErrRecordTooLarge = fault.Permanent(errors.New("fetch: record too large to load"))
+)
+
+// NewLoader makes a loader that reads through client, and closes it on
+// Close.
+//
+// The client should be the loader's own, not the fetch loop's (Fetcher):
+// a broker connection answers its requests in order, one at a time
+// (sarama holds the connection for the whole round trip), so a point read
+// sent on the fetch loop's connection would wait behind its long-poll
+// fetches. No consumer group is created.
+func NewLoader(client sarama.Client, opts LoaderOptions) *Loader {
+	opts.defaults()
+	l := &Loader{client: client, opts: opts, log: opts.Logger, sem: make(chan struct{}, opts.MaxInFlight),
+		groups: make(map[partitionKey][]*loadGroup), done: make(chan struct{})}
+	if opts.CacheSize > 0 {
+		l.cache = newRecordCache(opts.CacheSize)
+	}
+	return l
+}
+
+type partitionKey struct {
+	topic     string
+	partition int32
+}
+
+type recordKey struct {
+	partitionKey
+	offset int64
+}
+
+// loadGroup is the loads of one partition served by one sequence of
+// fetches, one at a time; each starts at the smallest offset still
+// pending. A load joins a group whose next fetch starts at most
+// DiscardThreshold before it, or starts a group of its own.
+type loadGroup struct {
+	key  partitionKey
+	from int64 // where the fetch under way (or the next) starts; under Loader.mu
+	reqs []*loadReq
+}
+
+type loadReq struct {
+	offset int64
+	res    chan loadResult // buffered: resolved once, never blocks
+}
+
+type loadResult struct {
+	rec Record
+	err error
+}
+
+// Load reads the record at offset of topic/partition. The record's slices
+// are its own (copied out of the fetch response) and shared with the
+// cache: callers must not modify them.
+//
+// Errors: ctx's error, wrapped, if ctx ends first (while waiting for a
+// permit or for the read); ErrOffsetDeleted (permanent) if the record is
+// gone; ErrLoadTimeout (transient) after SeekTimeout; ErrLoaderClosed
+// (terminal) once Close has started; a Kafka error classified as
+// core-behavior.md §7 says.
+func (l *Loader) Load(ctx context.Context, topic string, partition int32, offset int64) (Record, error) {
+	if offset < 0 {
+		return Record{}, fault.Permanent(fmt.Errorf("fetch: loading %s/%d: invalid offset %d", topic, partition, offset))
+	}
+	select {
+	case <-l.done:
+		return Record{}, ErrLoaderClosed
+	default:
+	}
+	select {
+	case l.sem <- struct{}{}:
+	case <-ctx.Done():
+		return Record{}, fmt.Errorf("fetch: loading %s/%d at %d: waiting for a permit: %w", topic, partition, offset, ctx.Err())
+	case <-l.done:
+		return Record{}, ErrLoaderClosed
+	}
+	defer func() { <-l.sem }()
+
+	k := recordKey{partitionKey{topic, partition}, offset}
+	if l.cache != nil {
+		if rec, ok := l.cache.get(k); ok {
+			return rec, nil
+		}
+	}
+	req := &loadReq{offset: offset, res: make(chan loadResult, 1)}
+	g, err := l.enqueue(k, req)
+	if err != nil {
+		return Record{}, err
+	}
+	select {
+	case r := <-req.res:
+		return r.rec, r.err
+	case <-ctx.Done():
+		l.dequeue(g, req)
+		return Record{}, fmt.Errorf("fetch: loading %s/%d at %d: %w", topic, partition, offset, ctx.Err())
+	case <-l.done:
+		return Record{}, ErrLoaderClosed
+	}
+}
+
+// Close makes later loads fail with ErrLoaderClosed, ends those waiting,
+// closes the client and waits for the fetches under way.
+func (l *Loader) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	close(l.done)
+	l.mu.Unlock()
+	err := l.client.Close()
+	l.wg.Wait()
+	if err != nil && !errors.Is(err, sarama.ErrClosedClient) {
+		return fmt.Errorf("closing the loader's client: %w", err)
+	}
+	return nil
+}
+
+// enqueue adds req to the group that pends its offset already, else to
+// one whose next fetch starts at most DiscardThreshold before it, else to
+// a new group.
+func (l *Loader) enqueue(k recordKey, req *loadReq) (*loadGroup, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil, ErrLoaderClosed
+	}
+	groups := l.groups[k.partitionKey]
+	var near *loadGroup
+	for _, g := range groups {
+		for _, r := range g.reqs {
+			if r.offset == k.offset {
+				g.reqs = append(g.reqs, req)
+				return g, nil
+			}
+		}
+		if near == nil && g.from <= k.offset && k.offset-g.from <= int64(l.opts.DiscardThreshold) {
+			near = g
+		}
+	}
+	if near != nil {
+		near.reqs = append(near.reqs, req)
+		return near, nil
+	}
+	g := &loadGroup{key: k.partitionKey, from: k.offset, reqs: []*loadReq{req}}
+	l.groups[k.partitionKey] = append(groups, g)
+	l.wg.Add(1)
+	go l.run(g)
+	return g, nil
+}
+
+// dequeue takes back a load whose context ended.
+func (l *Loader) dequeue(g *loadGroup, req *loadReq) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, r := range g.reqs {
+		if r == req {
+			g.reqs = append(g.reqs[:i], g.reqs[i+1:]...)
+			return
+		}
+	}
+}
+
+// pending is the number of loads waiting for a fetch of a partition.
+func (l *Loader) pending(topic string, partition int32) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, g := range l.groups[partitionKey{topic, partition}] {
+		n += len(g.reqs)
+	}
+	return n
+}
+
+// readResult is what one read found: the records from its start on, the
+// partition's high watermark, or an error.
+type readResult struct {
+	out blockRecords
+	hwm int64
+	err error
+}
+
+// run fetches for a group until no load is left in it.
+func (l *Loader) run(g *loadGroup) {
+	defer l.wg.Done()
+	budget := l.opts.MaxBytes
+	for {
+		l.mu.Lock()
+		if len(g.reqs) == 0 || l.closed {
+			l.removeLocked(g)
+			l.mu.Unlock()
+			return
+		}
+		from := g.reqs[0].offset
+		for _, r := range g.reqs[1:] {
+			from = min(from, r.offset)
+		}
+		g.from = from
+		l.mu.Unlock()
+
+		var expired atomic.Bool
+		done := make(chan readResult, 1)
+		go func() { done <- l.read(g.key, from, &budget, &expired) }()
+		timer := time.NewTimer(l.opts.SeekTimeout)
+		select {
+		case res := <-done:
+			timer.Stop()
+			l.resolve(g, from, res)
+		case <-timer.C:
+			// sarama cannot abandon a request under way; its own network
+			// timeouts bound it. The loads waiting for it fail now, and
+			// those that join meanwhile wait for the next read.
+			expired.Store(true)
+			l.fail(g, fmt.Errorf("fetch: loading %s/%d at %d: no answer within %v: %w",
+				g.key.topic, g.key.partition, from, l.opts.SeekTimeout, ErrLoadTimeout))
+			<-done
+		case <-l.done:
+			timer.Stop()
+			<-done
+		}
+	}
+}
+
+func (l *Loader) removeLocked(g *loadGroup) {
+	groups := l.groups[g.key]
+	for i, o := range groups {
+		if o == g {
+			groups = append(groups[:i], groups[i+1:]...)
+			break
+		}
+	}
+	if len(groups) == 0 {
+		delete(l.groups, g.key)
+	} else {
+		l.groups[g.key] = groups
+	}
+}
+
+// fail resolves every load of the group with err.
+func (l *Loader) fail(g *loadGroup, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, r := range g.reqs {
+		r.res <- loadResult{err: err}
+	}
+	g.reqs = g.reqs[:0]
+}
+
+// resolve hands the loads of a group what a read from offset from found,
+// and keeps those it did not reach for the next read.
+func (l *Loader) resolve(g *loadGroup, from int64, res readResult) {
+	deleted := func(offset int64) error {
+		return fmt.Errorf("fetch: loading %s/%d at %d: %w", g.key.topic, g.key.partition, offset, ErrOffsetDeleted)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if res.err != nil {
+		if errors.Is(res.err, errOutOfRange) {
+			// The offset the read started at is below the log's start or
+			// past its end; others of the group may still be in range.
+			res.out = blockRecords{next: from + 1}
+		} else {
+			err := fmt.Errorf("fetch: loading %s/%d at %d: %w", g.key.topic, g.key.partition, from, res.err)
+			for _, r := range g.reqs {
+				r.res <- loadResult{err: err}
+			}
+			g.reqs = g.reqs[:0]
+			return
+		}
+	}
+	out := res.out
+	if out.next == from {
+		// Nothing from the start on: at or past the log's end, or (not
+		// expected of a leader) nothing below it.
+		for _, r := range g.reqs {
+			if r.offset >= res.hwm {
+				r.res <- loadResult{err: deleted(r.offset)}
+			} else {
+				r.res <- loadResult{err: fault.Transient(fmt.Errorf("fetch: loading %s/%d at %d: empty fetch below the high watermark %d",
+					g.key.topic, g.key.partition, r.offset, res.hwm))}
+			}
+		}
+		g.reqs = g.reqs[:0]
+		return
+	}
+	var found map[int64]Record
+	keep := g.reqs[:0]
+	for _, r := range g.reqs {
+		if r.offset >= out.next {
+			keep = append(keep, r)
+			continue
+		}
+		rec, ok := found[r.offset]
+		if !ok {
+			if rec, ok = findRecord(out.records, r.offset); ok {
+				rec = detach(rec)
+				if found == nil {
+					found = make(map[int64]Record)
+				}
+				found[r.offset] = rec
+				if l.cache != nil {
+					l.cache.put(recordKey{g.key, r.offset}, rec)
+				}
+			}
+		}
+		if ok {
+			r.res <- loadResult{rec: rec}
+		} else {
+			// Inside what the read covered, yet not there: compaction
+			// removed it (or it is a transaction marker).
+			r.res <- loadResult{err: deleted(r.offset)}
+		}
+	}
+	clear(g.reqs[len(keep):])
+	g.reqs = keep
+}
+
+// findRecord finds the record at offset in records, which are in offset
+// order.
+func findRecord(records []Record, offset int64) (Record, bool) {
+	lo, hi := 0, len(records)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if records[m].Offset < offset {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	if lo < len(records) && records[lo].Offset == offset {
+		return records[lo], true
+	}
+	return Record{}, false
+}
+
+// errOutOfRange is a read's answer OffsetOutOfRange.
+var errOutOfRange = errors.New("offset out of range")
+
+// read fetches the partition from offset from. It refreshes the metadata
+// and tries once more when the leader is unknown or moved, or the broker
+// connection failed, and doubles the budget for a record larger than it.
+func (l *Loader) read(k partitionKey, from int64, budget *int32, expired *atomic.Bool) readResult {
+	refreshed := false
+	retry := func(cause error) bool {
+		if refreshed || expired.Load() {
+			return false
+		}
+		refreshed = true
+		if err := l.client.RefreshMetadata(k.topic); err != nil {
+			l.log.Debug("loader: refreshing metadata failed", slog.String("topic", k.topic), slog.Any("error", err))
+		}
+		l.log.Debug("loader: retrying a read", slog.String("topic", k.topic), slog.Int("partition", int(k.partition)),
+			slog.Any("cause", cause))
+		return true
+	}
+	for {
+		if expired.Load() {
+			return readResult{err: ErrLoadTimeout}
+		}
+		broker, epoch, err := l.client.LeaderAndEpoch(k.topic, k.partition)
+		if err != nil {
+			if retry(err) {
+				continue
+			}
+			return readResult{err: kafkaFault(fmt.Errorf("finding the leader: %w", err))}
+		}
+		req := &sarama.FetchRequest{
+			// As the fetch loop (broker.go): version 12, no fetch session,
+			// read uncommitted, so that a deferred record is found whatever
+			// the fetch loop could read.
+			Version:      12,
+			MinBytes:     1,
+			MaxWaitTime:  int32(loadMaxWait.Milliseconds()),
+			MaxBytes:     *budget,
+			Isolation:    sarama.ReadUncommitted,
+			SessionID:    0,
+			SessionEpoch: -1,
+		}
+		req.AddBlock(k.topic, k.partition, from, *budget, epoch)
+		l.fetches.Add(1)
+		if l.beforeFetch != nil {
+			l.beforeFetch(k.topic, k.partition, from)
+		}
+		resp, err := broker.Fetch(req)
+		if err != nil {
+			select {
+			case <-l.done:
+				return readResult{err: ErrLoaderClosed}
+			default:
+			}
+			// As the fetch loop: closed so that the client opens a new
+			// connection on its next use.
+			_ = broker.Close()
+			if retry(err) {
+				continue
+			}
+			return readResult{err: kafkaFault(err)}
+		}
+		block := resp.GetBlock(k.topic, k.partition)
+		if block == nil {
+			if retry(errors.New("partition missing from the fetch response")) {
+				continue
+			}
+			return readResult{err: fault.Transient(errors.New("partition missing from the fetch response"))}
+		}
+		switch {
+		case errors.Is(block.Err, sarama.ErrNoError):
+			out := records(block, from)
+			if out.partial {
+				if *budget >= maxLoadBytes {
+					return readResult{err: fmt.Errorf("larger than %d bytes: %w", maxLoadBytes, ErrRecordTooLarge)}
+				}
+				*budget = int32(min(2*int64(*budget), maxLoadBytes, math.MaxInt32))
+				continue
+			}
+			return readResult{out: out, hwm: block.HighWaterMarkOffset}
+		case errors.Is(block.Err, sarama.ErrOffsetOutOfRange):
+			return readResult{err: errOutOfRange}
+		case leadership(block.Err) && retry(block.Err):
+			continue
+		default:
+			return readResult{err: kafkaFault(block.Err)}
+		}
+	}
+}
+
+// kafkaFault marks an error reported by sarama with its class
+// (core-behavior.md §7), as the producer's classification does
+// (core/producer/errors.go): fencing is terminal, a record Kafka rejects
+// as malformed or too large is permanent, anything else transient.
+func kafkaFault(err error) error {
+	if k, ok := errors.AsType[sarama.KError](err); ok {
+		switch k {
+		case sarama.ErrProducerFenced, sarama.ErrFencedInstancedId:
+			return fault.Terminal(err)
+		case sarama.ErrInvalidMessage, sarama.ErrInvalidMessageSize, sarama.ErrMessageSizeTooLarge,
+			sarama.ErrInvalidRecord, sarama.ErrInvalidTimestamp, sarama.ErrUnsupportedCompressionType:
+			return fault.Permanent(err)
+		}
+		return fault.Transient(err)
+	}
+	if _, ok := errors.AsType[sarama.PacketDecodingError](err); ok {
+		// The response holds a batch sarama cannot decode (corrupt, or a
+		// compression it lacks): reading it again changes nothing.
+		return fault.Permanent(err)
+	}
+	if errors.Is(err, sarama.ErrClosedClient) || errors.Is(err, sarama.ErrShuttingDown) {
+		return fault.Terminal(err)
+	}
+	return fault.Transient(err)
+}
+
+// detach copies a record's key, value and headers into one allocation of
+// its own: a record decoded from a fetch response shares that response's
+// buffer, up to MaxBytes, which a cached record would otherwise keep
+// alive.
+func detach(r Record) Record {
+	n := len(r.Key) + len(r.Value)
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	buf := make([]byte, 0, n)
+	cp := func(b []byte) []byte {
+		if b == nil {
+			return nil // a null key or value stays null
+		}
+		buf = append(buf, b...)
+		return buf[len(buf)-len(b) : len(buf) : len(buf)]
+	}
+	out := Record{Offset: r.Offset, Timestamp: r.Timestamp, Key: cp(r.Key), Value: cp(r.Value)}
+	if len(r.Headers) > 0 {
+		hs := make([]sarama.RecordHeader, len(r.Headers))
+		out.Headers = make([]*sarama.RecordHeader, len(r.Headers))
+		for i, h := range r.Headers {
+			hs[i] = sarama.RecordHeader{Key: cp(h.Key), Value: cp(h.Value)}
+			out.Headers[i] = &hs[i]
+		}
+	}
+	return out
+}
+
+// recordCache keeps the most recently loaded records. A plain LRU: a miss
+// costs a re-read, and an entry is put only after a fetch.
+type recordCache struct {
+	mu    sync.Mutex
+	size  int
+	order *list.List // of *cacheEntry, most recent first
+	byKey map[recordKey]*list.Element
+}
+
+type cacheEntry struct {
+	key recordKey
+	rec Record
+}
+
+func newRecordCache(size int) *recordCache {
+	return &recordCache{size: size, order: list.New(), byKey: make(map[recordKey]*list.Element, size)}
+}
+
+func (c *recordCache) get(k recordKey) (Record, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.byKey[k]
+	if !ok {
+		return Record{}, false
+	}
+	c.order.MoveToFront(e)
+	return e.Value.(*cacheEntry).rec, true
+}
+
+func (c *recordCache) put(k recordKey, rec Record) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.byKey[k]; ok {
+		e.Value.(*cacheEntry).rec = rec
+		c.order.MoveToFront(e)
+		return
+	}
+	c.byKey[k] = c.order.PushFront(&cacheEntry{key: k, rec: rec})
+	if c.order.Len() > c.size {
+		last := c.order.Back()
+		c.order.Remove(last)
+		delete(c.byKey, last.Value.(*cacheEntry).key)
+	}
+}
+
+func (c *recordCache) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.order.Len()
+}
