@@ -42,7 +42,8 @@ func TestConnectCreatesKeyspaceAndRecordsMigrations(t *testing.T) {
 		}
 	}
 
-	for _, table := range []string{"timer_segments", "timer_typed_slabs", "timer_typed_keys", "deduplication", "locks", "schema_migrations"} {
+	for _, table := range []string{"timer_segments", "timer_typed_slabs", "timer_typed_keys", "deduplication",
+		"deferred_segments", "deferred_offsets", "deferred_timers", "locks", "schema_migrations"} {
 		var name string
 		if err := s.Query(ctx, `SELECT table_name FROM system_schema.tables WHERE keyspace_name = ? AND table_name = ?`,
 			o.Keyspace, table).Scan(&name); err != nil {
@@ -75,6 +76,9 @@ func TestTimerTablesUseZstdAndUCS(t *testing.T) {
 		{"timer_typed_slabs", "T4", 864000},
 		{"timer_typed_keys", "L4", 864000},
 		{"deduplication", "T4", 86400},
+		{"deferred_segments", "L10", 864000},
+		{"deferred_offsets", "L10", 864000},
+		{"deferred_timers", "L10", 864000},
 	}
 	for _, tt := range tests {
 		t.Run(tt.table, func(t *testing.T) {

@@ -18,7 +18,7 @@ type cassandraSegment struct {
 func (s *cassandraSegment) SlabSize() uint32 { return s.slabSize }
 
 func (s *cassandraSegment) ttl(target int64) int {
-	return ttlFor(target, s.store.now(), s.store.retention)
+	return RowTTL(target, s.store.now(), s.store.retention)
 }
 
 func (s *cassandraSegment) Slabs(ctx context.Context) ([]uint32, error) {
@@ -233,4 +233,27 @@ func (s *cassandraSegment) DeleteSlab(ctx context.Context, slab uint32) error {
 		return wrap(err, "delete slab %d", slab)
 	}
 	return nil
+}
+
+func (s *cassandraSegment) TypeKeys(ctx context.Context, typ Type) ([]string, error) {
+	slabs, err := s.Slabs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]struct{}{}
+	var out []string
+	for _, slab := range slabs {
+		iter := s.store.s.Query(ctx, s.store.q.selectSlabTypeKeys, s.id, int32(s.slabSize), int32(slab), int8(typ)).Iter()
+		var key string
+		for iter.Scan(&key) {
+			if _, ok := seen[key]; !ok {
+				seen[key] = struct{}{}
+				out = append(out, key)
+			}
+		}
+		if err := iter.Close(); err != nil {
+			return nil, wrap(err, "list keys with timers of type %d in slab %d", typ, slab)
+		}
+	}
+	return out, nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -113,6 +114,20 @@ func (h *harness) wantTriggers(seg Segment, slab uint32, want ...Trigger) {
 	if len(got) != 0 || len(want) != 0 {
 		if !reflect.DeepEqual(got, want) {
 			h.t.Fatalf("SlabTriggers(%d) = %+v, want %+v", slab, got, want)
+		}
+	}
+}
+
+func (h *harness) wantTypeKeys(seg Segment, typ Type, want ...string) {
+	h.t.Helper()
+	got, err := seg.TypeKeys(h.ctx, typ)
+	if err != nil {
+		h.t.Fatalf("TypeKeys(%d): %v", typ, err)
+	}
+	slices.Sort(got)
+	if len(got) != 0 || len(want) != 0 {
+		if !reflect.DeepEqual(got, want) {
+			h.t.Fatalf("TypeKeys(%d) = %v, want %v", typ, got, want)
 		}
 	}
 }
@@ -320,6 +335,29 @@ var conformanceCases = []struct {
 		h.wantSlabs(seg, 0, 1, 2, 10)
 		h.wantTriggers(seg, 1, tr("j", 15, DeferredTimer))
 		h.wantTriggers(seg, 10, tr("k", 100, Application))
+	}},
+	{"type keys lists each key with a timer of the type once", func(h *harness) {
+		seg := h.segment(0, slabSize)
+		h.wantTypeKeys(seg, DeferredMessage)
+		h.add(seg, "a", 10, DeferredMessage)
+		h.add(seg, "a", 130, DeferredMessage) // another slab, same key
+		h.add(seg, "b", 70, DeferredMessage)
+		h.add(seg, "c", 10, DeferredTimer)
+		h.add(seg, "d", 10, Application)
+		h.wantTypeKeys(seg, DeferredMessage, "a", "b")
+		h.wantTypeKeys(seg, DeferredTimer, "c")
+		h.wantTypeKeys(seg, Application, "d")
+		h.remove(seg, "b", 70, DeferredMessage)
+		h.remove(seg, "a", 10, DeferredMessage)
+		h.wantTypeKeys(seg, DeferredMessage, "a")
+		// Another partition's keys are not listed.
+		h.add(h.segment(1, slabSize), "e", 10, DeferredMessage)
+		h.wantTypeKeys(seg, DeferredMessage, "a")
+		// Only listed slabs are searched.
+		if err := seg.DeleteSlab(h.ctx, 2); err != nil {
+			h.t.Fatal(err)
+		}
+		h.wantTypeKeys(seg, DeferredMessage)
 	}},
 	{"data persists for another store", func(h *harness) {
 		seg := h.segment(3, slabSize)

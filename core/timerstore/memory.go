@@ -201,6 +201,24 @@ func (h *memoryHandle) DeleteSlab(_ context.Context, slab uint32) error {
 	return nil
 }
 
+// TypeKeys looks at listed slabs only, as the Cassandra store does: a
+// timer in a slab dropped by DeleteSlab is not found there either.
+func (h *memoryHandle) TypeKeys(_ context.Context, typ Type) ([]string, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	seen := map[string]struct{}{}
+	var out []string
+	for slab := range h.seg.slabs {
+		for tk := range h.seg.slabIdx[slabKey{h.slabSize, slab}] {
+			if _, ok := seen[tk.key]; tk.typ == typ && !ok {
+				seen[tk.key] = struct{}{}
+				out = append(out, tk.key)
+			}
+		}
+	}
+	return out, nil
+}
+
 // sortTriggers orders triggers as the Cassandra slab index clusters them:
 // by type, key, then time.
 func sortTriggers(ts []Trigger) {

@@ -5,7 +5,7 @@ package timerstore
 type statements struct {
 	selectSegment, insertSegment, updateSlabSize, updateVersion string
 	insertSlab, selectSlabs, deleteSlab                         string
-	insertSlabTrigger, selectSlabTriggers                       string
+	insertSlabTrigger, selectSlabTriggers, selectSlabTypeKeys   string
 	deleteSlabTrigger, deleteSlabPartition                      string
 	selectKey, insertKeyRow, deleteKeyRow, deleteKeyType        string
 	setKeyState, deleteKeyState                                 string
@@ -29,6 +29,10 @@ func newStatements(ks string) statements {
 			VALUES (?, ?, ?, ?, ?, ?, ?) USING TTL ?`,
 		selectSlabTriggers: `SELECT timer_type, key, time, span FROM ` + slabs + `
 			WHERE segment_id = ? AND slab_size = ? AND id = ?`,
+		// timer_type is the first clustering column, so this reads one
+		// contiguous slice of the slab partition.
+		selectSlabTypeKeys: `SELECT key FROM ` + slabs + `
+			WHERE segment_id = ? AND slab_size = ? AND id = ? AND timer_type = ?`,
 		deleteSlabTrigger: `DELETE FROM ` + slabs + `
 			WHERE segment_id = ? AND slab_size = ? AND id = ? AND timer_type = ? AND key = ? AND time = ?`,
 		deleteSlabPartition: `DELETE FROM ` + slabs + ` WHERE segment_id = ? AND slab_size = ? AND id = ?`,

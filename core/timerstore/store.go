@@ -41,6 +41,12 @@ type Segment interface {
 	// so a crash can duplicate but never lose a timer. It returns the times that were removed.
 	ClearAndSchedule(ctx context.Context, t Trigger) ([]Time, error)
 	DeleteSlab(ctx context.Context, slab uint32) error // drop a slab-list row (the slab holds no timers)
+	// TypeKeys returns every key with at least one timer of type typ in a
+	// listed slab, each once, in no particular order. The deferral layers
+	// call it when a partition is assigned: every deferred key has a pending
+	// retry timer, so the keys it returns are the only ones whose defer
+	// store must be read.
+	TypeKeys(ctx context.Context, typ Type) ([]string, error)
 }
 
 // cloneSpan copies a span so callers cannot mutate stored state; empty spans

@@ -105,8 +105,8 @@ func TestTTLRules(t *testing.T) {
 		if tt.now != 0 {
 			at = time.Unix(tt.now, 0)
 		}
-		if got := ttlFor(tt.target, at, tt.retention); got != tt.want {
-			t.Errorf("%s: ttlFor = %d, want %d", tt.name, got, tt.want)
+		if got := RowTTL(tt.target, at, tt.retention); got != tt.want {
+			t.Errorf("%s: RowTTL = %d, want %d", tt.name, got, tt.want)
 		}
 	}
 }
