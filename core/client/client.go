@@ -23,6 +23,7 @@ import (
 	"github.com/prosody-events/prosody-go/core/middleware"
 	"github.com/prosody-events/prosody-go/core/probe"
 	"github.com/prosody-events/prosody-go/core/producer"
+	"github.com/prosody-events/prosody-go/core/telemetry"
 )
 
 // State is the consumer's lifecycle state, as the bindings report it.
@@ -181,6 +182,10 @@ func (c *Client) Subscribe(h event.Handler) error {
 	if err != nil {
 		return err
 	}
+	deferral, err := c.deferralLocked()
+	if err != nil {
+		return err
+	}
 	timeouts := middleware.NewTimeouts(c.cfg.HandlerTimeout())
 	limiter := middleware.NewLimiter(c.cfg.MaxConcurrency)
 	stacks := middleware.ModeStacks(c.cfg, h, middleware.Services{
@@ -188,6 +193,7 @@ func (c *Client) Subscribe(h event.Handler) error {
 		Timeouts:    timeouts,
 		DeadLetters: deadLetters{c.producer},
 		Logger:      c.log,
+		Broadcast:   new(telemetry.Broadcast),
 	})
 	cons, err := consumer.Start(consumer.Options{
 		Brokers:         c.cfg.BootstrapServers,
@@ -202,6 +208,7 @@ func (c *Client) Subscribe(h event.Handler) error {
 		StallThreshold:  c.cfg.StallThreshold,
 		Timers:          store,
 		SlabSize:        c.cfg.SlabSize,
+		Deferral:        deferral,
 		Stacks:          stacks,
 		Limiter:         limiter,
 		Logger:          c.log,

@@ -7,8 +7,16 @@ import (
 	"time"
 
 	"github.com/prosody-events/prosody-go/core/cassandra"
+	"github.com/prosody-events/prosody-go/core/config"
+	"github.com/prosody-events/prosody-go/core/consumer"
+	"github.com/prosody-events/prosody-go/core/deferstore"
+	"github.com/prosody-events/prosody-go/core/fetch"
 	"github.com/prosody-events/prosody-go/core/timerstore"
 )
+
+// mockDeferrals is the defer store of every mock-mode client in the
+// process, for the same reason as mockTimers.
+var mockDeferrals = sync.OnceValue(deferstore.NewMemory)
 
 // mockTimers is the timer store of every mock-mode client in the process.
 // It lives as long as the process, so timers survive a partition moving
@@ -22,6 +30,40 @@ func (c *Client) timerStoreLocked() (timerstore.Store, error) {
 	if c.cfg.Mock {
 		return mockTimers(), nil
 	}
+	if err := c.connectLocked(); err != nil {
+		return nil, err
+	}
+	return timerstore.NewCassandra(c.session, c.cfg.CassandraRetention), nil
+}
+
+// deferralLocked is the consumer's deferral in pipeline mode (nil in the
+// other modes, which do not defer): the shared in-memory store in mock
+// mode, else the Cassandra tables. The caller holds c.mu.
+func (c *Client) deferralLocked() (*consumer.Deferral, error) {
+	if c.cfg.Mode != config.ModePipeline {
+		return nil, nil
+	}
+	d := &consumer.Deferral{Loader: fetch.LoaderOptions{
+		CacheSize:        c.cfg.DeferCacheSize,
+		SeekTimeout:      c.cfg.DeferSeekTimeout,
+		DiscardThreshold: c.cfg.DeferDiscardThreshold,
+		MaxInFlight:      c.cfg.MaxUncommitted,
+		Logger:           c.log,
+	}}
+	if c.cfg.Mock {
+		d.Store = mockDeferrals()
+		return d, nil
+	}
+	if err := c.connectLocked(); err != nil {
+		return nil, err
+	}
+	d.Store = deferstore.NewCassandra(c.session, c.cfg.CassandraRetention, c.cfg.DeferStoreCacheSize)
+	return d, nil
+}
+
+// connectLocked opens the client's Cassandra session (migrating the
+// keyspace) unless it is open. The caller holds c.mu.
+func (c *Client) connectLocked() error {
 	if c.session == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -35,9 +77,9 @@ func (c *Client) timerStoreLocked() (timerstore.Store, error) {
 			Logger:     c.log,
 		})
 		if err != nil {
-			return nil, fmt.Errorf("cassandra_nodes: connecting to Cassandra at %v: %w", c.cfg.CassandraNodes, err)
+			return fmt.Errorf("cassandra_nodes: connecting to Cassandra at %v: %w", c.cfg.CassandraNodes, err)
 		}
 		c.session = s
 	}
-	return timerstore.NewCassandra(c.session, c.cfg.CassandraRetention), nil
+	return nil
 }

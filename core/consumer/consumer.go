@@ -79,6 +79,7 @@ type Consumer struct {
 	eventTypes filter.EventTypes
 	group      sarama.ConsumerGroup
 	fetcher    *fetch.Fetcher // with a client of its own, apart from the group's
+	loader     *fetch.Loader  // reads deferred messages back (with Options.Deferral), on a client of its own
 	exec       *executor
 	rescue     *rescuer
 	slowRun    time.Duration // see intake.go; a field so tests can change it
@@ -144,6 +145,25 @@ func Start(opts Options) (*Consumer, error) {
 		done:       make(chan struct{}),
 	}
 	c.fetcher = fetch.New(client, fetch.Options{MaxWait: opts.PollInterval, Pauses: &c.stats.pauses, Logger: log})
+	if opts.Deferral != nil {
+		// Point reads on the fetch loop's connections would queue behind
+		// its long polls: a client of their own.
+		lc, err := sarama.NewClient(brokers, cfg)
+		if err != nil {
+			cancel()
+			c.fetcher.Close()
+			group.Close()
+			return nil, fmt.Errorf("connecting the deferred-message loader to %v: %w", brokers, err)
+		}
+		lo := opts.Deferral.Loader
+		if lo.MaxInFlight <= 0 {
+			lo.MaxInFlight = opts.MaxUncommitted
+		}
+		if lo.Logger == nil {
+			lo.Logger = log
+		}
+		c.loader = fetch.NewLoader(lc, lo)
+	}
 	go c.logErrors()
 	go c.consume(ctx)
 	return c, nil
@@ -199,6 +219,11 @@ func (c *Consumer) Stop(ctx context.Context) error {
 		// closed.
 		if cerr := c.fetcher.Close(); cerr != nil {
 			err = errors.Join(err, cerr)
+		}
+		if c.loader != nil {
+			if cerr := c.loader.Close(); cerr != nil {
+				err = errors.Join(err, cerr)
+			}
 		}
 	})
 	return err

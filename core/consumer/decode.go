@@ -22,13 +22,19 @@ import (
 // as Payload does: each fetch is decoded into fresh buffers and never
 // writes to a record once delivered. The type comes from dec's cache.
 func (p *partition) decode(r *fetch.Record, now time.Time, msg *event.Message) (filter.Reason, error) {
+	return decodeRecord(&p.dec, p.topic, p.id, r, now, msg)
+}
+
+// decodeRecord is decode with the decoder dec, for a record of topic and
+// partition.
+func decodeRecord(dec *payload.Decoder, topic string, partition int32, r *fetch.Record, now time.Time, msg *event.Message) (filter.Reason, error) {
 	if r.Key == nil {
 		return filter.ReasonNoKey, errors.New("record has no key")
 	}
 	if !utf8.Valid(r.Key) {
 		return filter.ReasonKeyNotUTF8, errors.New("record key is not valid UTF-8")
 	}
-	fields, err := p.dec.Meta(r.Value)
+	fields, err := dec.Meta(r.Value)
 	if err != nil {
 		if errors.Is(err, payload.ErrNull) {
 			return filter.ReasonNullPayload, err
@@ -38,8 +44,8 @@ func (p *partition) decode(r *fetch.Record, now time.Time, msg *event.Message) (
 	// Field by field: msg is zeroed (a fresh burst slice), and a struct
 	// assignment would be a bulk copy with write barriers for every
 	// pointer slot while the collector runs.
-	msg.Topic = p.topic
-	msg.Partition = p.id
+	msg.Topic = topic
+	msg.Partition = partition
 	msg.Offset = r.Offset
 	msg.Key = unsafe.String(unsafe.SliceData(r.Key), len(r.Key))
 	msg.Timestamp = recordTime(r, now)

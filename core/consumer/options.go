@@ -9,6 +9,8 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/prosody-events/prosody-go/core/deferstore"
+	"github.com/prosody-events/prosody-go/core/fetch"
 	"github.com/prosody-events/prosody-go/core/middleware"
 	"github.com/prosody-events/prosody-go/core/mockbroker"
 	"github.com/prosody-events/prosody-go/core/timerstore"
@@ -37,6 +39,13 @@ type Options struct {
 	// SlabSize groups stored timers by time (slab_size); whole seconds.
 	SlabSize time.Duration
 
+	// Deferral, when set, gives every partition the state the defer
+	// layers of pipeline mode need (package deferral): the stores of its
+	// deferred keys, and a loader that reads deferred messages back. It
+	// needs Timers, which carry the retries. Nil: stored retry timers are
+	// left alone (a mode that does not defer).
+	Deferral *Deferral
+
 	// Stacks run the events: every message and timer through Events
 	// (required), undecodable records through Undecodable (nil: they are
 	// committed as skipped). An event whose handler starts asynchronously
@@ -52,6 +61,14 @@ type Options struct {
 
 	ClientID string       // defaults to the host name
 	Logger   *slog.Logger // defaults to slog.Default()
+}
+
+// Deferral configures deferred retry (Options.Deferral).
+type Deferral struct {
+	Store deferstore.Store
+	// Loader configures the point reads of deferred messages; its
+	// MaxInFlight defaults to MaxUncommitted.
+	Loader fetch.LoaderOptions
 }
 
 func (o *Options) validate() error {
@@ -70,6 +87,9 @@ func (o *Options) validate() error {
 	}
 	if o.Timers != nil && o.SlabSize < time.Second {
 		errs = append(errs, fmt.Errorf("slab_size: must be at least 1s when timers are used, got %v", o.SlabSize))
+	}
+	if o.Deferral != nil && (o.Deferral.Store == nil || o.Timers == nil) {
+		errs = append(errs, errors.New("consumer: Options.Deferral needs a Store and Options.Timers"))
 	}
 	if o.MaxUncommitted < 1 {
 		errs = append(errs, fmt.Errorf("max_uncommitted: must be at least 1, got %d", o.MaxUncommitted))

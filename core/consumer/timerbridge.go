@@ -2,13 +2,17 @@ package consumer
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
+	"github.com/prosody-events/prosody-go/core/deferral"
 	"github.com/prosody-events/prosody-go/core/event"
+	"github.com/prosody-events/prosody-go/core/fault"
 	"github.com/prosody-events/prosody-go/core/internal/invocation"
 	"github.com/prosody-events/prosody-go/core/middleware"
 	"github.com/prosody-events/prosody-go/core/offsets"
+	"github.com/prosody-events/prosody-go/core/payload"
 	"github.com/prosody-events/prosody-go/core/timers"
 	"github.com/prosody-events/prosody-go/core/timerstore"
 	"github.com/prosody-events/prosody-go/core/tracing"
@@ -18,30 +22,36 @@ import (
 // manager fires due timers into the key queue (fireTimer), and a timer's
 // turn runs it through the stack and settles it in the store (runTimer).
 // A timer item keeps its type, which decides who handles it: application
-// timers go to the handler; the deferral layers will own the types they
-// store.
+// timers go to the handler, the retry timers of deferred keys to the defer
+// layers.
 
 // runTimer handles a timer item on the calling goroutine, whose run is r.
 // A timer unscheduled while it waited for its key is skipped. It takes no
 // leased permit (runOne ends the driver's lease first): a kept permit would
 // stay held through the store writes of Commit, which retry while the
 // store is down.
+//
+// Application timers go to the handler. The retry timers of deferred keys
+// go to the defer layers as a deferral.Retry; without deferral (a mode
+// that does not defer) no layer owns them and no handler may see them, so
+// they stay stored for an owner that defers.
 func (p *partition) runTimer(it item, env *invocation.Env, r *middleware.Run) {
 	t := it.ev.(*timerItem)
 	id := t.id()
 	if !p.timers.Begin(id) {
 		return
 	}
+	var ev event.Event = &t.Timer
 	if t.typ != timerstore.Application {
-		// Deferred messages and timers, written by a version that defers
-		// (the deferral layers come with their own issue): no layer here
-		// owns them, and no handler may see them. They stay stored.
-		p.log.Warn("a stored timer of a type this version does not handle is left in the store; it fires again with the partition's next owner",
-			slog.String("key", t.Key), slog.Time("time", t.Time), slog.Int("type", int(t.typ)))
-		p.timers.Forget(id)
-		return
+		if env.Deferral == nil {
+			p.log.Warn("a stored retry timer of a deferred key is left in the store: this consumer does not defer; it fires again with the partition's next owner",
+				slog.String("key", t.Key), slog.Time("time", t.Time), slog.Int("type", int(t.typ)))
+			p.timers.Forget(id)
+			return
+		}
+		ev = &deferral.Retry{Timer: t.Timer, Type: t.typ}
 	}
-	if p.complete(it, p.invoke(p.c.opts.Stacks.Events, &t.Timer, env, nil, r)) {
+	if p.complete(it, p.invoke(p.c.opts.Stacks.Events, ev, env, nil, r)) {
 		p.timers.Commit(id)
 	} else {
 		p.timers.Abort(id)
@@ -77,10 +87,11 @@ func (p *partition) fireTimer(t timerstore.Trigger) {
 	}
 }
 
-// openTimers opens the partition's timer segment, retrying every second
-// while the store fails, and starts its timer manager. Records are admitted
-// only once it has succeeded. It gives up when stop closes (the partition
-// was released first).
+// openTimers opens the partition's timer segment (and, with deferral,
+// its defer state), retrying every second while the stores fail, and
+// starts its timer manager. Records are admitted only once it has
+// succeeded. It gives up when stop closes (the partition was released
+// first).
 func (p *partition) openTimers(stop <-chan struct{}) {
 	for attempt := 0; ; attempt++ {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -92,24 +103,13 @@ func (p *partition) openTimers(stop <-chan struct{}) {
 			}
 		}()
 		seg, err := p.c.opts.Timers.Segment(ctx, p.c.opts.GroupID, p.topic, p.id, uint32(p.c.opts.SlabSize/time.Second))
+		var dp *deferral.Partition
+		if err == nil && p.c.opts.Deferral != nil {
+			dp, err = p.openDeferral(ctx, seg)
+		}
 		cancel()
 		if err == nil {
-			m := timers.Start(timers.Options{
-				Segment:     seg,
-				Fire:        p.fireTimer,
-				MaxInFlight: p.c.opts.MaxUncommitted,
-				Logger:      p.log,
-			})
-			p.mu.Lock()
-			p.timers = m
-			p.env.Timers = timers.Application{M: m}
-			p.inlineEnv.Timers = p.env.Timers
-			p.timersReady = true
-			signal := p.roomLocked()
-			p.mu.Unlock()
-			if signal {
-				p.signalRoom()
-			}
+			p.startTimers(seg, dp)
 			return
 		}
 		p.log.Warn("opening the partition's timers failed; retrying", slog.Int("attempt", attempt+1), slog.Any("error", err))
@@ -119,6 +119,78 @@ func (p *partition) openTimers(stop <-chan struct{}) {
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// startTimers starts the timer manager of seg and offers the partition's
+// timers (with the deferral state dp, if any) to its handlers. It holds
+// p.mu throughout: a timer fired at once waits in fireTimer until the
+// state it runs with is all in place.
+func (p *partition) startTimers(seg timerstore.Segment, dp *deferral.Partition) {
+	p.mu.Lock()
+	m := timers.Start(timers.Options{
+		Segment:     seg,
+		Fire:        p.fireTimer,
+		MaxInFlight: p.c.opts.MaxUncommitted,
+		Logger:      p.log,
+	})
+	p.timers = m
+	var handlerTimers invocation.Timers = timers.Application{M: m}
+	if dp != nil {
+		dp.Retries = m
+		handlerTimers = deferral.Timers{App: timers.Application{M: m}, P: dp}
+		p.env.Deferral, p.inlineEnv.Deferral = dp, dp
+	}
+	p.env.Timers, p.inlineEnv.Timers = handlerTimers, handlerTimers
+	p.timersReady = true
+	signal := p.roomLocked()
+	p.mu.Unlock()
+	if signal {
+		p.signalRoom()
+	}
+}
+
+// openDeferral opens the partition's defer segments and learns which of
+// its keys are deferred: those with a retry timer.
+func (p *partition) openDeferral(ctx context.Context, seg timerstore.Segment) (*deferral.Partition, error) {
+	store := p.c.opts.Deferral.Store
+	msgs, err := store.Messages(ctx, p.c.opts.GroupID, p.topic, p.id)
+	if err != nil {
+		return nil, fmt.Errorf("opening the deferred messages: %w", err)
+	}
+	tms, err := store.Timers(ctx, p.c.opts.GroupID, p.topic, p.id)
+	if err != nil {
+		return nil, fmt.Errorf("opening the deferred timers: %w", err)
+	}
+	msgKeys, err := seg.TypeKeys(ctx, timerstore.DeferredMessage)
+	if err != nil {
+		return nil, fmt.Errorf("listing the keys with deferred messages: %w", err)
+	}
+	timerKeys, err := seg.TypeKeys(ctx, timerstore.DeferredTimer)
+	if err != nil {
+		return nil, fmt.Errorf("listing the keys with deferred timers: %w", err)
+	}
+	if len(msgKeys)+len(timerKeys) > 0 {
+		p.log.Info("partition has deferred keys", slog.Int("messages", len(msgKeys)), slog.Int("timers", len(timerKeys)))
+	}
+	return deferral.NewPartition(&deferral.Partition{
+		Topic: p.topic, ID: p.id, Messages: msgs, Timers: tms, Load: p.loadDeferred, Logger: p.log,
+	}, msgKeys, timerKeys), nil
+}
+
+// loadDeferred reads the partition's record at offset back from Kafka and
+// decodes it as the fetch loop does. A record that no longer decodes is a
+// permanent failure: a retry would read the same bytes.
+func (p *partition) loadDeferred(ctx context.Context, offset int64) (*event.Message, error) {
+	rec, err := p.c.loader.Load(ctx, p.topic, p.id, offset)
+	if err != nil {
+		return nil, err
+	}
+	msg := new(event.Message)
+	var dec payload.Decoder
+	if _, err := decodeRecord(&dec, p.topic, p.id, &rec, time.Now(), msg); err != nil {
+		return nil, fault.Permanent(fmt.Errorf("deferred message at offset %d: %w", offset, err))
+	}
+	return msg, nil
 }
 
 // stopTimers ends the timer manager once the partition has drained. Timers

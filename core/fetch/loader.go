@@ -14,6 +14,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/prosody-events/prosody-go/core/fault"
+	"github.com/prosody-events/prosody-go/core/kafkafault"
 )
 
 // Loader reads single records back from Kafka by (topic, partition,
@@ -496,7 +497,7 @@ func (l *Loader) read(k partitionKey, from int64, budget *int32, expired *atomic
 			if retry(err) {
 				continue
 			}
-			return readResult{err: kafkaFault(fmt.Errorf("finding the leader: %w", err))}
+			return readResult{err: kafkafault.Mark(fmt.Errorf("finding the leader: %w", err))}
 		}
 		req := &sarama.FetchRequest{
 			// As the fetch loop (broker.go): version 12, no fetch session,
@@ -528,7 +529,7 @@ func (l *Loader) read(k partitionKey, from int64, budget *int32, expired *atomic
 			if retry(err) {
 				continue
 			}
-			return readResult{err: kafkaFault(err)}
+			return readResult{err: kafkafault.Mark(err)}
 		}
 		block := resp.GetBlock(k.topic, k.partition)
 		if block == nil {
@@ -553,35 +554,9 @@ func (l *Loader) read(k partitionKey, from int64, budget *int32, expired *atomic
 		case leadership(block.Err) && retry(block.Err):
 			continue
 		default:
-			return readResult{err: kafkaFault(block.Err)}
+			return readResult{err: kafkafault.Mark(block.Err)}
 		}
 	}
-}
-
-// kafkaFault marks an error reported by sarama with its class
-// (core-behavior.md §7), as the producer's classification does
-// (core/producer/errors.go): fencing is terminal, a record Kafka rejects
-// as malformed or too large is permanent, anything else transient.
-func kafkaFault(err error) error {
-	if k, ok := errors.AsType[sarama.KError](err); ok {
-		switch k {
-		case sarama.ErrProducerFenced, sarama.ErrFencedInstancedId:
-			return fault.Terminal(err)
-		case sarama.ErrInvalidMessage, sarama.ErrInvalidMessageSize, sarama.ErrMessageSizeTooLarge,
-			sarama.ErrInvalidRecord, sarama.ErrInvalidTimestamp, sarama.ErrUnsupportedCompressionType:
-			return fault.Permanent(err)
-		}
-		return fault.Transient(err)
-	}
-	if _, ok := errors.AsType[sarama.PacketDecodingError](err); ok {
-		// The response holds a batch sarama cannot decode (corrupt, or a
-		// compression it lacks): reading it again changes nothing.
-		return fault.Permanent(err)
-	}
-	if errors.Is(err, sarama.ErrClosedClient) || errors.Is(err, sarama.ErrShuttingDown) {
-		return fault.Terminal(err)
-	}
-	return fault.Transient(err)
 }
 
 // detach copies a record's key, value and headers into one allocation of

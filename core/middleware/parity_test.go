@@ -19,9 +19,14 @@ import (
 	"time"
 
 	"github.com/prosody-events/prosody-go/core/config"
+	"github.com/prosody-events/prosody-go/core/deferral"
+	"github.com/prosody-events/prosody-go/core/deferstore"
 	"github.com/prosody-events/prosody-go/core/event"
 	"github.com/prosody-events/prosody-go/core/fault"
 	"github.com/prosody-events/prosody-go/core/internal/invocation"
+	"github.com/prosody-events/prosody-go/core/monopolization"
+	"github.com/prosody-events/prosody-go/core/telemetry"
+	"github.com/prosody-events/prosody-go/core/timerstore"
 )
 
 // The parity suite: every layer, and the whole stack of every mode, runs
@@ -55,6 +60,9 @@ type scenario struct {
 	// revokeAt revokes the partition instead of ending the n-th retry
 	// delay (1-based); 0 never.
 	revokeAt int
+	// retry makes the event the retry timer of a key deferred before (of
+	// this type), instead of a message or a timer of the key.
+	retry timerstore.Type
 }
 
 var scenarios = []scenario{
@@ -70,29 +78,96 @@ var scenarios = []scenario{
 	{name: "a failed dead-letter write", acts: []act{actPermanent, actPermanent}, sinkFails: 1},
 	{name: "a timer failing beyond the retries", timer: true, acts: []act{actTransient, actTransient, actTransient, actTransient}},
 	{name: "a timer failing permanently", timer: true, acts: []act{actPermanent}},
+	{name: "a deferred message's retry", retry: timerstore.DeferredMessage},
+	{name: "a deferred message's retry failing again", retry: timerstore.DeferredMessage, acts: []act{actTransient}},
+	{name: "a deferred timer's retry", retry: timerstore.DeferredTimer},
+	{name: "a deferred timer's retry failing permanently", retry: timerstore.DeferredTimer, acts: []act{actPermanent}},
 }
 
 // parityEnv is what one run of a scenario is built from: fresh for each
 // drive, so that nothing is shared between the two.
 type parityEnv struct {
-	limiter  *Limiter
-	timeouts *Timeouts
-	clock    *fakeClock
-	sink     *fakeSink
-	logs     *logRecorder
-	log      *slog.Logger
+	limiter   *Limiter
+	timeouts  *Timeouts
+	clock     *fakeClock
+	sink      *fakeSink
+	logs      *logRecorder
+	log       *slog.Logger
+	broadcast *telemetry.Broadcast
+	published *telemetryRecorder
+	part      *deferral.Partition
+	retries   *fakeRetries
+}
+
+// parityMessage is the suite's message, which the partition's loader
+// also reads back for a deferred retry.
+func parityMessage() *event.Message {
+	return &event.Message{Topic: "orders", Partition: 3, Offset: 42, Key: "k",
+		Timestamp: time.UnixMilli(1_700_000_000_123), Payload: []byte(`{"id":"e-1"}`)}
 }
 
 func newParityEnv() *parityEnv {
 	e := &parityEnv{
-		limiter:  NewLimiter(2),
-		timeouts: newTimeouts(100*time.Millisecond, false),
-		clock:    newFakeClock(),
-		sink:     &fakeSink{},
-		logs:     &logRecorder{},
+		limiter:   NewLimiter(2),
+		timeouts:  newTimeouts(100*time.Millisecond, false),
+		clock:     newFakeClock(),
+		sink:      &fakeSink{},
+		logs:      &logRecorder{},
+		broadcast: new(telemetry.Broadcast),
+		published: &telemetryRecorder{},
+		retries:   &fakeRetries{},
 	}
 	e.log = slog.New(e.logs)
+	e.broadcast.Subscribe(e.published)
+	store := deferstore.NewMemory()
+	ctx := context.Background()
+	msgs, _ := store.Messages(ctx, "group", "orders", 3)
+	tms, _ := store.Timers(ctx, "group", "orders", 3)
+	e.part = deferral.NewPartition(&deferral.Partition{Topic: "orders", ID: 3, Messages: msgs, Timers: tms, Retries: e.retries, Logger: e.log,
+		Load: func(context.Context, int64) (*event.Message, error) { return parityMessage(), nil }}, nil, nil)
 	return e
+}
+
+func (e *parityEnv) deferPolicy() *DeferPolicy {
+	return &DeferPolicy{Enabled: true, Backoff: deferral.Backoff{Base: time.Second, MaxDelay: time.Minute, Jitter: jitter}, Logger: e.log}
+}
+
+// hotTracker is a monopolization tracker that has seen key k of the
+// suite's partition run for the whole of its window.
+func hotTracker() *monopolization.Tracker {
+	tr := monopolization.NewTracker(time.Second, 8)
+	tr.Observe(telemetry.Event{Kind: telemetry.HandlerInvoked, At: time.Now().Add(-time.Hour), Topic: "orders", Partition: 3, Key: "k"})
+	return tr
+}
+
+// telemetryRecorder keeps what the broadcast carried, without times.
+type telemetryRecorder struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (t *telemetryRecorder) Observe(e telemetry.Event) {
+	t.mu.Lock()
+	t.got = append(t.got, fmt.Sprintf("%s %s/%d/%s timer=%v failure=%v", e.Kind, e.Topic, e.Partition, e.Key, e.Timer, e.Failure))
+	t.mu.Unlock()
+}
+
+func (t *telemetryRecorder) events() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Clone(t.got)
+}
+
+// deferredState is what the partition's deferral holds for key k.
+func (e *parityEnv) deferredState() string {
+	ctx := context.Background()
+	off, mr, mok, _ := e.part.Messages.Next(ctx, "k")
+	tm, tr, tok, _ := e.part.Timers.Next(ctx, "k")
+	e.retries.mu.Lock()
+	history := strings.Join(e.retries.history, "; ")
+	e.retries.mu.Unlock()
+	return fmt.Sprintf("messages %v %d/%d (set %v), timers %v %d/%d (set %v), retry timers: %s",
+		mok, off, mr, e.part.MessageDeferred("k"), tok, tm.Time, tr, e.part.TimerDeferred("k"), history)
 }
 
 // jitter makes the retries' delays the same in both drives.
@@ -117,6 +192,10 @@ var layerCases = []parityCase{
 	{"Timeouts", func(e *parityEnv) []Layer { return []Layer{e.timeouts} }},
 	{"DeadLetter", func(e *parityEnv) []Layer { return []Layer{NewDeadLetter("failures", "group", e.sink, e.log)} }},
 	{"Log", func(e *parityEnv) []Layer { return []Layer{NewLog(e.log)} }},
+	{"MessageDefer", func(e *parityEnv) []Layer { return []Layer{NewMessageDefer(e.deferPolicy())} }},
+	{"TimerDefer", func(e *parityEnv) []Layer { return []Layer{NewTimerDefer(e.deferPolicy())} }},
+	{"Monopolization", func(e *parityEnv) []Layer { return []Layer{NewMonopolization(hotTracker(), 0.9)} }},
+	{"Telemetry", func(e *parityEnv) []Layer { return []Layer{NewTelemetry(e.broadcast)} }},
 }
 
 // modeCases are the whole stack of each mode, as the client builds it.
@@ -128,7 +207,7 @@ var modeCases = func() []parityCase {
 			cfg.Mode, cfg.GroupID, cfg.FailureTopic, cfg.MaxRetries = mode, "group", "failures", 2
 			cfg.RetryBase, cfg.MaxRetryDelay = 20*time.Millisecond, time.Second
 			stacks := ModeStacks(&cfg, nil, Services{Limiter: e.limiter, Timeouts: e.timeouts,
-				DeadLetters: e.sink, Logger: e.log, Jitter: jitter})
+				DeadLetters: e.sink, Logger: e.log, Jitter: jitter, Broadcast: e.broadcast})
 			return stacks.Events.layers
 		}})
 	}
@@ -235,6 +314,8 @@ type observed struct {
 	delays        []time.Duration
 	letters       []string // dead letters written
 	log           []string
+	published     []string // telemetry events
+	deferred      string   // the deferral state of the key afterwards
 	permitsAfter  int
 	attemptsTimed bool
 }
@@ -256,12 +337,23 @@ func runScenario(t *testing.T, layers func(*parityEnv) []Layer, async bool, sc s
 	probe := &demandProbe{}
 	stack := NewStack(Handler(handler, e.limiter), append(layers(e), probe)...).WithClock(e.clock)
 
-	var ev event.Event = &event.Message{Topic: "orders", Partition: 3, Offset: 42, Key: "k",
-		Timestamp: time.UnixMilli(1_700_000_000_123), Payload: []byte(`{"id":"e-1"}`)}
+	var ev event.Event = parityMessage()
+	timer := event.Timer{Topic: "orders", Partition: 3, Key: "k", Time: time.Unix(1_700_000_000, 0)}
 	if sc.timer {
-		ev = &event.Timer{Topic: "orders", Partition: 3, Key: "k", Time: time.Unix(1_700_000_000, 0)}
+		ev = &timer
+	}
+	switch sc.retry {
+	case timerstore.DeferredMessage:
+		_ = e.part.Messages.DeferFirst(context.Background(), "k", 42)
+		e.part.SetMessageDeferred("k", true)
+		ev = &deferral.Retry{Timer: timer, Type: sc.retry}
+	case timerstore.DeferredTimer:
+		_ = e.part.Timers.DeferFirst(context.Background(), "k", deferstore.DeferredTimer{Time: timerstore.TimeOf(timer.Time)})
+		e.part.SetTimerDeferred("k", true)
+		ev = &deferral.Retry{Timer: timer, Type: sc.retry}
 	}
 	inv := invocation.NewInvocation(parent, "k")
+	inv.SetEnv(&invocation.Env{Deferral: e.part}, nil)
 	done := make(chan error, 1)
 	if async {
 		stack.Start(new(Run), inv, ev, outcome(done), false)
@@ -307,6 +399,7 @@ wait:
 
 	obs := observed{outcome: "ok", attempts: h.attempts, permits: h.permits, causes: h.causes,
 		demands: probe.demands, delays: e.clock.asked(), letters: e.sink.letters(), log: e.logs.lines(),
+		published: e.published.events(), deferred: e.deferredState(),
 		permitsAfter: e.limiter.InUse(), attemptsTimed: e.timeouts.scan()}
 	if err != nil {
 		obs.outcome = fault.ClassOf(err).String() + ": " + err.Error()

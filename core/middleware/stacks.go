@@ -4,7 +4,10 @@ import (
 	"log/slog"
 
 	"github.com/prosody-events/prosody-go/core/config"
+	"github.com/prosody-events/prosody-go/core/deferral"
 	"github.com/prosody-events/prosody-go/core/event"
+	"github.com/prosody-events/prosody-go/core/monopolization"
+	"github.com/prosody-events/prosody-go/core/telemetry"
 )
 
 // Services are what the layers of a consumer's stacks need besides the
@@ -21,6 +24,11 @@ type Services struct {
 	// Jitter draws the retries' random delays (RetryPolicy.Jitter); nil
 	// uses math/rand/v2.
 	Jitter func(n int64) int64
+	// Broadcast is the consumer's handler telemetry, published by the
+	// innermost layer; the failure-rate gate and the monopolization
+	// tracker of pipeline mode subscribe to it. Nil: no telemetry layer,
+	// and deferral is never gated off.
+	Broadcast *telemetry.Broadcast
 }
 
 // Stacks are a consumer's stacks: the one every message and timer goes
@@ -40,7 +48,7 @@ type Stacks struct {
 //	Cancellation → Scheduler → Timeout → Telemetry → handler
 //
 // where the concurrency limit holds the scheduler's place until the fair
-// scheduler replaces it, and telemetry is still to come. Timers go
+// scheduler replaces it. Timers go
 // through the same stack as messages; the layers that treat them apart
 // (the failure topic never takes a timer) look at the event.
 func ModeStacks(cfg *config.Config, h event.Handler, svc Services) Stacks {
@@ -52,7 +60,9 @@ func ModeStacks(cfg *config.Config, h event.Handler, svc Services) Stacks {
 		Cancellation{},
 		svc.Limiter, // Scheduler: the fair scheduler takes this place.
 		svc.Timeouts,
-		// Telemetry: the telemetry issue adds it here.
+	}
+	if svc.Broadcast != nil {
+		inner = append(inner, NewTelemetry(svc.Broadcast))
 	}
 	var outer []Layer
 	var undecodable *Stack
@@ -70,11 +80,27 @@ func ModeStacks(cfg *config.Config, h event.Handler, svc Services) Stacks {
 	case config.ModeBestEffort:
 		outer = []Layer{NewLog(svc.Logger)}
 	default: // pipeline
+		policy := &DeferPolicy{
+			Enabled: cfg.DeferEnabled,
+			Backoff: deferral.Backoff{Base: cfg.DeferBase, MaxDelay: cfg.DeferMaxDelay, Jitter: svc.Jitter},
+			Logger:  svc.Logger,
+		}
+		if svc.Broadcast != nil {
+			policy.Gate = deferral.NewGate(cfg.DeferFailureThreshold, cfg.DeferFailureWindow)
+			svc.Broadcast.Subscribe(policy.Gate)
+		}
+		// The defer layers are there even with defer_enabled off, which
+		// only stops new deferrals: keys deferred before still drain.
 		outer = []Layer{
 			NewRetry(unlimited), // the durability boundary: retries until success or shutdown
 			// Deduplication (omitted when idempotence_cache_size is 0): the deduplication issue.
-			// MessageDefer, then TimerDefer: the deferral issue.
-			// Monopolization (omitted when disabled): the deferral issue.
+			NewMessageDefer(policy),
+			NewTimerDefer(policy),
+		}
+		if cfg.MonopolizationEnabled && svc.Broadcast != nil {
+			tracker := monopolization.NewTracker(cfg.MonopolizationWindow, cfg.MonopolizationCacheSize)
+			svc.Broadcast.Subscribe(tracker)
+			outer = append(outer, NewMonopolization(tracker, cfg.MonopolizationThreshold))
 		}
 	}
 	return Stacks{

@@ -6,26 +6,37 @@ import (
 	"testing"
 
 	"github.com/prosody-events/prosody-go/core/config"
+	"github.com/prosody-events/prosody-go/core/telemetry"
 )
 
 // The stacks of each mode, outermost first (core-behavior.md §4.1).
 func TestModeStacks(t *testing.T) {
 	tests := []struct {
-		mode        config.Mode
-		events      string
-		undecodable string
+		name           string
+		mode           config.Mode
+		noBroadcast    bool
+		monopolization bool
+		events         string
+		undecodable    string
 	}{
-		{config.ModePipeline, "Retry Cancellation Limiter Timeouts", ""},
-		{config.ModeLowLatency, "Retry DeadLetter Retry Cancellation Limiter Timeouts", "Retry DeadLetter"},
-		{config.ModeBestEffort, "Log Cancellation Limiter Timeouts", ""},
+		{"pipeline", config.ModePipeline, false, true, "Retry MessageDefer TimerDefer Monopolization Cancellation Limiter Timeouts Telemetry", ""},
+		{"pipeline without monopolization", config.ModePipeline, false, false, "Retry MessageDefer TimerDefer Cancellation Limiter Timeouts Telemetry", ""},
+		{"pipeline without telemetry", config.ModePipeline, true, true, "Retry MessageDefer TimerDefer Cancellation Limiter Timeouts", ""},
+		{"low-latency", config.ModeLowLatency, false, true, "Retry DeadLetter Retry Cancellation Limiter Timeouts Telemetry", "Retry DeadLetter"},
+		{"best-effort", config.ModeBestEffort, false, true, "Log Cancellation Limiter Timeouts Telemetry", ""},
 	}
 	for _, tt := range tests {
-		t.Run(string(tt.mode), func(t *testing.T) {
+		t.Run(tt.name, func(t *testing.T) {
 			cfg := config.Default()
 			cfg.Mode, cfg.FailureTopic, cfg.GroupID, cfg.MaxRetries = tt.mode, "failures", "g", 2
+			cfg.MonopolizationEnabled = tt.monopolization
 			timeouts := NewTimeouts(0)
 			defer timeouts.Stop()
-			stacks := ModeStacks(&cfg, handlerFunc(nil), Services{Limiter: NewLimiter(1), Timeouts: timeouts, DeadLetters: &fakeSink{}})
+			svc := Services{Limiter: NewLimiter(1), Timeouts: timeouts, DeadLetters: &fakeSink{}}
+			if !tt.noBroadcast {
+				svc.Broadcast = new(telemetry.Broadcast)
+			}
+			stacks := ModeStacks(&cfg, handlerFunc(nil), svc)
 			if got := layerNames(stacks.Events); got != tt.events {
 				t.Fatalf("events: %s, want %s", got, tt.events)
 			}

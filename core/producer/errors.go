@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/IBM/sarama"
-
 	"github.com/prosody-events/prosody-go/core/fault"
 	"github.com/prosody-events/prosody-go/core/payload"
 )
@@ -25,57 +23,6 @@ var (
 	// specified and not built yet).
 	ErrSendTimeout = fault.Transient(errors.New("producer: send timed out"))
 )
-
-// kafkaFault marks err, which is or wraps an error reported by sarama, with
-// the fault class of that cause (see kafkaClass), so that fault.ClassOf on
-// the returned error gives the class without knowing about sarama.
-func kafkaFault(err error) error {
-	switch kafkaClass(err) {
-	case fault.ClassPermanent:
-		return fault.Permanent(err)
-	case fault.ClassTerminal:
-		return fault.Terminal(err)
-	default:
-		return fault.Transient(err)
-	}
-}
-
-// kafkaClass classifies an error reported by sarama (core-behavior.md §7).
-// Kafka error codes follow the original's table; anything not recognised is
-// transient, because retrying an unknown failure is the safe default.
-//
-// The original's list also names librdkafka-internal codes (Fatal, Fenced,
-// BadMessage, BadCompression, CriticalSystemResource, InvalidDifferentRecord)
-// that have no Kafka wire code; sarama reports those situations through the
-// non-KError cases below instead.
-func kafkaClass(err error) fault.Class {
-	if k, ok := errors.AsType[sarama.KError](err); ok {
-		switch k {
-		case sarama.ErrProducerFenced, sarama.ErrFencedInstancedId:
-			return fault.ClassTerminal
-		case sarama.ErrInvalidMessage, // CORRUPT_MESSAGE
-			sarama.ErrInvalidMessageSize,
-			sarama.ErrMessageSizeTooLarge,
-			sarama.ErrInvalidRecord,
-			sarama.ErrInvalidTimestamp,
-			sarama.ErrUnsupportedCompressionType:
-			return fault.ClassPermanent
-		default:
-			return fault.ClassTransient
-		}
-	}
-	if _, ok := errors.AsType[sarama.PacketEncodingError](err); ok {
-		// The record cannot be encoded; sending it again changes nothing.
-		return fault.ClassPermanent
-	}
-	if _, ok := errors.AsType[sarama.ConfigurationError](err); ok {
-		return fault.ClassTerminal
-	}
-	if errors.Is(err, sarama.ErrShuttingDown) || errors.Is(err, sarama.ErrClosedClient) {
-		return fault.ClassTerminal
-	}
-	return fault.ClassTransient
-}
 
 // argError is an error in an argument to Send. Its text names the argument;
 // it unwraps to the underlying cause so errors.Is still finds it.

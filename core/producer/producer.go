@@ -10,6 +10,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/prosody-events/prosody-go/core/fault"
+	"github.com/prosody-events/prosody-go/core/kafkafault"
 	"github.com/prosody-events/prosody-go/core/mockbroker"
 )
 
@@ -180,7 +181,7 @@ func (c *connection) routeErrors() {
 //
 // Close is safe to call more than once and concurrently; every call returns
 // the first call's result. A failure to close the Kafka client is classified
-// like a failed delivery (see kafkaClass); the producer is closed regardless.
+// like a failed delivery (see kafkafault.Class); the producer is closed regardless.
 func (p *Producer) Close() error {
 	p.closeOnce.Do(func() {
 		close(p.closing)
@@ -196,7 +197,7 @@ func (p *Producer) Close() error {
 		c.producer.AsyncClose()
 		c.drained.Wait()
 		if err := c.client.Close(); err != nil && !errors.Is(err, sarama.ErrClosedClient) {
-			p.closeErr = kafkaFault(fmt.Errorf("producer: close kafka client: %w", err))
+			p.closeErr = kafkafault.Mark(fmt.Errorf("producer: close kafka client: %w", err))
 		}
 	})
 	return p.closeErr

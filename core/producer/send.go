@@ -10,6 +10,7 @@ import (
 
 	"github.com/prosody-events/prosody-go/core/config"
 	"github.com/prosody-events/prosody-go/core/fault"
+	"github.com/prosody-events/prosody-go/core/kafkafault"
 	"github.com/prosody-events/prosody-go/core/tracing"
 )
 
@@ -84,7 +85,7 @@ type outcome struct {
 // Every error classifies through fault.ClassOf: invalid arguments (empty
 // topic, invalid payload, a record over the size limit) are permanent;
 // ErrClosed is terminal; a failed delivery is classified by its Kafka error
-// (see kafkaClass); timeouts and context errors are transient. errors.Is
+// (see kafkafault.Class); timeouts and context errors are transient. errors.Is
 // finds ErrClosed, ErrSendTimeout, context errors and sarama's errors
 // through the marks.
 //
@@ -154,7 +155,7 @@ func (s *Sending) hand(msg *sarama.ProducerMessage) error {
 	if size := msg.ByteSize(2); size > p.maxMsgBytes {
 		// sarama would reject it with a ConfigurationError, which reads
 		// as a client misconfiguration; it is this record that is too big.
-		return kafkaFault(fmt.Errorf("producer: send to %q: record of %d bytes exceeds %d: %w",
+		return kafkafault.Mark(fmt.Errorf("producer: send to %q: record of %d bytes exceeds %d: %w",
 			s.topic, size, p.maxMsgBytes, sarama.ErrMessageSizeTooLarge))
 	}
 	// One timer covers the whole send: waiting for the connection, the
@@ -188,7 +189,7 @@ func (s *Sending) Wait() (Delivery, error) {
 	select {
 	case o := <-s.f.done:
 		if o.err != nil {
-			return Delivery{}, kafkaFault(fmt.Errorf("producer: send to %q: %w", s.topic, o.err))
+			return Delivery{}, kafkafault.Mark(fmt.Errorf("producer: send to %q: %w", s.topic, o.err))
 		}
 		if s.useCache {
 			s.p.cache.add(s.cacheKey)

@@ -17,7 +17,14 @@ type Env struct {
 	// Block is called by Context.Blocking; it returns the function that
 	// ends the blocking section.
 	Block func() (resume func())
+	// Deferral is the partition's deferral state in pipeline mode (a
+	// *deferral.Partition, which cannot be named here without an import
+	// cycle); nil when keys are not deferred.
+	Deferral any
 }
+
+// Env is what the engine offers the invocation (nil outside the engine).
+func (c *Context) Env() *Env { return c.env }
 
 // Timers is the view of a partition's timers that a context needs: the
 // application timers of one key, in wall-clock time. A timer is stored

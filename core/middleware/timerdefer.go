@@ -1,0 +1,152 @@
+package middleware
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/prosody-events/prosody-go/core/deferral"
+	"github.com/prosody-events/prosody-go/core/deferstore"
+	"github.com/prosody-events/prosody-go/core/event"
+	"github.com/prosody-events/prosody-go/core/fault"
+	"github.com/prosody-events/prosody-go/core/timerstore"
+)
+
+// TimerDefer is MessageDefer for application timers (core-behavior.md
+// §4.5): a timer that fails transiently is parked in the store with a
+// retry timer of type DeferredTimer, the key's later timers queue behind
+// it, and the retry runs the key's earliest parked timer as failure
+// demand until it succeeds or fails permanently. What handlers schedule
+// while their key's timers are deferred goes to the queue too
+// (deferral.Timers, the handlers' view of the partition's timers).
+type TimerDefer struct{ policy *DeferPolicy }
+
+// NewTimerDefer returns the layer deciding with policy.
+func NewTimerDefer(policy *DeferPolicy) *TimerDefer { return &TimerDefer{policy: policy} }
+
+// UsesSlot implements Stateful: the slot holds the retry timer whose
+// parked timer is running inside (V) and its retry count (N).
+func (*TimerDefer) UsesSlot() {}
+
+// Before implements Layer.
+func (d *TimerDefer) Before(r *Run) Step {
+	s := r.Slot()
+	s.V = nil
+	switch ev := r.ev.(type) {
+	case *event.Timer:
+		p := deferralOf(r)
+		if p == nil || !p.TimerDeferred(ev.Key) {
+			return Continue
+		}
+		return r.async(func(ctx context.Context) Step {
+			if err := p.Timers.Append(ctx, ev.Key, parked(ev)); err != nil {
+				return Result(fmt.Errorf("queueing a timer behind its key's deferred one: %w", err))
+			}
+			return Result(nil)
+		})
+	case *deferral.Retry:
+		if ev.Type != timerstore.DeferredTimer {
+			return Continue
+		}
+		p := deferralOf(r)
+		if p == nil {
+			return Result(fault.Terminal(fmt.Errorf("a deferred timer's retry reached a partition without deferral")))
+		}
+		return r.async(func(ctx context.Context) Step {
+			t, retries, ok, err := p.Timers.Next(ctx, ev.Key)
+			if err != nil {
+				return Result(fmt.Errorf("reading the deferred timers of key %q: %w", ev.Key, err))
+			}
+			if !ok {
+				if err := p.Timers.Delete(ctx, ev.Key); err != nil {
+					return Result(fmt.Errorf("deleting the empty deferral of key %q: %w", ev.Key, err))
+				}
+				p.SetTimerDeferred(ev.Key, false)
+				return Result(nil)
+			}
+			s.V, s.N = ev, int64(retries)
+			r.ev = &event.Timer{Topic: ev.Topic, Partition: ev.Partition, Key: ev.Key, Time: t.Time.Std(), TraceContext: t.Span}
+			r.demand = Failure
+			return Continue
+		})
+	}
+	return Continue
+}
+
+// parked is t as its key's deferral queue holds it.
+func parked(t *event.Timer) deferstore.DeferredTimer {
+	return deferstore.DeferredTimer{Time: timerstore.TimeOf(t.Time), Span: t.TraceContext}
+}
+
+// After implements Layer.
+func (d *TimerDefer) After(r *Run, err error) Step {
+	s := r.Slot()
+	retry, _ := s.V.(*deferral.Retry)
+	if retry == nil {
+		t, ok := r.ev.(*event.Timer)
+		if !ok || err == nil || fault.ClassOf(err) != fault.ClassTransient || !d.policy.allows() {
+			return Result(err)
+		}
+		p := deferralOf(r)
+		if p == nil {
+			return Result(err)
+		}
+		return r.async(func(ctx context.Context) Step {
+			if err := p.ScheduleRetry(ctx, t.Key, timerstore.DeferredTimer, d.policy.Backoff.Delay(0), t.TraceContext); err != nil {
+				return Result(fmt.Errorf("deferring a timer of key %q: scheduling its retry: %w", t.Key, err))
+			}
+			if err := p.Timers.DeferFirst(ctx, t.Key, parked(t)); err != nil {
+				return Result(fmt.Errorf("deferring a timer of key %q: %w", t.Key, err))
+			}
+			p.SetTimerDeferred(t.Key, true)
+			d.policy.logger().Info("timer deferred after a transient failure", slog.String("key", t.Key),
+				slog.Time("time", t.Time), slog.Any("error", err))
+			return Result(nil)
+		})
+	}
+	at := timerstore.TimeOf(r.ev.(*event.Timer).Time)
+	r.ev = retry
+	p := deferralOf(r)
+	switch {
+	case err == nil:
+		return r.async(func(ctx context.Context) Step { return d.advance(ctx, p, retry, at, nil) })
+	case fault.ClassOf(err) == fault.ClassTransient:
+		return r.async(func(ctx context.Context) Step {
+			retries := uint32(s.N) + 1
+			if err := p.Timers.SetRetries(ctx, retry.Key, retries); err != nil {
+				return Result(fmt.Errorf("counting a retry of key %q: %w", retry.Key, err))
+			}
+			delay := d.policy.Backoff.Delay(retries)
+			if err := p.ScheduleRetry(ctx, retry.Key, timerstore.DeferredTimer, delay, retry.TraceContext); err != nil {
+				return Result(fmt.Errorf("rescheduling the retry of key %q: %w", retry.Key, err))
+			}
+			d.policy.logger().Info("deferred timer failed again; retrying later", slog.String("key", retry.Key),
+				slog.Int("retries", int(retries)), slog.Duration("delay", delay), slog.Any("error", err))
+			return Result(nil)
+		})
+	case fault.ClassOf(err) == fault.ClassPermanent:
+		d.policy.logger().Warn("deferred timer failed permanently; it is dropped",
+			slog.String("key", retry.Key), slog.Time("time", at.Std()), slog.Any("error", err))
+		return r.async(func(ctx context.Context) Step { return d.advance(ctx, p, retry, at, err) })
+	}
+	return Result(err)
+}
+
+// advance removes the key's earliest parked timer after its retry ended
+// for good, and retries the next one at once, if any.
+func (d *TimerDefer) advance(ctx context.Context, p *deferral.Partition, retry *deferral.Retry, at timerstore.Time, result error) Step {
+	_, more, err := p.Timers.Complete(ctx, retry.Key, at)
+	if err != nil {
+		return Result(fmt.Errorf("completing a deferred timer of key %q: %w", retry.Key, err))
+	}
+	if more {
+		err = p.ScheduleRetry(ctx, retry.Key, timerstore.DeferredTimer, d.policy.Backoff.Delay(0), retry.TraceContext)
+	} else {
+		p.SetTimerDeferred(retry.Key, false)
+		err = p.Retries.ClearScheduled(ctx, retry.Key, timerstore.DeferredTimer)
+	}
+	if err != nil {
+		return Result(fmt.Errorf("moving on from a deferred timer of key %q: %w", retry.Key, err))
+	}
+	return Result(result)
+}
