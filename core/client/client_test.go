@@ -179,7 +179,7 @@ func TestFailureHandlingPerMode(t *testing.T) {
 		fail         func(attempt int) error
 		wantAttempts int
 	}{
-		{"pipeline retries transient until success", config.ModePipeline, func(a int) error {
+		{"pipeline with deferral off retries transient until success", config.ModePipeline, func(a int) error {
 			if a < 5 {
 				return transient
 			}
@@ -199,6 +199,7 @@ func TestFailureHandlingPerMode(t *testing.T) {
 				c.Mode = tt.mode
 				c.MaxRetries = 2
 				c.FailureTopic = "dead-letters"
+				c.DeferEnabled = false // deferral has tests of its own (deferral_test.go)
 			}))
 			var mu sync.Mutex
 			attempts, after := 0, false

@@ -13,7 +13,12 @@ import (
 	"github.com/prosody-events/prosody-go/core/internal/testservices"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testservices.LeakOptions()...) }
+func TestMain(m *testing.M) {
+	if os.Getenv(deferChildEnv) != "" {
+		os.Exit(runDeferChild())
+	}
+	goleak.VerifyTestMain(m, testservices.LeakOptions()...)
+}
 
 func quietLogger() *slog.Logger {
 	if os.Getenv("PROSODY_TEST_DEBUG") != "" {

@@ -1,0 +1,202 @@
+package client
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prosody-events/prosody-go/core/config"
+	"github.com/prosody-events/prosody-go/core/event"
+	"github.com/prosody-events/prosody-go/core/internal/testservices"
+)
+
+const deferChildEnv = "PROSODY_DEFER_CHILD"
+
+// runDeferChild is the consumer process the restart test kills: a
+// pipeline consumer of DEFER_TOPIC in DEFER_GROUP whose handler fails
+// every message of a "poison" key while DEFER_FAIL is set, and appends
+// "key/seq ok|failed" for every call to DEFER_OUT (one write per line on
+// an O_APPEND file, so what was written before a SIGKILL is there).
+func runDeferChild() int {
+	f, err := os.OpenFile(os.Getenv("DEFER_OUT"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fail := os.Getenv("DEFER_FAIL") != ""
+	cfg, err := config.Load(func(c *config.Config) {
+		c.BootstrapServers = testservices.KafkaAddrs()
+		c.CassandraNodes = testservices.CassandraNodes()
+		c.GroupID, c.SubscribedTopics = os.Getenv("DEFER_GROUP"), []string{os.Getenv("DEFER_TOPIC")}
+		c.PollInterval, c.CommitInterval = 50*time.Millisecond, 200*time.Millisecond
+		c.DeferBase, c.DeferMaxDelay = time.Second, 2*time.Second
+		c.ProbePort = config.None[int]()
+		c.TelemetryEnabled = false
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	c, err := New(cfg, WithLogger(quietLogger()))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	var mu sync.Mutex
+	err = c.Subscribe(event.HandlerFuncs{Message: func(_ *event.Context, m *event.Message) error {
+		failing := fail && strings.HasPrefix(m.Key, "poison")
+		result := "ok"
+		if failing {
+			result = "failed"
+		}
+		mu.Lock()
+		_, werr := fmt.Fprintf(f, "%s/%d %s\n", m.Key, seqOf(m), result)
+		mu.Unlock()
+		if werr != nil {
+			return werr
+		}
+		if failing {
+			return fmt.Errorf("poisoned")
+		}
+		return nil
+	}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	select {} // until killed
+}
+
+// calls reads a child's output: how many times each "key/seq result" was
+// written.
+func calls(t *testing.T, path string) map[string]int {
+	t.Helper()
+	f, err := os.Open(path)
+	if os.IsNotExist(err) {
+		return map[string]int{}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	out := map[string]int{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if line := strings.TrimSpace(sc.Text()); line != "" {
+			out[line]++
+		}
+	}
+	return out
+}
+
+func startDeferChild(t *testing.T, topic, group, out string, fail bool) *exec.Cmd {
+	t.Helper()
+	child := exec.Command(os.Args[0], "-test.run=^$")
+	child.Env = append(os.Environ(), deferChildEnv+"=1", "DEFER_TOPIC="+topic, "DEFER_GROUP="+group, "DEFER_OUT="+out)
+	if fail {
+		child.Env = append(child.Env, "DEFER_FAIL=1")
+	}
+	child.Stderr = os.Stderr
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = child.Process.Signal(syscall.SIGKILL)
+		_ = child.Wait()
+	})
+	return child
+}
+
+// Kill -9 the consumer while keys are deferred (their offsets committed,
+// their retries failing), then start a new member: it finds the deferred
+// keys in Cassandra and handles every deferred message exactly once
+// more, in order, and nothing committed runs again.
+func TestDeferredMessagesSurviveAKill(t *testing.T) {
+	tg := target{name: "kafka"}
+	testservices.RequireKafka(t)
+	topic := createTopic(t, tg, 2)
+	group := testservices.UniqueName("defer-kill")
+	dir := t.TempDir()
+	first, second := filepath.Join(dir, "first.txt"), filepath.Join(dir, "second.txt")
+
+	child := startDeferChild(t, topic, group, first, true)
+	producer := newClient(t, newConfig(t, tg, func(c *config.Config) { c.SourceSystem = "test" }))
+	poisoned := []string{"poison-a/0", "poison-a/1", "poison-b/0", "poison-c/0", "poison-c/1", "poison-c/2"}
+	for _, p := range poisoned {
+		var key string
+		var seq int
+		fmt.Sscanf(strings.Replace(p, "/", " ", 1), "%s %d", &key, &seq)
+		sendSeq(t, producer, topic, key, seq)
+	}
+	for i := 0; i < 20; i++ {
+		sendSeq(t, producer, topic, fmt.Sprintf("healthy-%d", i), i)
+	}
+	waitFor(t, 2*time.Minute, "every key's head failed twice (deferred and retried), every healthy message handled and everything committed", func() bool {
+		got := calls(t, first)
+		for _, head := range []string{"poison-a/0", "poison-b/0", "poison-c/0"} {
+			if got[head+" failed"] < 2 {
+				return false
+			}
+		}
+		for i := 0; i < 20; i++ {
+			if got[fmt.Sprintf("healthy-%d/%d ok", i, i)] == 0 {
+				return false
+			}
+		}
+		return committedAll(t, tg, group, topic)
+	})
+	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = child.Wait()
+	before := calls(t, first)
+	for _, p := range []string{"poison-a/1", "poison-c/1", "poison-c/2"} {
+		if n := before[p+" failed"] + before[p+" ok"]; n != 0 {
+			t.Fatalf("%s ran %d times while its key was deferred", p, n)
+		}
+	}
+
+	startDeferChild(t, topic, group, second, false)
+	waitFor(t, 2*time.Minute, "the new member to handle every deferred message", func() bool {
+		got := calls(t, second)
+		for _, p := range poisoned {
+			if got[p+" ok"] == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	after := calls(t, second)
+	for _, p := range poisoned {
+		if n := after[p+" ok"]; n != 1 {
+			t.Errorf("%s handled %d times by the new member, want exactly once", p, n)
+		}
+	}
+	for line := range after {
+		if strings.HasPrefix(line, "healthy") {
+			t.Errorf("committed message %q ran again", line)
+		}
+	}
+	// Each key's messages in order.
+	data, err := os.ReadFile(second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var key string
+		var seq int
+		fmt.Sscanf(strings.Replace(strings.Fields(line)[0], "/", " ", 1), "%s %d", &key, &seq)
+		if prev, ok := last[key]; ok && seq < prev {
+			t.Errorf("key %s ran %d after %d", key, seq, prev)
+		}
+		last[key] = seq
+	}
+}
