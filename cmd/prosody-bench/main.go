@@ -2,13 +2,28 @@
 // Prosody engine with a no-op handler against a raw sarama consumer group
 // reading the same topic in the same run. Each reader uses a fresh consumer
 // group and reads the topic from the start, so both do the same work; the
-// order alternates across rounds so neither always gets a warm cache.
+// order rotates across rounds so none always gets a warm cache.
+//
+// The readers (-readers) are:
+//
+//   - sarama: a raw sarama consumer group that marks each message;
+//   - prosody: the engine as the client runs it at the default
+//     configuration (pipeline mode with deferral and monopolization on,
+//     durable timers and defer stores in memory, or in Cassandra with
+//     -cassandra);
+//   - bare: the engine without the telemetry broadcast, timers and
+//     deferral (the layers' cost is prosody against bare);
+//   - failing: prosody with 1 % of the keys failing transiently for
+//     -fail-for: its rate counts the healthy keys' messages, so it compares
+//     with prosody's rate over the same messages, and it also reports when
+//     the last deferred message was handled.
 //
 //	go run ./cmd/prosody-bench -brokers localhost:9094 -messages 1000000
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -17,6 +32,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -24,9 +40,14 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/prosody-events/prosody-go/core/cassandra"
 	"github.com/prosody-events/prosody-go/core/config"
 	"github.com/prosody-events/prosody-go/core/consumer"
+	"github.com/prosody-events/prosody-go/core/deferstore"
 	"github.com/prosody-events/prosody-go/core/event"
+	"github.com/prosody-events/prosody-go/core/fetch"
+	"github.com/prosody-events/prosody-go/core/middleware"
+	"github.com/prosody-events/prosody-go/core/timerstore"
 	"github.com/prosody-events/prosody-go/internal/benchkit"
 )
 
@@ -34,6 +55,9 @@ var (
 	verbose        = flag.Bool("v", false, "print details of each engine run")
 	progress       = flag.Duration("progress", 0, "print each reader's message count at this interval (0: never)")
 	maxUncommitted = flag.Int("max-uncommitted", 0, "max_uncommitted for the engine (0: the default configuration's)")
+	readers        = flag.String("readers", "sarama,prosody", "readers to run each round, comma-separated: sarama, prosody, bare, failing")
+	failFor        = flag.Duration("fail-for", 30*time.Second, "how long the failing reader's failing keys fail")
+	cassandraNodes = flag.String("cassandra", "", "Cassandra nodes for the engine's timer and defer stores (default: in memory)")
 )
 
 func main() {
@@ -62,22 +86,21 @@ func main() {
 	}
 
 	results := map[string][]float64{}
+	names := strings.Split(*readers, ",")
 	for r := 0; r < *rounds; r++ {
-		order := []string{"sarama", "prosody"}
-		if r%2 == 1 {
-			order = []string{"prosody", "sarama"}
-		}
+		order := append(slices.Clone(names[r%len(names):]), names[:r%len(names)]...)
 		for _, reader := range order {
 			var el, first time.Duration
 			var err error
 			cpu0, sys0 := cpuTime()
 			var ms0, ms1 runtime.MemStats
 			runtime.ReadMemStats(&ms0)
+			n := *messages
 			if reader == "sarama" {
 				el, first, err = rawSarama(addrs, name, *messages)
 			} else {
 				stop := startProfile(*cpuProfile, *profileRate, r)
-				el, first, err = engine(addrs, name, *messages)
+				el, first, n, err = engine(addrs, name, *messages, *keys, reader)
 				stop()
 				if *memProfile != "" && r == 0 {
 					f, ferr := os.Create(*memProfile)
@@ -95,8 +118,8 @@ func main() {
 					float64(ms1.TotalAlloc-ms0.TotalAlloc)/float64(*messages), ms1.NumGC-ms0.NumGC)
 			}
 			must(err)
-			rate := float64(*messages) / el.Seconds()
-			reading := float64(*messages-1) / (el - first).Seconds()
+			rate := float64(n) / el.Seconds()
+			reading := float64(n-1) / (el - first).Seconds()
 			results[reader] = append(results[reader], rate)
 			results[reader+" reading"] = append(results[reader+" reading"], reading)
 			fmt.Printf("round %d %-8s %8.0f msg/s (%v, cpu %v = %.2f µs/msg; first message after %v, %.0f msg/s from there)\n", r+1, reader, rate,
@@ -104,11 +127,29 @@ func main() {
 				first.Round(time.Millisecond), reading)
 		}
 	}
-	s, p := median(results["sarama"]), median(results["prosody"])
-	fmt.Printf("median  sarama %.0f msg/s, prosody %.0f msg/s, ratio %.2f\n", s, p, p/s)
-	s, p = median(results["sarama reading"]), median(results["prosody reading"])
-	fmt.Printf("median from the first message  sarama %.0f msg/s, prosody %.0f msg/s, ratio %.2f\n", s, p, p/s)
+	base := names[0]
+	for _, suffix := range []string{"", " reading"} {
+		what := "median"
+		if suffix != "" {
+			what = "median from the first message"
+		}
+		fmt.Printf("%s ", what)
+		for _, reader := range names {
+			fmt.Printf(" %s %.0f msg/s", reader, median(results[reader+suffix]))
+			if reader != base {
+				fmt.Printf(" (%.2f of %s)", median(results[reader+suffix])/median(results[base+suffix]), base)
+			}
+		}
+		fmt.Println()
+	}
+	if slices.Contains(names, "failing") && slices.Contains(names, "prosody") {
+		fmt.Printf("healthy keys with 1%% failing against none: %.2f\n", median(results["failing"])/median(healthyRates))
+	}
 }
+
+// failingKey reports whether key (benchkit's "key-%05d") is one of the
+// failing reader's 1 % of keys.
+func failingKey(key string) bool { return strings.HasSuffix(key, "00") }
 
 // startProfile profiles the first prosody round when path is set.
 func startProfile(path string, rate, round int) func() {
@@ -194,48 +235,140 @@ func (h *countingHandler) elapsed(start time.Time) time.Duration {
 	return time.Unix(0, h.finished.Load()).Sub(start)
 }
 
-// engine runs the Prosody consumer with the pipeline-mode inner block and
-// the default configuration, and a handler that does nothing. It returns
-// the time from the start to the last message and to the first.
-func engine(addrs []string, topic string, n int) (el, first time.Duration, err error) {
+// engine runs the Prosody consumer as the client runs it at the default
+// configuration (or, for the bare reader, without the telemetry
+// broadcast, timers and deferral), with a handler that does nothing. It
+// returns the time from the start to the last message and to the first,
+// and how many messages that counts: for the failing reader, the healthy
+// keys' messages.
+func engine(addrs []string, topic string, n, keys int, reader string) (el, first time.Duration, counted int, err error) {
 	def := config.Default()
 	if *maxUncommitted > 0 {
 		def.MaxUncommitted = *maxUncommitted
 	}
-	var count atomic.Int64
+	counted = n
+	failing := reader == "failing"
+	if failing {
+		counted = 0
+		for i := 0; i < n; i++ {
+			if !failingKey(fmt.Sprintf("key-%05d", i%keys)) {
+				counted++
+			}
+		}
+	}
+	var count, all atomic.Int64
 	finished := make(chan time.Time, 1)
+	allDone := make(chan time.Time, 1)
 	var firstAt atomic.Int64
-	h := event.HandlerFuncs{Message: func(*event.Context, *event.Message) error {
+	start := time.Now()
+	// The prosody reader also times the healthy keys' messages alone, the
+	// failing reader's measure.
+	var healthy atomic.Int64
+	healthyTarget := int64(0)
+	for i := 0; i < n; i++ {
+		if !failingKey(fmt.Sprintf("key-%05d", i%keys)) {
+			healthyTarget++
+		}
+	}
+	var healthyAt atomic.Int64
+	h := event.HandlerFuncs{Message: func(_ *event.Context, m *event.Message) error {
+		bad := failingKey(m.Key)
+		if failing && bad && time.Since(start) < *failFor {
+			return errFailing
+		}
+		if !bad && healthy.Add(1) == healthyTarget {
+			healthyAt.Store(time.Now().UnixNano())
+		}
+		if a := all.Add(1); a == int64(n) {
+			allDone <- time.Now()
+		}
+		if failing && bad {
+			return nil
+		}
 		c := count.Add(1)
 		if c == 1 {
 			firstAt.Store(time.Now().UnixNano())
 		}
-		if c == int64(n) {
+		if c == int64(counted) {
 			finished <- time.Now()
 		}
 		return nil
 	}}
-	stacks, timeouts, limiter := benchkit.PipelineStacks(def, h)
-	defer timeouts.Stop()
-	start := time.Now()
-	c, err := consumer.Start(consumer.Options{
+	opts := consumer.Options{
 		Brokers: addrs, GroupID: "bench-prosody-" + suffix(), Topics: []string{topic},
 		MaxUncommitted: def.MaxUncommitted, PollInterval: def.PollInterval, CommitInterval: def.CommitInterval,
-		ShutdownTimeout: def.ShutdownTimeout, StallThreshold: def.StallThreshold, Stacks: stacks, Limiter: limiter,
+		ShutdownTimeout: def.ShutdownTimeout, StallThreshold: def.StallThreshold,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
+	}
+	var stacks middleware.Stacks
+	var timeouts *middleware.Timeouts
+	if reader == "bare" {
+		stacks, timeouts, opts.Limiter = benchkit.BareStacks(def, h)
+	} else {
+		stacks, timeouts, opts.Limiter = benchkit.PipelineStacks(def, h)
+		opts.SlabSize = def.SlabSize
+		opts.Timers, opts.Deferral, err = stores(def)
+		if err != nil {
+			return 0, 0, 0, err
+		}
+	}
+	opts.Stacks = stacks
+	defer timeouts.Stop()
+	c, err := consumer.Start(opts)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	defer printProgress(start, count.Load, c.Stats().Pauses)()
 	end := <-finished
+	if failing {
+		select {
+		case last := <-allDone:
+			fmt.Printf("  failing: the last deferred message handled %v after the start\n", last.Sub(start).Round(time.Millisecond))
+		case <-time.After(*failFor + 5*time.Minute):
+			fmt.Printf("  failing: %d of %d messages handled when the wait ended\n", all.Load(), n)
+		}
+	} else if at := healthyAt.Load(); at != 0 {
+		healthyRate := float64(healthyTarget) / time.Unix(0, at).Sub(start).Seconds()
+		healthyRates = append(healthyRates, healthyRate)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if *verbose {
 		fmt.Printf("  engine: pauses %d, offloads %d, handovers %d\n", c.Stats().Pauses(), c.Stats().Offloads(), c.Stats().Handovers())
 	}
-	return end.Sub(start), time.Unix(0, firstAt.Load()).Sub(start), c.Stop(ctx)
+	return end.Sub(start), time.Unix(0, firstAt.Load()).Sub(start), counted, c.Stop(ctx)
 }
+
+var errFailing = errors.New("a failing key")
+
+// healthyRates are the prosody reader's rates over the healthy keys'
+// messages, one per round.
+var healthyRates []float64
+
+// stores are the engine's timer and defer stores: in memory, or in
+// Cassandra (a fresh keyspace) with -cassandra.
+func stores(def config.Config) (timerstore.Store, *consumer.Deferral, error) {
+	d := &consumer.Deferral{Loader: fetch.LoaderOptions{
+		CacheSize: def.DeferCacheSize, SeekTimeout: def.DeferSeekTimeout, DiscardThreshold: def.DeferDiscardThreshold,
+	}}
+	if *cassandraNodes == "" {
+		d.Store = deferstore.NewMemory()
+		return timerstore.NewMemory(), d, nil
+	}
+	if benchSession == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		s, err := cassandra.Connect(ctx, cassandra.Options{Nodes: strings.Split(*cassandraNodes, ","), Keyspace: "prosody_bench_" + suffix()})
+		if err != nil {
+			return nil, nil, err
+		}
+		benchSession = s
+	}
+	d.Store = deferstore.NewCassandra(benchSession, def.CassandraRetention, def.DeferStoreCacheSize)
+	return timerstore.NewCassandra(benchSession, def.CassandraRetention), d, nil
+}
+
+var benchSession *cassandra.Session
 
 // printProgress prints a reader's message count every -progress interval
 // until the returned function is called; pauses is its count of partition

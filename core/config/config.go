@@ -7,9 +7,9 @@ type Mode string
 
 const (
 	// ModePipeline retries transient failures until they succeed, keeping
-	// per-key order. It is the default. (Deferring them instead, so that a
-	// failing key does not hold its partition, is specified and not built
-	// yet.)
+	// per-key order. It is the default. A failing key is deferred (parked
+	// durably and retried with backoff, so it does not hold its partition)
+	// unless deferral is off or most recent calls fail.
 	ModePipeline Mode = "pipeline"
 	// ModeLowLatency retries briefly and then writes failures to the
 	// failure topic.

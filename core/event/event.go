@@ -63,10 +63,11 @@ func (t *Timer) EventKey() string { return t.Key }
 // Handler is what users implement. A nil error means the event is done; an
 // error is classified by package fault (transient unless marked otherwise)
 // and the client's mode decides what follows: pipeline mode retries a
-// transient failure until it succeeds, low-latency mode retries it
-// max_retries times and then writes the message to the failure topic,
-// best-effort mode logs it and moves on (see the client package). Deferred
-// retry in pipeline mode is specified and not built yet.
+// transient failure until it succeeds (deferring the key, so that the
+// partition's other keys move on, unless deferral is off or most recent
+// calls fail), low-latency mode retries it max_retries times and then
+// writes the message to the failure topic, best-effort mode logs it and
+// moves on (see the client package).
 //
 // Calls for one key never overlap; calls for different keys run
 // concurrently, so a Handler must be safe for concurrent use.

@@ -42,6 +42,9 @@ type Stacks struct {
 // ModeStacks assembles the stacks of cfg's mode around h (core-behavior.md
 // §4.1, outermost first). This is the one place where layers are put in
 // order; the layers specified but not built yet are named where they go.
+// The pipeline's defer layers read the partition's deferral state from
+// the invocation's environment (the engine gives every pipeline
+// partition one); without it they pass events through.
 //
 // Every mode ends with the same inner block:
 //

@@ -4,14 +4,29 @@ import (
 	"github.com/prosody-events/prosody-go/core/config"
 	"github.com/prosody-events/prosody-go/core/event"
 	"github.com/prosody-events/prosody-go/core/middleware"
+	"github.com/prosody-events/prosody-go/core/telemetry"
 )
 
 // PipelineStacks are the stacks the client builds around h in cfg's mode
-// (pipeline by default): what the benchmarks that drive the consumer
+// (pipeline by default, with its telemetry broadcast, failure-rate gate and
+// monopolization tracker): what the benchmarks that drive the consumer
 // directly run, with the limiter (for consumer.Options.Limiter, as the
 // client passes it). Stop the returned Timeouts when done.
 func PipelineStacks(cfg config.Config, h event.Handler) (middleware.Stacks, *middleware.Timeouts, *middleware.Limiter) {
+	return stacks(cfg, h, new(telemetry.Broadcast))
+}
+
+// BareStacks are PipelineStacks without the telemetry broadcast, and so
+// without the telemetry and monopolization layers and the failure-rate
+// gate: the stack before deferral, for a side-by-side measure of what
+// those layers cost.
+func BareStacks(cfg config.Config, h event.Handler) (middleware.Stacks, *middleware.Timeouts, *middleware.Limiter) {
+	return stacks(cfg, h, nil)
+}
+
+func stacks(cfg config.Config, h event.Handler, b *telemetry.Broadcast) (middleware.Stacks, *middleware.Timeouts, *middleware.Limiter) {
 	timeouts := middleware.NewTimeouts(cfg.HandlerTimeout())
 	limiter := middleware.NewLimiter(cfg.MaxConcurrency)
-	return middleware.ModeStacks(&cfg, h, middleware.Services{Limiter: limiter, Timeouts: timeouts}), timeouts, limiter
+	svc := middleware.Services{Limiter: limiter, Timeouts: timeouts, Broadcast: b}
+	return middleware.ModeStacks(&cfg, h, svc), timeouts, limiter
 }

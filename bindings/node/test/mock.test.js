@@ -346,3 +346,33 @@ test("AdminClient creates topics in the mock cluster", async () => {
   await admin.deleteTopic(topic);
   admin.close();
 });
+
+test("pipeline mode defers a poisoned key: the other keys move on, its later messages run after it, in order", async () => {
+  const topic = unique("poison");
+  await withClient({ subscribedTopics: topic, deferBaseMs: 1000, deferMaxDelayMs: 2000 }, async (client) => {
+    const attempts = [];
+    const handled = [];
+    await client.subscribe({
+      onMessage(_ctx, m) {
+        if (m.key === "poison" && m.payload.seq === 0) {
+          attempts.push(Date.now());
+          if (attempts.length <= 5) throw new Error(`attempt ${attempts.length} fails`);
+        }
+        handled.push([m.key, m.payload.seq]);
+      },
+    });
+    await client.send(topic, "poison", { seq: 0 });
+    for (let i = 0; i < 10; i++) await client.send(topic, `healthy-${i}`, { seq: i });
+    await client.send(topic, "poison", { seq: 1 });
+    await client.send(topic, "poison", { seq: 2 });
+    const poisoned = () => handled.filter(([k]) => k === "poison").map(([, s]) => s);
+    await waitFor(() => handled.filter(([k]) => k.startsWith("healthy")).length === 10, "the healthy keys");
+    assert.deepEqual(poisoned(), []);
+    await waitFor(() => poisoned().length === 3, "the poisoned key", 60000);
+    assert.deepEqual(poisoned(), [0, 1, 2]);
+    assert.equal(attempts.length, 6);
+    for (let i = 2; i < attempts.length; i++) {
+      assert.ok(attempts[i] - attempts[i - 1] > 400, `retry ${i} came ${attempts[i] - attempts[i - 1]} ms after the one before`);
+    }
+  });
+});

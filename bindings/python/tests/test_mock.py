@@ -324,3 +324,39 @@ async def test_timer_handler_receives_timer(mock_topic: str) -> None:
 
 
 _ = os
+
+
+async def test_pipeline_defers_a_poisoned_key(mock_topic: str) -> None:
+    """In mock mode the deferred message is read back from the in-memory
+    broker: a key failing its first five attempts is parked, the other keys
+    move on, and its later messages run after it, in order."""
+    attempts: list[float] = []
+    handled: list[tuple[str, int]] = []
+    loop = asyncio.get_running_loop()
+
+    async def on_message(ctx: Context, m: Message) -> None:
+        assert isinstance(m.payload, dict)
+        seq = int(m.payload["seq"])  # type: ignore[arg-type]
+        if m.key == "poison" and seq == 0:
+            attempts.append(loop.time())
+            if len(attempts) <= 5:
+                raise RuntimeError(f"attempt {len(attempts)} fails")
+        handled.append((m.key, seq))
+
+    consumer = mock_client(group_id=unique("g"), subscribed_topics=mock_topic,
+                           defer_base=timedelta(seconds=1), defer_max_delay=timedelta(seconds=2))
+    producer = mock_client(source_system=unique("src"))
+    await consumer.subscribe(Recorder(on_message=on_message))
+    await producer.send(mock_topic, "poison", {"seq": 0})
+    for i in range(10):
+        await producer.send(mock_topic, f"healthy-{i}", {"seq": i})
+    await producer.send(mock_topic, "poison", {"seq": 1})
+    await producer.send(mock_topic, "poison", {"seq": 2})
+    await eventually(lambda: sum(1 for k, _ in handled if k.startswith("healthy")) == 10, what="the healthy keys")
+    assert [s for k, s in handled if k == "poison"] == []  # still deferred
+    await eventually(lambda: [s for k, s in handled if k == "poison"] == [0, 1, 2], timeout=60, what="the poisoned key")
+    assert len(attempts) == 6
+    gaps = [b - a for a, b in zip(attempts, attempts[1:])]
+    assert all(g > 0.4 for g in gaps[1:]), gaps  # backed off: whole seconds, never at once after the first retry
+    await stop(consumer)
+    producer._release()
