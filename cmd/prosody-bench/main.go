@@ -7,18 +7,21 @@
 // The readers (-readers) are:
 //
 //   - sarama: a raw sarama consumer group that marks each message;
+//
 //   - prosody: the engine as the client runs it at the default
 //     configuration (pipeline mode with deferral and monopolization on,
 //     durable timers and defer stores in memory, or in Cassandra with
 //     -cassandra);
+//
 //   - bare: the engine without the telemetry broadcast, timers and
 //     deferral (the layers' cost is prosody against bare);
+//
 //   - failing: prosody with 1 % of the keys failing transiently for
 //     -fail-for: its rate counts the healthy keys' messages, so it compares
 //     with prosody's rate over the same messages, and it also reports when
 //     the last deferred message was handled.
 //
-//	go run ./cmd/prosody-bench -brokers localhost:9094 -messages 1000000
+//     go run ./cmd/prosody-bench -brokers localhost:9094 -messages 1000000
 package main
 
 import (
@@ -246,31 +249,24 @@ func engine(addrs []string, topic string, n, keys int, reader string) (el, first
 	if *maxUncommitted > 0 {
 		def.MaxUncommitted = *maxUncommitted
 	}
-	counted = n
-	failing := reader == "failing"
-	if failing {
-		counted = 0
-		for i := 0; i < n; i++ {
-			if !failingKey(fmt.Sprintf("key-%05d", i%keys)) {
-				counted++
-			}
-		}
-	}
-	var count, all atomic.Int64
-	finished := make(chan time.Time, 1)
-	allDone := make(chan time.Time, 1)
-	var firstAt atomic.Int64
-	start := time.Now()
 	// The prosody reader also times the healthy keys' messages alone, the
 	// failing reader's measure.
-	var healthy atomic.Int64
 	healthyTarget := int64(0)
 	for i := 0; i < n; i++ {
 		if !failingKey(fmt.Sprintf("key-%05d", i%keys)) {
 			healthyTarget++
 		}
 	}
-	var healthyAt atomic.Int64
+	counted = n
+	failing := reader == "failing"
+	if failing {
+		counted = int(healthyTarget)
+	}
+	var count, all, healthy atomic.Int64
+	finished := make(chan time.Time, 1)
+	allDone := make(chan time.Time, 1)
+	var firstAt, healthyAt atomic.Int64
+	start := time.Now()
 	h := event.HandlerFuncs{Message: func(_ *event.Context, m *event.Message) error {
 		bad := failingKey(m.Key)
 		if failing && bad && time.Since(start) < *failFor {
@@ -348,7 +344,7 @@ var healthyRates []float64
 // stores are the engine's timer and defer stores: in memory, or in
 // Cassandra (a fresh keyspace) with -cassandra.
 func stores(def config.Config) (timerstore.Store, *consumer.Deferral, error) {
-	d := &consumer.Deferral{Loader: fetch.LoaderOptions{
+	d := &consumer.Deferral{MaxDelay: def.DeferMaxDelay, Loader: fetch.LoaderOptions{
 		CacheSize: def.DeferCacheSize, SeekTimeout: def.DeferSeekTimeout, DiscardThreshold: def.DeferDiscardThreshold,
 	}}
 	if *cassandraNodes == "" {

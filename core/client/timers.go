@@ -43,7 +43,7 @@ func (c *Client) deferralLocked() (*consumer.Deferral, error) {
 	if c.cfg.Mode != config.ModePipeline {
 		return nil, nil
 	}
-	d := &consumer.Deferral{Loader: fetch.LoaderOptions{
+	d := &consumer.Deferral{MaxDelay: c.cfg.DeferMaxDelay, Loader: fetch.LoaderOptions{
 		CacheSize:        c.cfg.DeferCacheSize,
 		SeekTimeout:      c.cfg.DeferSeekTimeout,
 		DiscardThreshold: c.cfg.DeferDiscardThreshold,

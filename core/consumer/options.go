@@ -66,6 +66,9 @@ type Options struct {
 // Deferral configures deferred retry (Options.Deferral).
 type Deferral struct {
 	Store deferstore.Store
+	// MaxDelay is defer_max_delay: how far ahead a retry timer can be,
+	// which bounds the timers read when a partition is assigned.
+	MaxDelay time.Duration
 	// Loader configures the point reads of deferred messages; its
 	// MaxInFlight defaults to MaxUncommitted.
 	Loader fetch.LoaderOptions

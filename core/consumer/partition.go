@@ -335,13 +335,12 @@ type asyncEvent struct {
 	run middleware.Run
 	p   *partition
 	it  item
-	ctx *invocation.Context
-	inv invocation.Invocation // ctx's memory
+	inv invocation.Invocation // the invocation's context (Invocation.Context)
 }
 
 // Done implements event.Done: the message's final outcome.
 func (a *asyncEvent) Done(err error) {
-	a.ctx.Invalidate()
+	a.inv.Context().Invalidate()
 	a.p.afterAsync(a.it, err)
 }
 
@@ -351,9 +350,9 @@ func (a *asyncEvent) Done(err error) {
 // the partition's oldest offsets (and so its commits and intake) moving.
 func (p *partition) startAsync(it item, front bool) {
 	a := &asyncEvent{p: p, it: it}
-	a.ctx = a.inv.Init(p.scope, it.ev.EventKey())
-	a.ctx.SetEnv(p.env, traceOf(it.ev))
-	p.c.opts.Stacks.Events.Start(&a.run, a.ctx, it.ev, a, front)
+	ctx := a.inv.Init(p.scope, it.ev.EventKey())
+	ctx.SetEnv(p.env, traceOf(it.ev))
+	p.c.opts.Stacks.Events.Start(&a.run, ctx, it.ev, a, front)
 }
 
 // afterAsync is run's loop body for a message that finished

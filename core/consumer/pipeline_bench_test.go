@@ -1,6 +1,7 @@
 package consumer
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"github.com/prosody-events/prosody-go/core/config"
+	"github.com/prosody-events/prosody-go/core/deferral"
+	"github.com/prosody-events/prosody-go/core/deferstore"
 	"github.com/prosody-events/prosody-go/core/event"
 	"github.com/prosody-events/prosody-go/core/fetch"
 	"github.com/prosody-events/prosody-go/core/filter"
@@ -24,7 +27,18 @@ import (
 // end-to-end figure against a real broker; this one isolates the code path
 // this package owns, so that a change to it can be compared with
 // `go test -bench Pipeline -count 6` and benchstat.
+//
+// default is the stack the client builds at the default configuration
+// (pipeline mode with the telemetry broadcast, the failure-rate gate,
+// monopolization, and every partition's deferral state); bare leaves out
+// the broadcast and the deferral state, so the two compare what deferral
+// and its trackers cost a message that never fails.
 func BenchmarkPipeline(b *testing.B) {
+	b.Run("default", func(b *testing.B) { benchmarkPipeline(b, true) })
+	b.Run("bare", func(b *testing.B) { benchmarkPipeline(b, false) })
+}
+
+func benchmarkPipeline(b *testing.B, full bool) {
 	const partitions, keys = 8, 10_000
 	def := config.Default()
 	var handled atomic.Int64
@@ -36,7 +50,10 @@ func BenchmarkPipeline(b *testing.B) {
 		}
 		return nil
 	}}
-	stacks, timeouts, limiter := benchkit.PipelineStacks(def, h)
+	stacks, timeouts, limiter := benchkit.BareStacks(def, h)
+	if full {
+		stacks, timeouts, limiter = benchkit.PipelineStacks(def, h)
+	}
 	defer timeouts.Stop()
 	c := &Consumer{
 		opts:       Options{GroupID: "bench", MaxUncommitted: def.MaxUncommitted, ShutdownTimeout: time.Second, Stacks: stacks, Limiter: limiter},
@@ -73,8 +90,15 @@ func BenchmarkPipeline(b *testing.B) {
 	}
 
 	ps := make([]*partition, partitions)
+	store := deferstore.NewMemory()
 	for i := range ps {
 		ps[i] = newPartition(c, "bench", int32(i))
+		if full {
+			msgs, _ := store.Messages(context.Background(), "bench", "bench", int32(i))
+			tms, _ := store.Timers(context.Background(), "bench", "bench", int32(i))
+			dp := deferral.NewPartition(&deferral.Partition{Topic: "bench", ID: int32(i), Messages: msgs, Timers: tms}, nil, nil)
+			ps[i].env.Deferral, ps[i].inlineEnv.Deferral = dp, dp
+		}
 	}
 	b.ReportAllocs()
 	b.ResetTimer()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/prosody-events/prosody-go/core/deferral"
@@ -161,13 +162,24 @@ func (p *partition) openDeferral(ctx context.Context, seg timerstore.Segment) (*
 	if err != nil {
 		return nil, fmt.Errorf("opening the deferred timers: %w", err)
 	}
-	msgKeys, err := seg.TypeKeys(ctx, timerstore.DeferredMessage)
-	if err != nil {
-		return nil, fmt.Errorf("listing the keys with deferred messages: %w", err)
+	// A retry timer is due at most defer_max_delay after it was set; the
+	// slack covers a later owner's clock and the rounding to slabs.
+	through := timerstore.TimeOf(time.Now().Add(p.c.opts.Deferral.MaxDelay + time.Hour))
+	var msgKeys, timerKeys []string
+	var msgErr, timerErr error
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		msgKeys, msgErr = seg.TypeKeys(ctx, timerstore.DeferredMessage, through)
+	}()
+	timerKeys, timerErr = seg.TypeKeys(ctx, timerstore.DeferredTimer, through)
+	wg.Wait()
+	if msgErr != nil {
+		return nil, fmt.Errorf("listing the keys with deferred messages: %w", msgErr)
 	}
-	timerKeys, err := seg.TypeKeys(ctx, timerstore.DeferredTimer)
-	if err != nil {
-		return nil, fmt.Errorf("listing the keys with deferred timers: %w", err)
+	if timerErr != nil {
+		return nil, fmt.Errorf("listing the keys with deferred timers: %w", timerErr)
 	}
 	if len(msgKeys)+len(timerKeys) > 0 {
 		p.log.Info("partition has deferred keys", slog.Int("messages", len(msgKeys)), slog.Int("timers", len(timerKeys)))
@@ -211,6 +223,9 @@ func traceOf(ev event.Event) invocation.Trace {
 	case *event.Message:
 		return (*messageTrace)(e)
 	case *event.Timer:
+		return timerTrace(e.TraceContext)
+	case *deferral.Retry:
+		// The span stored with the retry: the deferred message's or timer's.
 		return timerTrace(e.TraceContext)
 	}
 	return nil

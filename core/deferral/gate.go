@@ -1,7 +1,7 @@
 package deferral
 
 import (
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prosody-events/prosody-go/core/telemetry"
@@ -25,18 +25,27 @@ const gateBuckets = 64
 // calls fail (a database is down), deferring each failure would only move
 // the outage into a storm of retries; the key then retries in place and
 // the partition's backpressure carries the outage upstream.
+//
+// Every handler outcome passes through Observe, so it takes no lock: a
+// part's counts are reset by whoever first sees that its time has come,
+// and an outcome counted in the instant of a reset may be lost, which a
+// rate over a window of thousands of outcomes does not notice.
+//
+// The counts are kept in a few copies, an outcome counting in the one of
+// its partition, so that handlers of different partitions on different
+// CPUs do not write one cache line for every call.
 type Gate struct {
 	threshold float64
 	gran      time.Duration
-
-	mu      sync.Mutex
-	buckets [gateBuckets]gateBucket
+	copies    [gateCopies][gateBuckets]gateBucket
 }
 
+const gateCopies = 8
+
 type gateBucket struct {
-	epoch     int64 // which part of time the counts are for
-	successes uint64
-	failures  uint64
+	epoch     atomic.Int64 // which part of time the counts are for
+	successes atomic.Uint64
+	failures  atomic.Uint64
 }
 
 // NewGate returns a gate over window with threshold (defer_failure_window,
@@ -49,51 +58,58 @@ func NewGate(threshold float64, window time.Duration) *Gate {
 	return &Gate{threshold: threshold, gran: gran}
 }
 
+// OutcomesOnly implements telemetry.OutcomeObserver.
+func (g *Gate) OutcomesOnly() {}
+
 // Observe implements telemetry.Observer.
 func (g *Gate) Observe(e telemetry.Event) {
 	if e.Kind == telemetry.HandlerInvoked {
 		return
 	}
-	epoch := e.At.UnixNano() / int64(g.gran)
-	g.mu.Lock()
-	b := &g.buckets[uint64(epoch)%gateBuckets]
-	if b.epoch != epoch {
-		if b.epoch > epoch {
-			g.mu.Unlock()
+	epoch := e.At / int64(g.gran)
+	b := &g.copies[uint32(e.Partition)%gateCopies][uint64(epoch)%gateBuckets]
+	if cur := b.epoch.Load(); cur != epoch {
+		if cur > epoch {
 			return // older than the window
 		}
-		*b = gateBucket{epoch: epoch}
+		if b.epoch.CompareAndSwap(cur, epoch) {
+			b.successes.Store(0)
+			b.failures.Store(0)
+		}
 	}
 	if e.Kind == telemetry.HandlerSucceeded {
-		b.successes++
+		b.successes.Add(1)
 	} else {
-		b.failures++
+		b.failures.Add(1)
 	}
-	g.mu.Unlock()
 }
 
 // Rate is the share of failures among the outcomes of the window ending at
-// now, and how many outcomes that is.
-func (g *Gate) Rate(now time.Time) (rate float64, outcomes uint64) {
-	epoch := now.UnixNano() / int64(g.gran)
+// now (on the telemetry clock), and how many outcomes that is.
+func (g *Gate) Rate(now int64) (rate float64, outcomes uint64) {
+	epoch := now / int64(g.gran)
 	var s, f uint64
-	g.mu.Lock()
-	for i := range g.buckets {
-		b := &g.buckets[i]
-		if b.epoch <= epoch && b.epoch > epoch-gateBuckets {
-			s += b.successes
-			f += b.failures
+	for c := range g.copies {
+		for i := range g.copies[c] {
+			b := &g.copies[c][i]
+			if e := b.epoch.Load(); e <= epoch && e > epoch-gateBuckets {
+				s += b.successes.Load()
+				f += b.failures.Load()
+			}
 		}
 	}
-	g.mu.Unlock()
 	if s+f == 0 {
 		return 0, 0
 	}
 	return float64(f) / float64(s+f), s + f
 }
 
-// Allows reports whether a first failure may be deferred at now.
-func (g *Gate) Allows(now time.Time) bool {
+// Allows reports whether a first failure may be deferred now.
+func (g *Gate) Allows() bool { return g.AllowsAt(telemetry.Now()) }
+
+// AllowsAt reports whether a first failure may be deferred at now (on the
+// telemetry clock).
+func (g *Gate) AllowsAt(now int64) bool {
 	rate, n := g.Rate(now)
 	return n < MinSample || rate < g.threshold
 }

@@ -8,8 +8,8 @@ import (
 )
 
 func TestGate(t *testing.T) {
-	start := time.Unix(1_700_000_000, 0)
-	outcome := func(g *Gate, at time.Time, ok bool) {
+	start := telemetry.Now()
+	outcome := func(g *Gate, at int64, ok bool) {
 		kind := telemetry.HandlerFailed
 		if ok {
 			kind = telemetry.HandlerSucceeded
@@ -39,7 +39,7 @@ func TestGate(t *testing.T) {
 				outcome(g, start, false)
 			}
 			g.Observe(telemetry.Event{Kind: telemetry.HandlerInvoked, At: start}) // not an outcome
-			if got := g.Allows(start); got != tt.want {
+			if got := g.AllowsAt(start); got != tt.want {
 				rate, n := g.Rate(start)
 				t.Fatalf("Allows = %v, want %v (rate %.2f of %d)", got, tt.want, rate, n)
 			}
@@ -48,22 +48,22 @@ func TestGate(t *testing.T) {
 }
 
 func TestGateForgetsOutcomesOlderThanTheWindow(t *testing.T) {
-	start := time.Unix(1_700_000_000, 0)
+	start := telemetry.Now()
 	g := NewGate(0.5, time.Minute)
 	for i := 0; i < 20; i++ {
 		g.Observe(telemetry.Event{Kind: telemetry.HandlerFailed, At: start})
 	}
-	if g.Allows(start) {
+	if g.AllowsAt(start) {
 		t.Fatal("an outage within the window should gate deferral off")
 	}
-	if g.Allows(start.Add(30 * time.Second)) {
+	if g.AllowsAt(start + int64(30*time.Second)) {
 		t.Fatal("outcomes 30 s old are still in a one-minute window")
 	}
-	later := start.Add(time.Minute + time.Minute/gateBuckets)
+	later := start + int64(time.Minute+time.Minute/gateBuckets)
 	if _, n := g.Rate(later); n != 0 {
 		t.Fatalf("a window later %d outcomes remain", n)
 	}
-	if !g.Allows(later) {
+	if !g.AllowsAt(later) {
 		t.Fatal("deferral should be allowed again once the failures left the window")
 	}
 	// Successes coming back lower the rate.
@@ -73,11 +73,11 @@ func TestGateForgetsOutcomesOlderThanTheWindow(t *testing.T) {
 	for i := 0; i < 21; i++ {
 		g.Observe(telemetry.Event{Kind: telemetry.HandlerSucceeded, At: later})
 	}
-	if !g.Allows(later) {
+	if !g.AllowsAt(later) {
 		t.Fatal("20 failures of 41 is below a 0.5 threshold")
 	}
 	// An event from before the window does not wipe the current bucket.
-	g.Observe(telemetry.Event{Kind: telemetry.HandlerFailed, At: later.Add(-2 * time.Minute)})
+	g.Observe(telemetry.Event{Kind: telemetry.HandlerFailed, At: later - int64(2*time.Minute)})
 	if _, n := g.Rate(later); n != 41 {
 		t.Fatalf("a stale event changed the window: %d outcomes", n)
 	}

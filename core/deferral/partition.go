@@ -3,6 +3,7 @@ package deferral
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -120,7 +121,9 @@ func (s *keySet) set(key string, in bool) {
 		return
 	}
 	if in {
-		s.keys[key] = struct{}{}
+		// A message's key shares the bytes of its fetch response, which a
+		// key kept here would keep alive.
+		s.keys[strings.Clone(key)] = struct{}{}
 	} else {
 		delete(s.keys, key)
 	}

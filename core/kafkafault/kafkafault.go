@@ -53,11 +53,9 @@ func Class(err error) fault.Class {
 		// The record cannot be encoded; sending it again changes nothing.
 		return fault.ClassPermanent
 	}
-	if _, ok := errors.AsType[sarama.PacketDecodingError](err); ok {
-		// A response holds a batch sarama cannot decode (corrupt, or a
-		// compression it lacks): reading it again changes nothing.
-		return fault.ClassPermanent
-	}
+	// A response sarama cannot decode (PacketDecodingError) stays
+	// transient: it may be a fault of the connection, and a deferred
+	// message read back through it must not be dropped for it.
 	if _, ok := errors.AsType[sarama.ConfigurationError](err); ok {
 		return fault.ClassTerminal
 	}

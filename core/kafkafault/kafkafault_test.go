@@ -35,7 +35,7 @@ func TestMark(t *testing.T) {
 		{"out of brokers", sarama.ErrOutOfBrokers, fault.ClassTransient},
 		{"incomplete response", sarama.ErrIncompleteResponse, fault.ClassTransient},
 		{"encoding", sarama.PacketEncodingError{Info: "bad"}, fault.ClassPermanent},
-		{"decoding", sarama.PacketDecodingError{Info: "bad"}, fault.ClassPermanent},
+		{"decoding", sarama.PacketDecodingError{Info: "bad"}, fault.ClassTransient},
 		{"configuration", sarama.ConfigurationError("bad"), fault.ClassTerminal},
 		{"shutting down", sarama.ErrShuttingDown, fault.ClassTerminal},
 		{"closed client", sarama.ErrClosedClient, fault.ClassTerminal},

@@ -2,8 +2,8 @@ package middleware
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/prosody-events/prosody-go/core/deferral"
 )
@@ -16,8 +16,6 @@ type DeferPolicy struct {
 	Gate    *deferral.Gate
 	Backoff deferral.Backoff
 	Logger  *slog.Logger
-	// Now is the clock the gate is asked with; nil is time.Now.
-	Now func() time.Time
 }
 
 // allows reports whether a key's first transient failure may be deferred.
@@ -26,11 +24,7 @@ func (p *DeferPolicy) allows() bool {
 	if !p.Enabled {
 		return false
 	}
-	now := time.Now
-	if p.Now != nil {
-		now = p.Now
-	}
-	return p.Gate == nil || p.Gate.Allows(now())
+	return p.Gate == nil || p.Gate.Allows()
 }
 
 func (p *DeferPolicy) logger() *slog.Logger {
@@ -54,8 +48,28 @@ func deferralOf(r *Run) *deferral.Partition {
 // async finishes the waiting step of the running layer with what f
 // returns, on a goroutine of its own: for a layer's store and Kafka I/O,
 // which must not hold the walk's goroutine (a host's thread, in a run of
-// Start). Only the rare paths of deferral use it.
+// Start). A run of Invoke waits for it, and tells the engine so (the
+// blocking hint), so that a partition's driver does not hold its other
+// keys meanwhile. A panic in f is the step's failure. Only the rare paths
+// of deferral use it.
 func (r *Run) async(f func(ctx context.Context) Step) Step {
-	go func() { r.Resume(f(r.ctx)) }()
+	var resume func()
+	if r.blocking {
+		resume = r.ctx.Blocking()
+	}
+	go func() {
+		st := func() (st Step) {
+			defer func() {
+				if p := recover(); p != nil {
+					st = Result(fmt.Errorf("middleware panicked: %v", p))
+				}
+			}()
+			return f(r.ctx)
+		}()
+		if resume != nil {
+			resume()
+		}
+		r.Resume(st)
+	}()
 	return Wait
 }

@@ -42,7 +42,9 @@ func (*MessageDefer) UsesSlot() {}
 // Before implements Layer.
 func (d *MessageDefer) Before(r *Run) Step {
 	s := r.Slot()
-	s.V = nil
+	if s.V != nil {
+		s.V = nil // read first: a write of a pointer costs a barrier while the collector runs
+	}
 	switch ev := r.ev.(type) {
 	case *event.Message:
 		p := deferralOf(r)
@@ -140,16 +142,20 @@ func (d *MessageDefer) After(r *Run, err error) Step {
 
 // deferFirst defers msg, whose key was not deferred: the retry timer
 // first, so that a crash between the two writes leaves a timer that finds
-// nothing rather than a queue that nothing retries.
+// nothing rather than a queue that nothing retries. The key counts as
+// deferred from the moment its retry timer exists: a queue write that
+// fails may still have landed, and the message, run again by the outer
+// retry, must then join the queue (appending an offset it holds is
+// harmless) rather than run ahead of its stored copy.
 func (d *MessageDefer) deferFirst(ctx context.Context, p *deferral.Partition, msg *event.Message, cause error) Step {
 	span := tracing.FromHeaders(msg.Headers).Map()
 	if err := p.ScheduleRetry(ctx, msg.Key, timerstore.DeferredMessage, d.policy.Backoff.Delay(0), span); err != nil {
 		return Result(fmt.Errorf("deferring message %d of key %q: scheduling its retry: %w", msg.Offset, msg.Key, err))
 	}
+	p.SetMessageDeferred(msg.Key, true)
 	if err := p.Messages.DeferFirst(ctx, msg.Key, msg.Offset); err != nil {
 		return Result(fmt.Errorf("deferring message %d of key %q: %w", msg.Offset, msg.Key, err))
 	}
-	p.SetMessageDeferred(msg.Key, true)
 	d.policy.logger().Info("message deferred after a transient failure",
 		slog.String("key", msg.Key), slog.Int64("offset", msg.Offset), slog.Any("error", cause))
 	return Result(nil)

@@ -20,7 +20,7 @@ import (
 )
 
 func telemetryFailure() telemetry.Event {
-	return telemetry.Event{Kind: telemetry.HandlerFailed, At: time.Now()}
+	return telemetry.Event{Kind: telemetry.HandlerFailed, At: telemetry.Now()}
 }
 
 // fakeRetries records the retry timers the defer layers set: at most one

@@ -3,7 +3,6 @@ package middleware
 import (
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/prosody-events/prosody-go/core/event"
 	"github.com/prosody-events/prosody-go/core/fault"
@@ -22,13 +21,12 @@ var ErrMonopolized = errors.New("prosody: key is monopolizing handler time")
 type Monopolization struct {
 	tracker   *monopolization.Tracker
 	threshold float64
-	now       func() time.Time
 }
 
-// NewMonopolization returns the layer over tracker, refusing above
-// threshold (monopolization_threshold).
+// NewMonopolization returns the layer over tracker, which refuses above
+// threshold (monopolization_threshold; the layer names it in its error).
 func NewMonopolization(tracker *monopolization.Tracker, threshold float64) *Monopolization {
-	return &Monopolization{tracker: tracker, threshold: threshold, now: time.Now}
+	return &Monopolization{tracker: tracker, threshold: threshold}
 }
 
 // Before implements Layer.
@@ -42,7 +40,7 @@ func (m *Monopolization) Before(r *Run) Step {
 	default:
 		return Continue
 	}
-	if share := m.tracker.Share(tpk, m.now()); share > m.threshold {
+	if refuse, share := m.tracker.Exceeds(tpk); refuse {
 		return Result(fault.Transient(fmt.Errorf("%w: %.0f%% of the window (monopolization_threshold is %.0f%%)", ErrMonopolized, share*100, m.threshold*100)))
 	}
 	return Continue

@@ -135,8 +135,9 @@ func (e *parityEnv) deferPolicy() *DeferPolicy {
 // hotTracker is a monopolization tracker that has seen key k of the
 // suite's partition run for the whole of its window.
 func hotTracker() *monopolization.Tracker {
-	tr := monopolization.NewTracker(time.Second, 8)
-	tr.Observe(telemetry.Event{Kind: telemetry.HandlerInvoked, At: time.Now().Add(-time.Hour), Topic: "orders", Partition: 3, Key: "k"})
+	tr := monopolization.NewTracker(time.Second, 8, 0.9)
+	now := telemetry.Now()
+	tr.Observe(telemetry.Event{Kind: telemetry.HandlerSucceeded, Start: now - int64(time.Hour), At: now, Topic: "orders", Partition: 3, Key: "k"})
 	return tr
 }
 

@@ -133,6 +133,10 @@ type Run struct {
 	// resumes the run without the pend handshake (startTarget).
 	handedOff bool
 
+	// invoked is when the attempt under way reached the handler (on the
+	// telemetry clock; 0 when not timed), for the telemetry layer.
+	invoked int64
+
 	slots [MaxSlots]Slot
 }
 

@@ -101,7 +101,7 @@ func ModeStacks(cfg *config.Config, h event.Handler, svc Services) Stacks {
 			NewTimerDefer(policy),
 		}
 		if cfg.MonopolizationEnabled && svc.Broadcast != nil {
-			tracker := monopolization.NewTracker(cfg.MonopolizationWindow, cfg.MonopolizationCacheSize)
+			tracker := monopolization.NewTracker(cfg.MonopolizationWindow, cfg.MonopolizationCacheSize, cfg.MonopolizationThreshold)
 			svc.Broadcast.Subscribe(tracker)
 			outer = append(outer, NewMonopolization(tracker, cfg.MonopolizationThreshold))
 		}

@@ -31,7 +31,9 @@ func (*TimerDefer) UsesSlot() {}
 // Before implements Layer.
 func (d *TimerDefer) Before(r *Run) Step {
 	s := r.Slot()
-	s.V = nil
+	if s.V != nil {
+		s.V = nil // read first: a write of a pointer costs a barrier while the collector runs
+	}
 	switch ev := r.ev.(type) {
 	case *event.Timer:
 		p := deferralOf(r)
@@ -92,13 +94,15 @@ func (d *TimerDefer) After(r *Run, err error) Step {
 			return Result(err)
 		}
 		return r.async(func(ctx context.Context) Step {
+			// As MessageDefer.deferFirst: the timer first, and the key
+			// deferred from then on.
 			if err := p.ScheduleRetry(ctx, t.Key, timerstore.DeferredTimer, d.policy.Backoff.Delay(0), t.TraceContext); err != nil {
 				return Result(fmt.Errorf("deferring a timer of key %q: scheduling its retry: %w", t.Key, err))
 			}
+			p.SetTimerDeferred(t.Key, true)
 			if err := p.Timers.DeferFirst(ctx, t.Key, parked(t)); err != nil {
 				return Result(fmt.Errorf("deferring a timer of key %q: %w", t.Key, err))
 			}
-			p.SetTimerDeferred(t.Key, true)
 			d.policy.logger().Info("timer deferred after a transient failure", slog.String("key", t.Key),
 				slog.Time("time", t.Time), slog.Any("error", err))
 			return Result(nil)

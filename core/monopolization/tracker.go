@@ -6,18 +6,24 @@
 package monopolization
 
 import (
-	"sync"
+	"hash/maphash"
+	"math/bits"
+	"sync/atomic"
 	"time"
 
 	"github.com/prosody-events/prosody-go/core/telemetry"
 )
 
-// buckets is how many parts of the window a key's handler time is kept
-// in: time is summed per part rather than kept as intervals, so a key
-// that runs a million short calls in a window costs the same few hundred
-// bytes as one that ran once. A part leaves the window whole, so the time
-// counted can include up to window/buckets from before the window.
-const buckets = 16
+// buckets is how many parts of the window handler time is kept in: time
+// is summed per part rather than kept as intervals, so a key that runs a
+// million short calls in a window costs the same few hundred bytes as one
+// that ran once. The part under way is kept besides (ring), and a part
+// leaves the window whole, so the time counted can include up to
+// window/buckets from before the window, and never leaves out any of it.
+const (
+	buckets = 16
+	ring    = buckets + 1
+)
 
 // TPK names a key of a partition.
 type TPK struct {
@@ -26,154 +32,164 @@ type TPK struct {
 	Key       string
 }
 
-// Tracker keeps the handler time of the most recently active keys
-// (cacheSize of them; the least recently active key is forgotten first).
-// It is fed by the telemetry broadcast: a handler's invocation opens an
-// interval, its outcome closes it. Handler time is measured inside the
-// concurrency permit (the telemetry layer is innermost), so time spent
-// queueing for a permit does not count against a key.
+// Tracker keeps the handler time of recently active keys, in a table of
+// at least cacheSize slots. It is fed by the telemetry broadcast: each
+// outcome carries its call's start, and the call's interval is added to
+// its key. The invocation of a call need not be seen: a key's events run
+// one at a time, so its next event is checked only once the call before
+// it has ended.
+//
+// Every handler call of the consumer passes through Observe, on the
+// handlers' goroutines, so the table takes no lock: a key's slot is the
+// one its hash picks, a key whose hash picks a slot in use takes it over
+// (the key that had it is forgotten), and the slot's parts are atomic
+// counters, reset by whoever first sees that their time has come. A call
+// counted in the instant of a reset or a take-over may be lost, which a
+// heuristic over minutes of handler time does not notice; a lock here,
+// taken by every call, measurably slowed the engine. Keys are told apart
+// by a 64-bit hash of topic, partition and key.
+//
+// Handler time is measured inside the concurrency permit (the telemetry
+// layer is innermost), so time spent queueing for a permit does not count
+// against a key.
+//
+// A check (Exceeds) reads no clock for a key that was below the threshold
+// at its last outcome: its share can only have fallen since, as its next
+// call is the one being checked. Only a key that was above it is looked
+// at again.
 type Tracker struct {
 	window time.Duration
-	gran   int64 // ns per bucket
-	limit  int
-
-	mu    sync.Mutex
-	keys  map[TPK]*keyTime
-	newer *keyTime // most recently active (the list's head)
-	older *keyTime // least recently active (its tail)
+	gran   int64 // ns per part
+	limit  int64 // ns of the window above which a key is refused
+	seed   maphash.Seed
+	mask   uint64
+	slots  []slot
 }
 
-type keyTime struct {
-	tpk        TPK
-	open       int64 // start (ns) of the call under way; 0 when none
-	epochs     [buckets]int64
-	busy       [buckets]int64 // ns of handler time in each part
-	prev, next *keyTime       // towards newer, towards older
+type slot struct {
+	hash atomic.Uint64 // of the key it counts; 0 when free
+	hot  atomic.Bool   // above the limit at the key's last outcome
+	// total is the sum of the parts' busy, those gone stale included
+	// until they are reused: a bound that spares most outcomes summing
+	// the parts.
+	total atomic.Int64
+	parts [ring]part
 }
 
-// NewTracker returns a tracker over window for up to cacheSize keys
-// (monopolization_window, monopolization_cache_size).
-func NewTracker(window time.Duration, cacheSize int) *Tracker {
+// part is the handler time (ns) of one part of the window, epoch telling
+// which; the two share a cache line.
+type part struct {
+	epoch atomic.Int64
+	busy  atomic.Int64
+}
+
+// NewTracker returns a tracker over window for about cacheSize keys that
+// refuses keys above threshold of the window (monopolization_window,
+// monopolization_cache_size, monopolization_threshold; the table has the
+// next power of two of slots).
+func NewTracker(window time.Duration, cacheSize int, threshold float64) *Tracker {
 	gran := int64(window / buckets)
 	if gran <= 0 {
 		gran = 1
 	}
-	return &Tracker{window: window, gran: gran, limit: max(cacheSize, 1), keys: make(map[TPK]*keyTime)}
+	n := uint64(1) << bits.Len64(uint64(max(cacheSize, 1))-1)
+	return &Tracker{window: window, gran: gran, limit: int64(threshold * float64(window)),
+		seed: maphash.MakeSeed(), mask: n - 1, slots: make([]slot, n)}
 }
+
+// OutcomesOnly implements telemetry.OutcomeObserver.
+func (t *Tracker) OutcomesOnly() {}
 
 // Observe implements telemetry.Observer.
 func (t *Tracker) Observe(e telemetry.Event) {
-	tpk := TPK{e.Topic, e.Partition, e.Key}
-	at := e.At.UnixNano()
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	k := t.keys[tpk]
-	if e.Kind == telemetry.HandlerInvoked {
-		if k == nil {
-			k = t.addLocked(tpk)
-		} else {
-			t.touchLocked(k)
-		}
-		k.open = at
+	if e.Kind == telemetry.HandlerInvoked || e.Start == 0 {
 		return
 	}
-	if k == nil || k.open == 0 {
-		return // forgotten while it ran
+	h := t.hash(TPK{e.Topic, e.Partition, e.Key})
+	s := &t.slots[h&t.mask]
+	if old := s.hash.Load(); old != h {
+		if !s.hash.CompareAndSwap(old, h) {
+			return // taken over by another key this instant
+		}
+		for i := range s.parts {
+			s.parts[i].epoch.Store(0)
+			s.parts[i].busy.Store(0)
+		}
+		s.total.Store(0)
 	}
-	t.closeLocked(k, at)
-}
-
-// closeLocked adds the call under way, ending at end, to k's parts.
-func (t *Tracker) closeLocked(k *keyTime, end int64) {
-	start := max(k.open, end-int64(t.window))
-	k.open = 0
-	for start < end {
+	end := e.At
+	for start := max(e.Start, end-int64(t.window)); start < end; {
 		epoch := start / t.gran
 		stop := min(end, (epoch+1)*t.gran)
-		i := uint64(epoch) % buckets
-		if k.epochs[i] != epoch {
-			k.epochs[i], k.busy[i] = epoch, 0
+		p := &s.parts[uint64(epoch)%ring]
+		if cur := p.epoch.Load(); cur != epoch {
+			if cur > epoch || !p.epoch.CompareAndSwap(cur, epoch) {
+				start = stop
+				continue // a part older than the window, or just reset by another call
+			}
+			s.total.Add(-p.busy.Swap(0))
 		}
-		k.busy[i] += stop - start
+		p.busy.Add(stop - start)
+		s.total.Add(stop - start)
 		start = stop
 	}
+	hot := s.total.Load() > t.limit && s.used(end/t.gran) > t.limit
+	if hot != s.hot.Load() {
+		s.hot.Store(hot)
+	}
 }
 
-// Share is the part of the window ending at now that tpk's handlers have
-// run, the call under way included.
-func (t *Tracker) Share(tpk TPK, now time.Time) float64 {
-	at := now.UnixNano()
-	t.mu.Lock()
-	k := t.keys[tpk]
-	if k == nil {
-		t.mu.Unlock()
-		return 0
-	}
-	epoch := at / t.gran
+// used is the handler time the slot holds for the window whose last part
+// is epoch.
+func (s *slot) used(epoch int64) int64 {
 	var used int64
-	for i := range k.epochs {
-		if e := k.epochs[i]; e <= epoch && e > epoch-buckets {
-			used += k.busy[i]
+	for i := range s.parts {
+		p := &s.parts[i]
+		if e := p.epoch.Load(); e <= epoch && e > epoch-ring {
+			used += p.busy.Load()
 		}
 	}
-	if k.open != 0 && at > k.open {
-		used += at - max(k.open, at-int64(t.window))
-	}
-	t.mu.Unlock()
-	return float64(used) / float64(t.window)
+	return used
 }
 
-func (t *Tracker) addLocked(tpk TPK) *keyTime {
-	var k *keyTime
-	if len(t.keys) >= t.limit {
-		k = t.older // reuse the least recently active key's memory
-		t.unlinkLocked(k)
-		delete(t.keys, k.tpk)
-		*k = keyTime{}
-	} else {
-		k = &keyTime{}
+func (t *Tracker) hash(tpk TPK) uint64 {
+	h := maphash.String(t.seed, tpk.Key) ^ bits.RotateLeft64(maphash.String(t.seed, tpk.Topic), 17) ^ uint64(uint32(tpk.Partition))*0x9e3779b97f4a7c15
+	if h == 0 {
+		h = 1 // 0 marks a free slot
 	}
-	k.tpk = tpk
-	t.keys[tpk] = k
-	t.pushLocked(k)
-	return k
+	return h
 }
 
-func (t *Tracker) touchLocked(k *keyTime) {
-	if t.newer != k {
-		t.unlinkLocked(k)
-		t.pushLocked(k)
+// Exceeds reports whether tpk's handlers ran more than the threshold of
+// the window ending now, and the part of it they ran.
+func (t *Tracker) Exceeds(tpk TPK) (bool, float64) {
+	h := t.hash(tpk)
+	s := &t.slots[h&t.mask]
+	if s.hash.Load() != h || !s.hot.Load() {
+		return false, 0
 	}
+	used := s.used(telemetry.Now() / t.gran)
+	return used > t.limit, float64(used) / float64(t.window)
 }
 
-func (t *Tracker) pushLocked(k *keyTime) {
-	k.prev, k.next = nil, t.newer
-	if t.newer != nil {
-		t.newer.prev = k
+// Share is the part of the window ending at now (on the telemetry clock)
+// that tpk's handlers have run.
+func (t *Tracker) Share(tpk TPK, now int64) float64 {
+	h := t.hash(tpk)
+	s := &t.slots[h&t.mask]
+	if s.hash.Load() != h {
+		return 0
 	}
-	t.newer = k
-	if t.older == nil {
-		t.older = k
-	}
-}
-
-func (t *Tracker) unlinkLocked(k *keyTime) {
-	if k.prev != nil {
-		k.prev.next = k.next
-	} else {
-		t.newer = k.next
-	}
-	if k.next != nil {
-		k.next.prev = k.prev
-	} else {
-		t.older = k.prev
-	}
-	k.prev, k.next = nil, nil
+	return float64(s.used(now/t.gran)) / float64(t.window)
 }
 
 // Len is how many keys are tracked.
 func (t *Tracker) Len() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.keys)
+	n := 0
+	for i := range t.slots {
+		if t.slots[i].hash.Load() != 0 {
+			n++
+		}
+	}
+	return n
 }

@@ -1,6 +1,7 @@
 package monopolization
 
 import (
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -8,11 +9,14 @@ import (
 	"github.com/prosody-events/prosody-go/core/telemetry"
 )
 
-var t0 = time.Unix(1_700_000_000, 0)
+// t0 is a whole second on the telemetry clock, where the parts of the
+// tests' 16-second windows begin.
+var t0 = telemetry.Now() / int64(time.Second) * int64(time.Second)
 
+// call tells tr of one call of key from start to end (after t0).
 func call(tr *Tracker, key string, start, end time.Duration) {
-	tr.Observe(telemetry.Event{Kind: telemetry.HandlerInvoked, At: t0.Add(start), Topic: "t", Key: key})
-	tr.Observe(telemetry.Event{Kind: telemetry.HandlerSucceeded, At: t0.Add(end), Topic: "t", Key: key})
+	tr.Observe(telemetry.Event{Kind: telemetry.HandlerInvoked, At: t0 + int64(start), Topic: "t", Key: key})
+	tr.Observe(telemetry.Event{Kind: telemetry.HandlerSucceeded, Start: t0 + int64(start), At: t0 + int64(end), Topic: "t", Key: key})
 }
 
 func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
@@ -22,27 +26,23 @@ func TestTrackerShare(t *testing.T) {
 	tests := []struct {
 		name  string
 		calls [][2]time.Duration
-		open  time.Duration // a call under way since, or -1
 		at    time.Duration
 		want  float64
 	}{
-		{"idle key", nil, -1, 10 * time.Second, 0},
-		{"one call of a quarter window", [][2]time.Duration{{0, 4 * time.Second}}, -1, 10 * time.Second, 0.25},
-		{"calls add up", [][2]time.Duration{{0, 2 * time.Second}, {3 * time.Second, 5 * time.Second}}, -1, 10 * time.Second, 0.25},
-		{"the call under way counts", [][2]time.Duration{{0, 4 * time.Second}}, 6 * time.Second, 10 * time.Second, 0.5},
-		{"a call longer than the window counts once", nil, 0, 40 * time.Second, 1},
-		{"old calls leave the window", [][2]time.Duration{{0, 8 * time.Second}}, -1, 30 * time.Second, 0},
+		{"idle key", nil, 10 * time.Second, 0},
+		{"one call of a quarter window", [][2]time.Duration{{0, 4 * time.Second}}, 10 * time.Second, 0.25},
+		{"calls add up", [][2]time.Duration{{0, 2 * time.Second}, {3 * time.Second, 5 * time.Second}}, 10 * time.Second, 0.25},
+		{"a call longer than the window counts for the window", [][2]time.Duration{{0, 40 * time.Second}}, 40 * time.Second, 1},
+		{"old calls leave the window", [][2]time.Duration{{0, 8 * time.Second}}, 30 * time.Second, 0},
+		{"a part leaves the window whole", [][2]time.Duration{{0, 2 * time.Second}}, 17500 * time.Millisecond, 1.0 / 16},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tr := NewTracker(window, 10)
+			tr := NewTracker(window, 10, 0.5)
 			for _, c := range tt.calls {
 				call(tr, "k", c[0], c[1])
 			}
-			if tt.open >= 0 {
-				tr.Observe(telemetry.Event{Kind: telemetry.HandlerInvoked, At: t0.Add(tt.open), Topic: "t", Key: "k"})
-			}
-			if got := tr.Share(TPK{"t", 0, "k"}, t0.Add(tt.at)); !near(got, tt.want) {
+			if got := tr.Share(TPK{"t", 0, "k"}, t0+int64(tt.at)); !near(got, tt.want) {
 				t.Fatalf("Share = %v, want %v", got, tt.want)
 			}
 		})
@@ -50,39 +50,97 @@ func TestTrackerShare(t *testing.T) {
 }
 
 func TestTrackerKeysApart(t *testing.T) {
-	tr := NewTracker(16*time.Second, 10)
+	tr := NewTracker(16*time.Second, 10, 0.5)
 	call(tr, "hot", 0, 15*time.Second)
 	call(tr, "cold", 0, time.Second)
-	if s := tr.Share(TPK{"t", 0, "hot"}, t0.Add(15*time.Second)); s < 0.9 {
+	if s := tr.Share(TPK{"t", 0, "hot"}, t0+int64(15*time.Second)); s < 0.9 {
 		t.Fatalf("hot key share %v", s)
 	}
-	if s := tr.Share(TPK{"t", 0, "cold"}, t0.Add(15*time.Second)); !near(s, 1.0/16) {
+	if s := tr.Share(TPK{"t", 0, "cold"}, t0+int64(15*time.Second)); !near(s, 1.0/16) {
 		t.Fatalf("cold key share %v", s)
 	}
-	if s := tr.Share(TPK{"t", 1, "hot"}, t0.Add(15*time.Second)); s != 0 {
+	if s := tr.Share(TPK{"t", 1, "hot"}, t0+int64(15*time.Second)); s != 0 {
 		t.Fatalf("the same key of another partition has share %v", s)
+	}
+	if s := tr.Share(TPK{"u", 0, "hot"}, t0+int64(15*time.Second)); s != 0 {
+		t.Fatalf("the same key of another topic has share %v", s)
 	}
 }
 
-func TestTrackerForgetsLeastRecentlyActive(t *testing.T) {
-	tr := NewTracker(16*time.Second, 2)
-	call(tr, "a", 0, time.Second)
-	call(tr, "b", 0, time.Second)
-	call(tr, "a", 2*time.Second, 3*time.Second) // a is now the more recent
-	call(tr, "c", 0, time.Second)               // evicts b
-	if tr.Len() != 2 {
-		t.Fatalf("tracking %d keys, want 2", tr.Len())
+func TestTrackerExceeds(t *testing.T) {
+	now := telemetry.Now()
+	tr := NewTracker(time.Minute, 100, 0.5)
+	hot, cold := TPK{"t", 0, "hot"}, TPK{"t", 0, "cold"}
+	if refuse, _ := tr.Exceeds(hot); refuse {
+		t.Fatal("an idle tracker refuses")
 	}
-	at := t0.Add(4 * time.Second)
-	if tr.Share(TPK{"t", 0, "b"}, at) != 0 {
-		t.Fatal("b should have been forgotten")
+	tr.Observe(telemetry.Event{Kind: telemetry.HandlerSucceeded, Start: now - int64(20*time.Second), At: now, Topic: "t", Key: "cold"})
+	tr.Observe(telemetry.Event{Kind: telemetry.HandlerSucceeded, Start: now - int64(40*time.Second), At: now, Topic: "t", Key: "hot"})
+	if refuse, share := tr.Exceeds(hot); !refuse || share < 0.6 {
+		t.Fatalf("two thirds of the window: refuse %v at %v", refuse, share)
 	}
-	if !near(tr.Share(TPK{"t", 0, "a"}, at), 2.0/16) {
-		t.Fatal("a should be kept")
+	if refuse, _ := tr.Exceeds(cold); refuse {
+		t.Fatal("a third of the window is below half")
 	}
-	// An outcome for a forgotten key's call is ignored.
-	tr.Observe(telemetry.Event{Kind: telemetry.HandlerFailed, At: at, Topic: "t", Key: "b"})
-	if tr.Len() != 2 {
-		t.Fatal("an outcome must not add a key")
+	// A key above the limit at its last outcome cools down as the window
+	// moves on, read at the time of the check.
+	tr2 := NewTracker(time.Second, 100, 0.5)
+	old := telemetry.Now() - int64(time.Minute)
+	tr2.Observe(telemetry.Event{Kind: telemetry.HandlerSucceeded, Start: old - int64(time.Second), At: old, Topic: "t", Key: "hot"})
+	if refuse, _ := tr2.Exceeds(hot); refuse {
+		t.Fatal("a key hot a minute ago in a one-second window is refused")
 	}
+}
+
+// The table is bounded: keys beyond it take over slots, and a key taking
+// over a slot starts from nothing.
+func TestTrackerIsBounded(t *testing.T) {
+	tr := NewTracker(16*time.Second, 8, 0.5)
+	if len(tr.slots) != 8 {
+		t.Fatalf("%d slots, want 8", len(tr.slots))
+	}
+	for i := 0; i < 1000; i++ {
+		call(tr, fmt.Sprintf("k%d", i), 0, time.Second)
+	}
+	if n := tr.Len(); n > 8 {
+		t.Fatalf("tracking %d keys, want at most 8", n)
+	}
+	kept := 0
+	for i := 0; i < 1000; i++ {
+		s := tr.Share(TPK{"t", 0, fmt.Sprintf("k%d", i)}, t0+int64(2*time.Second))
+		if s != 0 {
+			kept++
+			if !near(s, 1.0/16) {
+				t.Fatalf("a kept key has share %v, want its own second only", s)
+			}
+		}
+	}
+	if kept == 0 || kept > 8 {
+		t.Fatalf("%d keys kept", kept)
+	}
+	if n := len(NewTracker(time.Second, 8192, 0.5).slots); n != 8192 {
+		t.Fatalf("%d slots for 8192", n)
+	}
+	if n := len(NewTracker(time.Second, 5000, 0.5).slots); n != 8192 {
+		t.Fatalf("%d slots for 5000", n)
+	}
+}
+
+func BenchmarkObserveAndExceeds(b *testing.B) {
+	tr := NewTracker(5*time.Minute, 8192, 0.9)
+	keys := make([]string, 10_000)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("key-%05d", i)
+	}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			k := keys[i%len(keys)]
+			i++
+			tr.Exceeds(TPK{"bench", 3, k})
+			now := telemetry.Now()
+			tr.Observe(telemetry.Event{Kind: telemetry.HandlerSucceeded, Start: now, At: telemetry.Now(), Topic: "bench", Partition: 3, Key: k})
+		}
+	})
 }

@@ -81,10 +81,14 @@ type Manager struct {
 	// otherwise be undone. Operations share it; a load (rare) takes it alone.
 	loadMu sync.RWMutex
 
-	mu       sync.Mutex
-	entries  map[ID]*entry
-	queue    delayQueue
-	perSlab  map[uint32]int // in-memory timers per loaded slab
+	mu      sync.Mutex
+	entries map[ID]*entry
+	queue   delayQueue
+	perSlab map[uint32]int // in-memory timers per loaded slab
+	// held counts, per slab, timers dropped from memory (aborted or
+	// forgotten) but kept in the store for the next owner: their slab must
+	// stay listed, or nobody would find them again.
+	held     map[uint32]int
 	loaded   map[uint32]bool
 	maxOwned uint32 // highest slab whose timers are all in memory
 	owned    bool   // maxOwned is meaningful (a first load finished)
@@ -117,6 +121,7 @@ func Start(opts Options) *Manager {
 		log:     opts.Logger,
 		entries: make(map[ID]*entry),
 		perSlab: make(map[uint32]int),
+		held:    make(map[uint32]int),
 		loaded:  make(map[uint32]bool),
 		wake:    make(chan struct{}, 1),
 		stop:    make(chan struct{}),
@@ -255,6 +260,7 @@ func (m *Manager) drop(id ID, logAbort bool) {
 			slog.String("key", id.Key), slog.Time("time", id.Time.Std()))
 	}
 	m.removeLocked(id)
+	m.held[m.slabOf(id.Time)]++
 }
 
 // requeueLocked puts a timer that was scheduled again while it ran back in
@@ -568,7 +574,7 @@ func (m *Manager) load(now time.Time) (time.Time, error) {
 	current := m.slabOf(timerstore.TimeOf(now))
 	var empty []uint32
 	for s := range m.loaded {
-		if s < current && m.perSlab[s] == 0 {
+		if s < current && m.perSlab[s] == 0 && m.held[s] == 0 {
 			empty = append(empty, s)
 			delete(m.loaded, s)
 		}

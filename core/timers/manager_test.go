@@ -203,6 +203,28 @@ func TestAbortKeepsTheTimerForTheNextOwner(t *testing.T) {
 	}
 }
 
+// A timer dropped from memory but kept in the store keeps its slab
+// listed, past or not, so that the next owner (and the deferral layers'
+// TypeKeys) still find it.
+func TestAbortedTimerKeepsItsSlabListed(t *testing.T) {
+	store := timerstore.NewMemory()
+	h := newHarness(t, store, 8, 64)
+	old := at(-3 * time.Hour) // a slab wholly in the past
+	if err := h.m.Schedule(context.Background(), timerstore.Trigger{Key: "k", Time: old, Type: timerstore.DeferredMessage}); err != nil {
+		t.Fatal(err)
+	}
+	tr := h.expectFire(2 * time.Second)
+	h.m.Begin(idOf(tr))
+	h.m.Abort(idOf(tr))
+	if _, err := h.m.load(time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := h.seg.TypeKeys(context.Background(), timerstore.DeferredMessage, at(time.Hour))
+	if err != nil || !slices.Equal(keys, []string{"k"}) {
+		t.Fatalf("TypeKeys = %v, %v; the aborted timer's slab was dropped", keys, err)
+	}
+}
+
 func TestInFlightBound(t *testing.T) {
 	h := newHarness(t, timerstore.NewMemory(), 0, 1)
 	h.schedule("a", at(-time.Second))

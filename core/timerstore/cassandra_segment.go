@@ -235,14 +235,18 @@ func (s *cassandraSegment) DeleteSlab(ctx context.Context, slab uint32) error {
 	return nil
 }
 
-func (s *cassandraSegment) TypeKeys(ctx context.Context, typ Type) ([]string, error) {
+func (s *cassandraSegment) TypeKeys(ctx context.Context, typ Type, through Time) ([]string, error) {
 	slabs, err := s.Slabs(ctx)
 	if err != nil {
 		return nil, err
 	}
 	seen := map[string]struct{}{}
 	var out []string
+	last := SlabOf(through, s.slabSize)
 	for _, slab := range slabs {
+		if slab > last {
+			break // ascending
+		}
 		iter := s.store.s.Query(ctx, s.store.q.selectSlabTypeKeys, s.id, int32(s.slabSize), int32(slab), int8(typ)).Iter()
 		var key string
 		for iter.Scan(&key) {

@@ -120,7 +120,7 @@ func (h *harness) wantTriggers(seg Segment, slab uint32, want ...Trigger) {
 
 func (h *harness) wantTypeKeys(seg Segment, typ Type, want ...string) {
 	h.t.Helper()
-	got, err := seg.TypeKeys(h.ctx, typ)
+	got, err := seg.TypeKeys(h.ctx, typ, ^Time(0))
 	if err != nil {
 		h.t.Fatalf("TypeKeys(%d): %v", typ, err)
 	}
@@ -353,6 +353,13 @@ var conformanceCases = []struct {
 		// Another partition's keys are not listed.
 		h.add(h.segment(1, slabSize), "e", 10, DeferredMessage)
 		h.wantTypeKeys(seg, DeferredMessage, "a")
+		// Only slabs up to the bound are searched.
+		if got, err := seg.TypeKeys(h.ctx, DeferredMessage, 119); err != nil || len(got) != 0 {
+			h.t.Fatalf("TypeKeys through 119 = %v, %v; the timer at 130 is beyond it", got, err)
+		}
+		if got, err := seg.TypeKeys(h.ctx, DeferredMessage, 120); err != nil || len(got) != 1 {
+			h.t.Fatalf("TypeKeys through 120 = %v, %v; its slab starts at 120", got, err)
+		}
 		// Only listed slabs are searched.
 		if err := seg.DeleteSlab(h.ctx, 2); err != nil {
 			h.t.Fatal(err)

@@ -203,12 +203,16 @@ func (h *memoryHandle) DeleteSlab(_ context.Context, slab uint32) error {
 
 // TypeKeys looks at listed slabs only, as the Cassandra store does: a
 // timer in a slab dropped by DeleteSlab is not found there either.
-func (h *memoryHandle) TypeKeys(_ context.Context, typ Type) ([]string, error) {
+func (h *memoryHandle) TypeKeys(_ context.Context, typ Type, through Time) ([]string, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	seen := map[string]struct{}{}
 	var out []string
+	last := SlabOf(through, h.slabSize)
 	for slab := range h.seg.slabs {
+		if slab > last {
+			continue
+		}
 		for tk := range h.seg.slabIdx[slabKey{h.slabSize, slab}] {
 			if _, ok := seen[tk.key]; tk.typ == typ && !ok {
 				seen[tk.key] = struct{}{}

@@ -42,11 +42,13 @@ type Segment interface {
 	ClearAndSchedule(ctx context.Context, t Trigger) ([]Time, error)
 	DeleteSlab(ctx context.Context, slab uint32) error // drop a slab-list row (the slab holds no timers)
 	// TypeKeys returns every key with at least one timer of type typ in a
-	// listed slab, each once, in no particular order. The deferral layers
-	// call it when a partition is assigned: every deferred key has a pending
-	// retry timer, so the keys it returns are the only ones whose defer
-	// store must be read.
-	TypeKeys(ctx context.Context, typ Type) ([]string, error)
+	// listed slab that starts at or before through, each once, in no
+	// particular order. The deferral layers call it when a partition is
+	// assigned: every deferred key has a pending retry timer, due no later
+	// than defer_max_delay from when it was set, so the keys it returns up
+	// to then are the partition's deferred keys, without reading the slabs
+	// of application timers further out.
+	TypeKeys(ctx context.Context, typ Type, through Time) ([]string, error)
 }
 
 // cloneSpan copies a span so callers cannot mutate stored state; empty spans

@@ -129,6 +129,9 @@ func NewInvocation(parent context.Context, key string) *Context {
 // so that an event's contexts cost no allocation of their own.
 type Invocation struct{ c, attempt Context }
 
+// Context is the invocation's context, once Init has made it.
+func (inv *Invocation) Context() *Context { return &inv.c }
+
 // Init is NewInvocation in inv, which must be zero and used only once.
 func (inv *Invocation) Init(parent context.Context, key string) *Context {
 	c := &inv.c
