@@ -297,11 +297,11 @@ func engine(addrs []string, topic string, n, keys int, reader string) (el, first
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	}
 	var stacks middleware.Stacks
-	var timeouts *middleware.Timeouts
+	var stop func()
 	if reader == "bare" {
-		stacks, timeouts, opts.Limiter = benchkit.BareStacks(def, h)
+		stacks, stop, opts.Limiter = benchkit.BareStacks(def, h)
 	} else {
-		stacks, timeouts, opts.Limiter = benchkit.PipelineStacks(def, h)
+		stacks, stop, opts.Limiter = benchkit.PipelineStacks(def, h)
 		opts.SlabSize = def.SlabSize
 		opts.Timers, opts.Deferral, err = stores(def)
 		if err != nil {
@@ -309,7 +309,7 @@ func engine(addrs []string, topic string, n, keys int, reader string) (el, first
 		}
 	}
 	opts.Stacks = stacks
-	defer timeouts.Stop()
+	defer stop()
 	c, err := consumer.Start(opts)
 	if err != nil {
 		return 0, 0, 0, err

@@ -67,7 +67,9 @@ type Client struct {
 	session  *cassandra.Session
 	consumer *consumer.Consumer
 	timeouts *middleware.Timeouts
-	probe    *probe.Server
+	// broadcast carries the consumer's handler telemetry (with its clock).
+	broadcast *telemetry.Broadcast
+	probe     *probe.Server
 	// live is consumer, for the queries (ConsumerState, partition count,
 	// stalled) that must not wait for mu: Subscribe holds it while it
 	// connects to Kafka and Cassandra, which can take minutes.
@@ -187,13 +189,14 @@ func (c *Client) Subscribe(h event.Handler) error {
 		return err
 	}
 	timeouts := middleware.NewTimeouts(c.cfg.HandlerTimeout())
+	broadcast := telemetry.NewBroadcast()
 	limiter := middleware.NewLimiter(c.cfg.MaxConcurrency)
 	stacks := middleware.ModeStacks(c.cfg, h, middleware.Services{
 		Limiter:     limiter,
 		Timeouts:    timeouts,
 		DeadLetters: deadLetters{c.producer},
 		Logger:      c.log,
-		Broadcast:   new(telemetry.Broadcast),
+		Broadcast:   broadcast,
 	})
 	cons, err := consumer.Start(consumer.Options{
 		Brokers:         c.cfg.BootstrapServers,
@@ -215,6 +218,7 @@ func (c *Client) Subscribe(h event.Handler) error {
 	})
 	if err != nil {
 		timeouts.Stop()
+		broadcast.Close()
 		return fmt.Errorf("starting consumer: %w", err)
 	}
 	if port, ok := c.cfg.ProbePort.Get(); ok && !c.cfg.Mock {
@@ -224,11 +228,12 @@ func (c *Client) Subscribe(h event.Handler) error {
 			defer cancel()
 			_ = cons.Stop(ctx)
 			timeouts.Stop()
+			broadcast.Close()
 			return fmt.Errorf("probe_port: starting the probe server on port %d: %w", port, err)
 		}
 		c.probe = srv
 	}
-	c.consumer, c.timeouts = cons, timeouts
+	c.consumer, c.timeouts, c.broadcast = cons, timeouts, broadcast
 	c.live.Store(cons)
 	return nil
 }
@@ -238,8 +243,8 @@ func (c *Client) Subscribe(h event.Handler) error {
 // stops the probe server. The client may subscribe again afterwards.
 func (c *Client) Unsubscribe(ctx context.Context) error {
 	c.mu.Lock()
-	cons, timeouts, srv := c.consumer, c.timeouts, c.probe
-	c.consumer, c.timeouts, c.probe = nil, nil, nil
+	cons, timeouts, broadcast, srv := c.consumer, c.timeouts, c.broadcast, c.probe
+	c.consumer, c.timeouts, c.broadcast, c.probe = nil, nil, nil, nil
 	c.live.Store(nil)
 	c.mu.Unlock()
 	if cons == nil {
@@ -255,6 +260,7 @@ func (c *Client) Unsubscribe(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	timeouts.Stop()
+	broadcast.Close()
 	return errors.Join(errs...)
 }
 

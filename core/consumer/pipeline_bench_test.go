@@ -50,11 +50,11 @@ func benchmarkPipeline(b *testing.B, full bool) {
 		}
 		return nil
 	}}
-	stacks, timeouts, limiter := benchkit.BareStacks(def, h)
+	stacks, stop, limiter := benchkit.BareStacks(def, h)
 	if full {
-		stacks, timeouts, limiter = benchkit.PipelineStacks(def, h)
+		stacks, stop, limiter = benchkit.PipelineStacks(def, h)
 	}
-	defer timeouts.Stop()
+	defer stop()
 	c := &Consumer{
 		opts:       Options{GroupID: "bench", MaxUncommitted: def.MaxUncommitted, ShutdownTimeout: time.Second, Stacks: stacks, Limiter: limiter},
 		log:        slog.New(slog.NewTextHandler(io.Discard, nil)),

@@ -23,7 +23,7 @@ func NewTelemetry(b *telemetry.Broadcast) *Telemetry { return &Telemetry{b: b} }
 // HandlerInvoked event, nor a lookup for it).
 func (t *Telemetry) Before(r *Run) Step {
 	if t.b.Active() {
-		r.invoked = telemetry.Now()
+		r.invoked = t.b.Now()
 		if t.b.WantsInvoked() {
 			t.publish(r, telemetry.HandlerInvoked, r.invoked, 0)
 		}
@@ -38,7 +38,7 @@ func (t *Telemetry) After(r *Run, err error) Step {
 		if err != nil {
 			kind = telemetry.HandlerFailed
 		}
-		t.publish(r, kind, telemetry.Now(), r.invoked)
+		t.publish(r, kind, t.b.Now(), r.invoked)
 		r.invoked = 0
 	}
 	return Result(err)

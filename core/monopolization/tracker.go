@@ -8,6 +8,7 @@ package monopolization
 import (
 	"hash/maphash"
 	"math/bits"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -64,6 +65,17 @@ type Tracker struct {
 	seed   maphash.Seed
 	mask   uint64
 	slots  []slot
+	// hot counts the slots whose key was above the limit at its last
+	// outcome: while none is, a check is one load.
+	hot atomic.Int64
+	// topic is the last topic hashed, with its hash: a consumer has few
+	// topics, and hashing one is half of hashing a key's name.
+	topic atomic.Pointer[topicHash]
+}
+
+type topicHash struct {
+	name string
+	hash uint64
 }
 
 type slot struct {
@@ -102,8 +114,8 @@ func (t *Tracker) OutcomesOnly() {}
 
 // Observe implements telemetry.Observer.
 func (t *Tracker) Observe(e telemetry.Event) {
-	if e.Kind == telemetry.HandlerInvoked || e.Start == 0 {
-		return
+	if e.Kind == telemetry.HandlerInvoked || e.Start == 0 || e.At <= e.Start {
+		return // nothing to add (a call within one tick of the clock)
 	}
 	h := t.hash(TPK{e.Topic, e.Partition, e.Key})
 	s := &t.slots[h&t.mask]
@@ -116,6 +128,9 @@ func (t *Tracker) Observe(e telemetry.Event) {
 			s.parts[i].busy.Store(0)
 		}
 		s.total.Store(0)
+		if s.hot.CompareAndSwap(true, false) {
+			t.hot.Add(-1)
+		}
 	}
 	end := e.At
 	for start := max(e.Start, end-int64(t.window)); start < end; {
@@ -134,8 +149,12 @@ func (t *Tracker) Observe(e telemetry.Event) {
 		start = stop
 	}
 	hot := s.total.Load() > t.limit && s.used(end/t.gran) > t.limit
-	if hot != s.hot.Load() {
-		s.hot.Store(hot)
+	if hot != s.hot.Load() && s.hot.CompareAndSwap(!hot, hot) {
+		if hot {
+			t.hot.Add(1)
+		} else {
+			t.hot.Add(-1)
+		}
 	}
 }
 
@@ -153,7 +172,15 @@ func (s *slot) used(epoch int64) int64 {
 }
 
 func (t *Tracker) hash(tpk TPK) uint64 {
-	h := maphash.String(t.seed, tpk.Key) ^ bits.RotateLeft64(maphash.String(t.seed, tpk.Topic), 17) ^ uint64(uint32(tpk.Partition))*0x9e3779b97f4a7c15
+	th, ok := uint64(0), false
+	if c := t.topic.Load(); c != nil && c.name == tpk.Topic {
+		th, ok = c.hash, true
+	}
+	if !ok {
+		th = maphash.String(t.seed, tpk.Topic)
+		t.topic.Store(&topicHash{name: strings.Clone(tpk.Topic), hash: th})
+	}
+	h := maphash.String(t.seed, tpk.Key) ^ bits.RotateLeft64(th, 17) ^ uint64(uint32(tpk.Partition))*0x9e3779b97f4a7c15
 	if h == 0 {
 		h = 1 // 0 marks a free slot
 	}
@@ -163,6 +190,9 @@ func (t *Tracker) hash(tpk TPK) uint64 {
 // Exceeds reports whether tpk's handlers ran more than the threshold of
 // the window ending now, and the part of it they ran.
 func (t *Tracker) Exceeds(tpk TPK) (bool, float64) {
+	if t.hot.Load() == 0 {
+		return false, 0
+	}
 	h := t.hash(tpk)
 	s := &t.slots[h&t.mask]
 	if s.hash.Load() != h || !s.hot.Load() {

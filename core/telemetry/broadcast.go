@@ -47,7 +47,8 @@ func (k Kind) String() string {
 // interface call would cost an allocation per event.
 type Event struct {
 	Kind Kind
-	// At is when it happened, on the broadcast's clock (Now).
+	// At is when it happened, on the broadcast's clock (Broadcast.Now,
+	// of ClockTick resolution for a broadcast made by NewBroadcast).
 	At        int64
 	Topic     string
 	Partition int32
@@ -92,10 +93,37 @@ type OutcomeObserver interface {
 	OutcomesOnly()
 }
 
-// Broadcast fans events out to its observers. The zero value has none.
+// Broadcast fans events out to its observers. The zero value has none,
+// and reads the system clock (Now) for the events' times; NewBroadcast's
+// reads a clock of ClockTick resolution, which costs far less.
 type Broadcast struct {
-	mu   sync.Mutex
-	subs atomic.Pointer[subscribers]
+	mu    sync.Mutex
+	subs  atomic.Pointer[subscribers]
+	clock atomic.Pointer[coarseClock]
+}
+
+// NewBroadcast returns a broadcast with a clock of ClockTick resolution
+// and the goroutine that keeps it. Close it when done.
+func NewBroadcast() *Broadcast {
+	b := &Broadcast{}
+	b.clock.Store(startClock())
+	return b
+}
+
+// Close stops the broadcast's clock goroutine; its Now reads the system
+// clock from then on.
+func (b *Broadcast) Close() {
+	if c := b.clock.Swap(nil); c != nil {
+		c.close()
+	}
+}
+
+// Now is the time for an event published now, on the broadcast's clock.
+func (b *Broadcast) Now() int64 {
+	if c := b.clock.Load(); c != nil {
+		return c.now()
+	}
+	return Now()
 }
 
 type subscribers struct {

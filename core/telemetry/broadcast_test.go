@@ -3,7 +3,12 @@ package telemetry
 import (
 	"sync"
 	"testing"
+	"time"
+
+	"go.uber.org/goleak"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 type recorder struct {
 	mu  sync.Mutex
@@ -59,5 +64,38 @@ func TestBroadcastConcurrentSubscribe(t *testing.T) {
 	wg.Wait()
 	if b.Active() {
 		t.Fatal("every observer was removed")
+	}
+}
+
+// A broadcast's clock moves on while it is read, at its tick's resolution,
+// and sleeps while it is not; it never runs ahead of the system clock.
+func TestBroadcastClock(t *testing.T) {
+	b := NewBroadcast()
+	defer b.Close()
+	first := b.Now()
+	if sys := Now(); first > sys {
+		t.Fatalf("the broadcast clock (%d) is ahead of the system clock (%d)", first, sys)
+	}
+	deadline := Now() + int64(10*time.Second)
+	for b.Now() < first+int64(5*ClockTick) {
+		if Now() > deadline {
+			t.Fatal("the broadcast clock does not move")
+		}
+		time.Sleep(ClockTick)
+	}
+	for !b.clock.Load().ticker.Asleep() {
+		if Now() > deadline {
+			t.Fatal("the clock's ticker never sleeps while nobody reads it")
+		}
+		time.Sleep(ClockTick)
+	}
+	before := Now()
+	if got := b.Now(); got < before {
+		t.Fatalf("a read after the ticker slept is stale: %d < %d", got, before)
+	}
+	b.Close()
+	b.Close()
+	if got, sys := b.Now(), Now(); got > sys {
+		t.Fatal("a closed broadcast reads the system clock")
 	}
 }
