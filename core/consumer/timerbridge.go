@@ -184,8 +184,10 @@ func (p *partition) openDeferral(ctx context.Context, seg timerstore.Segment) (*
 	if len(msgKeys)+len(timerKeys) > 0 {
 		p.log.Info("partition has deferred keys", slog.Int("messages", len(msgKeys)), slog.Int("timers", len(timerKeys)))
 	}
+	local, _ := store.(interface{ InMemory() bool })
 	return deferral.NewPartition(&deferral.Partition{
 		Topic: p.topic, ID: p.id, Messages: msgs, Timers: tms, Load: p.loadDeferred, Logger: p.log,
+		Local: local != nil && local.InMemory(),
 	}, msgKeys, timerKeys), nil
 }
 

@@ -51,6 +51,9 @@ type Partition struct {
 	// cannot be decoded.
 	Load   func(ctx context.Context, offset int64) (*event.Message, error)
 	Logger *slog.Logger
+	// Local: the stores are in this process's memory (mock mode), so the
+	// layers call them without telling the engine they block.
+	Local bool
 
 	messages keySet
 	timers   keySet
@@ -83,9 +86,15 @@ func (p *Partition) SetMessageDeferred(key string, deferred bool) { p.messages.s
 func (p *Partition) SetTimerDeferred(key string, deferred bool) { p.timers.set(key, deferred) }
 
 // ScheduleRetry sets key's retry timer of typ to fire after delay, with
-// the trace context span.
+// the trace context span. A retry without delay is set for the current
+// second, not the nearest one (which may be half a second ahead): a key
+// draining its queue retries each entry that way, one after another.
 func (p *Partition) ScheduleRetry(ctx context.Context, key string, typ timerstore.Type, delay time.Duration, span map[string]string) error {
-	return p.Retries.ClearAndSchedule(ctx, timerstore.Trigger{Key: key, Time: timerstore.TimeOf(time.Now().Add(delay)), Type: typ, Span: span})
+	at := timerstore.TimeOf(time.Now().Add(delay))
+	if delay == 0 {
+		at = timerstore.Time(time.Now().Unix())
+	}
+	return p.Retries.ClearAndSchedule(ctx, timerstore.Trigger{Key: key, Time: at, Type: typ, Span: span})
 }
 
 // keySet is a set of keys that is almost always empty, so that asking

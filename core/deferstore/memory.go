@@ -16,6 +16,10 @@ func NewMemory() Store {
 	return &memoryStore{messages: map[[16]byte]*memQueues[int64]{}, timers: map[[16]byte]*memQueues[DeferredTimer]{}}
 }
 
+// InMemory tells the engine that the store's operations do not wait on
+// the network.
+func (s *memoryStore) InMemory() bool { return true }
+
 type memoryStore struct {
 	mu       sync.Mutex // guards both maps and every queue inside them
 	messages map[[16]byte]*memQueues[int64]

@@ -1,8 +1,9 @@
 package deferstore
 
 import (
-	"crypto/sha1"
 	"strconv"
+
+	"github.com/prosody-events/prosody-go/core/timerstore"
 )
 
 // oidNamespace is the RFC 4122 OID namespace (6ba7b812-9dad-11d1-80b4-00c04fd430c8).
@@ -19,12 +20,5 @@ func segmentName(group, topic string, partition int32) string {
 // change, or entries deferred by earlier runs (of either implementation)
 // would never be retried.
 func SegmentID(group, topic string, partition int32) [16]byte {
-	h := sha1.New()
-	h.Write(oidNamespace[:])
-	h.Write([]byte(segmentName(group, topic, partition)))
-	var id [16]byte
-	copy(id[:], h.Sum(nil))
-	id[6] = id[6]&0x0f | 0x50 // version 5
-	id[8] = id[8]&0x3f | 0x80 // RFC 4122 variant
-	return id
+	return timerstore.UUIDv5(oidNamespace, segmentName(group, topic, partition))
 }

@@ -43,6 +43,14 @@ type Loader struct {
 	mu     sync.Mutex
 	groups map[partitionKey][]*loadGroup
 	closed bool
+	// recent are the last reads' records, whole: the keys a partition
+	// defers at one time have their queued messages in the same stretch
+	// of the log, so one read (a compressed batch must be decoded whole
+	// anyway) serves the retries of many keys. A record that retention
+	// removed since is still served from them, which loses nothing. next
+	// is where a new read goes.
+	recent [recentReads]recentRead
+	next   int
 
 	done chan struct{}
 	wg   sync.WaitGroup
@@ -51,6 +59,19 @@ type Loader struct {
 	// before the first Load, runs before each: test hooks.
 	fetches     atomic.Int64
 	beforeFetch func(topic string, partition int32, offset int64)
+}
+
+// recentReads is how many reads' records the loader keeps (see
+// Loader.recent): each is at most a fetch's budget of decoded records.
+const recentReads = 4
+
+// recentRead is what one read found: the records of key in [from, next).
+type recentRead struct {
+	key      partitionKey
+	from     int64
+	next     int64
+	records  []Record
+	occupied bool
 }
 
 // LoaderOptions configure a Loader. Zero values take the defaults, except
@@ -74,8 +95,9 @@ type LoaderOptions struct {
 	// MaxInFlight is how many loads run at once (max_uncommitted; default
 	// 64); further loads wait for one to end, or for their context.
 	MaxInFlight int
-	// MaxBytes is the byte budget of a fetch (default 1 MiB, the
-	// original's fetch.max.bytes). A record larger than that is read by
+	// MaxBytes is the byte budget of a fetch (default 256 KiB: a read
+	// decodes what it fetches, and one read's records serve the
+	// retries near them, see Loader.recent). A record larger than that is read by
 	// doubling the budget up to maxLoadBytes.
 	MaxBytes int32
 	Logger   *slog.Logger
@@ -89,7 +111,7 @@ const (
 	DefaultDiscardThreshold = 100
 	defaultSeekTimeout      = 30 * time.Second
 	defaultMaxInFlight      = 64
-	defaultLoadBytes        = 1 << 20
+	defaultLoadBytes        = 256 << 10
 	// maxLoadBytes is the largest budget a load doubles to for one record
 	// (Kafka's message.max.bytes is about 1 MiB by default; topics may
 	// raise it). A record that does not fit fails permanent.
@@ -215,6 +237,12 @@ func (l *Loader) Load(ctx context.Context, topic string, partition int32, offset
 		if rec, ok := l.cache.get(k); ok {
 			return rec, nil
 		}
+	}
+	if rec, ok := l.fromRecent(k); ok {
+		if l.cache != nil {
+			l.cache.put(k, rec)
+		}
+		return rec, nil
 	}
 	req := &loadReq{offset: offset, res: make(chan loadResult, 1)}
 	g, err := l.enqueue(k, req)
@@ -418,6 +446,8 @@ func (l *Loader) resolve(g *loadGroup, from int64, res readResult) {
 		g.reqs = g.reqs[:0]
 		return
 	}
+	l.recent[l.next] = recentRead{key: g.key, from: from, next: out.next, records: out.records, occupied: true}
+	l.next = (l.next + 1) % recentReads
 	var found map[int64]Record
 	keep := g.reqs[:0]
 	for _, r := range g.reqs {
@@ -448,6 +478,21 @@ func (l *Loader) resolve(g *loadGroup, from int64, res readResult) {
 	}
 	clear(g.reqs[len(keep):])
 	g.reqs = keep
+}
+
+// fromRecent is the record k from a recent read that covered it, copied.
+func (l *Loader) fromRecent(k recordKey) (Record, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := range l.recent {
+		r := &l.recent[i]
+		if r.occupied && r.key == k.partitionKey && r.from <= k.offset && k.offset < r.next {
+			if rec, ok := findRecord(r.records, k.offset); ok {
+				return detach(rec), true
+			}
+		}
+	}
+	return Record{}, false
 }
 
 // findRecord finds the record at offset in records, which are in offset

@@ -147,6 +147,14 @@ func testLoadFromCluster(t *testing.T, addrs []string) {
 	if err := admin.DeleteRecords(name, map[int32]int64{0: 120}); err != nil {
 		t.Fatal(err)
 	}
+	// A loader that read them before still has them (its recent reads);
+	// a new one finds them gone.
+	if rec, err := l.Load(ctx, name, 0, 10); err != nil {
+		t.Fatalf("a record read before its deletion: %v", err)
+	} else {
+		checkLoaded(t, rec, err, 10)
+	}
+	l = newLoader(t, addrs, LoaderOptions{CacheSize: 16, DiscardThreshold: 100})
 	for _, o := range []int64{10, 119} {
 		_, err := l.Load(ctx, name, 0, o)
 		checkDeleted(t, err, o)
@@ -303,27 +311,34 @@ func TestLoaderCache(t *testing.T) {
 		if n := l.fetches.Load(); n != 1 {
 			t.Fatalf("%d fetches, want 1", n)
 		}
-		// Two more evict 5 from a cache of 2.
-		for _, o := range []int64{6, 7, 5} {
+		// Two more evict 5 from a cache of 2; the first read covered
+		// them, so they need no fetch of their own.
+		for _, o := range []int64{6, 7} {
 			rec, err := l.Load(ctx, name, 0, o)
 			checkLoaded(t, rec, err, o)
 		}
-		if n := l.fetches.Load(); n != 4 {
-			t.Fatalf("%d fetches, want 4", n)
+		if n := l.fetches.Load(); n != 1 {
+			t.Fatalf("%d fetches, want 1", n)
 		}
 		if n := l.cache.len(); n != 2 {
 			t.Fatalf("cache holds %d, want 2", n)
 		}
+		if _, ok := l.cache.get(recordKey{partitionKey{name, 0}, 5}); ok {
+			t.Fatal("5 should have left a cache of 2")
+		}
 	})
-	t.Run("a cache size of zero disables the cache", func(t *testing.T) {
+	t.Run("without the cache a recent read still serves the offsets it covered", func(t *testing.T) {
 		l, g, name := mockLoader(t, LoaderOptions{})
 		g.open()
-		for range 2 {
-			rec, err := l.Load(context.Background(), name, 0, 5)
-			checkLoaded(t, rec, err, 5)
+		for _, off := range []int64{5, 5, 6, 9} {
+			rec, err := l.Load(context.Background(), name, 0, off)
+			checkLoaded(t, rec, err, off)
 		}
-		if n := l.fetches.Load(); n != 2 {
-			t.Fatalf("%d fetches, want 2", n)
+		if n := l.fetches.Load(); n != 1 {
+			t.Fatalf("%d fetches, want 1: one read covers offsets 5 to 9", n)
+		}
+		if l.cache != nil {
+			t.Fatal("a cache size of zero must disable the record cache")
 		}
 	})
 }

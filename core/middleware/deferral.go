@@ -45,17 +45,20 @@ func deferralOf(r *Run) *deferral.Partition {
 	return p
 }
 
-// async finishes the waiting step of the running layer with what f
-// returns, on a goroutine of its own: for a layer's store and Kafka I/O,
-// which must not hold the walk's goroutine (a host's thread, in a run of
-// Start). A run of Invoke waits for it, and tells the engine so (the
-// blocking hint), so that a partition's driver does not hold its other
-// keys meanwhile. A panic in f is the step's failure. Only the rare paths
-// of deferral use it.
-func (r *Run) async(f func(ctx context.Context) Step) Step {
-	var resume func()
+// io runs f, a layer's store or Kafka I/O, and returns the step it
+// stands for. In a run of Invoke the walk's goroutine is the engine's and
+// may wait: f runs on it, after telling the engine it is about to block
+// (the blocking hint, which hands a partition's intake to another
+// goroutine) unless local says f does not wait on the network (stores in
+// memory). In a run of Start the walk may be on a host's thread, which
+// must not wait: f runs on a goroutine of its own and finishes the
+// layer's step with Resume. A panic in f there is the step's failure.
+func (r *Run) io(local bool, f func(ctx context.Context) Step) Step {
 	if r.blocking {
-		resume = r.ctx.Blocking()
+		if !local {
+			defer r.ctx.Blocking()()
+		}
+		return f(r.ctx)
 	}
 	go func() {
 		st := func() (st Step) {
@@ -66,10 +69,46 @@ func (r *Run) async(f func(ctx context.Context) Step) Step {
 			}()
 			return f(r.ctx)
 		}()
-		if resume != nil {
-			resume()
-		}
 		r.Resume(st)
 	}()
 	return Wait
+}
+
+// retryCounter is what both defer stores offer to count a key's retries.
+type retryCounter interface {
+	SetRetries(ctx context.Context, key string, retries uint32) error
+}
+
+// moveOn ends a deferred key's retry whose head left its queue for good
+// (more: entries remain): the next one is retried at once, or the key's
+// deferral ends, marked by set. The outcome is result.
+func (p *DeferPolicy) moveOn(ctx context.Context, part *deferral.Partition, retry *deferral.Retry, more bool, set func(string, bool), result error) Step {
+	var err error
+	if more {
+		err = part.ScheduleRetry(ctx, retry.Key, retry.Type, p.Backoff.Delay(0), retry.TraceContext)
+	} else {
+		set(retry.Key, false)
+		err = part.Retries.ClearScheduled(ctx, retry.Key, retry.Type)
+	}
+	if err != nil {
+		return Result(fmt.Errorf("moving on from a deferred retry of key %q: %w", retry.Key, err))
+	}
+	return Result(result)
+}
+
+// again counts the retries-th failure of a deferred key's retry in q and
+// reschedules the retry with the backoff; cause, when set, is logged.
+func (p *DeferPolicy) again(ctx context.Context, part *deferral.Partition, q retryCounter, retry *deferral.Retry, retries uint32, cause error) Step {
+	if err := q.SetRetries(ctx, retry.Key, retries); err != nil {
+		return Result(fmt.Errorf("counting a retry of key %q: %w", retry.Key, err))
+	}
+	delay := p.Backoff.Delay(retries)
+	if err := part.ScheduleRetry(ctx, retry.Key, retry.Type, delay, retry.TraceContext); err != nil {
+		return Result(fmt.Errorf("rescheduling the retry of key %q: %w", retry.Key, err))
+	}
+	if cause != nil {
+		p.logger().Info("deferred retry failed again; retrying later", slog.String("key", retry.Key),
+			slog.Int("type", int(retry.Type)), slog.Int("retries", int(retries)), slog.Duration("delay", delay), slog.Any("error", cause))
+	}
+	return Result(nil)
 }

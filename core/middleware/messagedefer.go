@@ -51,7 +51,7 @@ func (d *MessageDefer) Before(r *Run) Step {
 		if p == nil || !p.MessageDeferred(ev.Key) {
 			return Continue
 		}
-		return r.async(func(ctx context.Context) Step {
+		return r.io(p.Local, func(ctx context.Context) Step {
 			if err := p.Messages.Append(ctx, ev.Key, ev.Offset); err != nil {
 				return Result(fmt.Errorf("queueing a message behind its key's deferred one: %w", err))
 			}
@@ -67,7 +67,7 @@ func (d *MessageDefer) Before(r *Run) Step {
 		if p == nil {
 			return Result(fault.Terminal(fmt.Errorf("a deferred message's retry reached a partition without deferral")))
 		}
-		return r.async(func(ctx context.Context) Step { return d.load(ctx, r, s, p, ev) })
+		return r.io(false, func(ctx context.Context) Step { return d.load(ctx, r, s, p, ev) })
 	}
 	return Continue
 }
@@ -122,20 +122,20 @@ func (d *MessageDefer) After(r *Run, err error) Step {
 		if p == nil {
 			return Result(err)
 		}
-		return r.async(func(ctx context.Context) Step { return d.deferFirst(ctx, p, msg, err) })
+		return r.io(p.Local, func(ctx context.Context) Step { return d.deferFirst(ctx, p, msg, err) })
 	}
 	offset := r.ev.(*event.Message).Offset
 	r.ev = retry
 	p := deferralOf(r)
 	switch {
 	case err == nil:
-		return r.async(func(ctx context.Context) Step { return d.advance(ctx, p, retry, offset, nil) })
+		return r.io(p.Local, func(ctx context.Context) Step { return d.advance(ctx, p, retry, offset, nil) })
 	case fault.ClassOf(err) == fault.ClassTransient:
-		return r.async(func(ctx context.Context) Step { return d.again(ctx, p, retry, uint32(s.N)+1, err) })
+		return r.io(p.Local, func(ctx context.Context) Step { return d.again(ctx, p, retry, uint32(s.N)+1, err) })
 	case fault.ClassOf(err) == fault.ClassPermanent:
 		d.policy.logger().Warn("deferred message failed permanently; it is dropped",
 			slog.String("key", retry.Key), slog.Int64("offset", offset), slog.Any("error", err))
-		return r.async(func(ctx context.Context) Step { return d.advance(ctx, p, retry, offset, err) })
+		return r.io(p.Local, func(ctx context.Context) Step { return d.advance(ctx, p, retry, offset, err) })
 	}
 	return Result(err)
 }
@@ -168,30 +168,10 @@ func (d *MessageDefer) advance(ctx context.Context, p *deferral.Partition, retry
 	if err != nil {
 		return Result(fmt.Errorf("completing deferred message %d of key %q: %w", offset, retry.Key, err))
 	}
-	if more {
-		err = p.ScheduleRetry(ctx, retry.Key, timerstore.DeferredMessage, d.policy.Backoff.Delay(0), retry.TraceContext)
-	} else {
-		p.SetMessageDeferred(retry.Key, false)
-		err = p.Retries.ClearScheduled(ctx, retry.Key, timerstore.DeferredMessage)
-	}
-	if err != nil {
-		return Result(fmt.Errorf("moving on from deferred message %d of key %q: %w", offset, retry.Key, err))
-	}
-	return Result(result)
+	return d.policy.moveOn(ctx, p, retry, more, p.SetMessageDeferred, result)
 }
 
 // again reschedules the key's retry after its retries-th failure.
 func (d *MessageDefer) again(ctx context.Context, p *deferral.Partition, retry *deferral.Retry, retries uint32, cause error) Step {
-	if err := p.Messages.SetRetries(ctx, retry.Key, retries); err != nil {
-		return Result(fmt.Errorf("counting a retry of key %q: %w", retry.Key, err))
-	}
-	delay := d.policy.Backoff.Delay(retries)
-	if err := p.ScheduleRetry(ctx, retry.Key, timerstore.DeferredMessage, delay, retry.TraceContext); err != nil {
-		return Result(fmt.Errorf("rescheduling the retry of key %q: %w", retry.Key, err))
-	}
-	if cause != nil {
-		d.policy.logger().Info("deferred message failed again; retrying later", slog.String("key", retry.Key),
-			slog.Int("retries", int(retries)), slog.Duration("delay", delay), slog.Any("error", cause))
-	}
-	return Result(nil)
+	return d.policy.again(ctx, p, p.Messages, retry, retries, cause)
 }

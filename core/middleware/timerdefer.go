@@ -40,7 +40,7 @@ func (d *TimerDefer) Before(r *Run) Step {
 		if p == nil || !p.TimerDeferred(ev.Key) {
 			return Continue
 		}
-		return r.async(func(ctx context.Context) Step {
+		return r.io(p.Local, func(ctx context.Context) Step {
 			if err := p.Timers.Append(ctx, ev.Key, parked(ev)); err != nil {
 				return Result(fmt.Errorf("queueing a timer behind its key's deferred one: %w", err))
 			}
@@ -54,7 +54,7 @@ func (d *TimerDefer) Before(r *Run) Step {
 		if p == nil {
 			return Result(fault.Terminal(fmt.Errorf("a deferred timer's retry reached a partition without deferral")))
 		}
-		return r.async(func(ctx context.Context) Step {
+		return r.io(p.Local, func(ctx context.Context) Step {
 			t, retries, ok, err := p.Timers.Next(ctx, ev.Key)
 			if err != nil {
 				return Result(fmt.Errorf("reading the deferred timers of key %q: %w", ev.Key, err))
@@ -93,7 +93,7 @@ func (d *TimerDefer) After(r *Run, err error) Step {
 		if p == nil {
 			return Result(err)
 		}
-		return r.async(func(ctx context.Context) Step {
+		return r.io(p.Local, func(ctx context.Context) Step {
 			// As MessageDefer.deferFirst: the timer first, and the key
 			// deferred from then on.
 			if err := p.ScheduleRetry(ctx, t.Key, timerstore.DeferredTimer, d.policy.Backoff.Delay(0), t.TraceContext); err != nil {
@@ -113,25 +113,15 @@ func (d *TimerDefer) After(r *Run, err error) Step {
 	p := deferralOf(r)
 	switch {
 	case err == nil:
-		return r.async(func(ctx context.Context) Step { return d.advance(ctx, p, retry, at, nil) })
+		return r.io(p.Local, func(ctx context.Context) Step { return d.advance(ctx, p, retry, at, nil) })
 	case fault.ClassOf(err) == fault.ClassTransient:
-		return r.async(func(ctx context.Context) Step {
-			retries := uint32(s.N) + 1
-			if err := p.Timers.SetRetries(ctx, retry.Key, retries); err != nil {
-				return Result(fmt.Errorf("counting a retry of key %q: %w", retry.Key, err))
-			}
-			delay := d.policy.Backoff.Delay(retries)
-			if err := p.ScheduleRetry(ctx, retry.Key, timerstore.DeferredTimer, delay, retry.TraceContext); err != nil {
-				return Result(fmt.Errorf("rescheduling the retry of key %q: %w", retry.Key, err))
-			}
-			d.policy.logger().Info("deferred timer failed again; retrying later", slog.String("key", retry.Key),
-				slog.Int("retries", int(retries)), slog.Duration("delay", delay), slog.Any("error", err))
-			return Result(nil)
+		return r.io(p.Local, func(ctx context.Context) Step {
+			return d.policy.again(ctx, p, p.Timers, retry, uint32(s.N)+1, err)
 		})
 	case fault.ClassOf(err) == fault.ClassPermanent:
 		d.policy.logger().Warn("deferred timer failed permanently; it is dropped",
 			slog.String("key", retry.Key), slog.Time("time", at.Std()), slog.Any("error", err))
-		return r.async(func(ctx context.Context) Step { return d.advance(ctx, p, retry, at, err) })
+		return r.io(p.Local, func(ctx context.Context) Step { return d.advance(ctx, p, retry, at, err) })
 	}
 	return Result(err)
 }
@@ -143,14 +133,5 @@ func (d *TimerDefer) advance(ctx context.Context, p *deferral.Partition, retry *
 	if err != nil {
 		return Result(fmt.Errorf("completing a deferred timer of key %q: %w", retry.Key, err))
 	}
-	if more {
-		err = p.ScheduleRetry(ctx, retry.Key, timerstore.DeferredTimer, d.policy.Backoff.Delay(0), retry.TraceContext)
-	} else {
-		p.SetTimerDeferred(retry.Key, false)
-		err = p.Retries.ClearScheduled(ctx, retry.Key, timerstore.DeferredTimer)
-	}
-	if err != nil {
-		return Result(fmt.Errorf("moving on from a deferred timer of key %q: %w", retry.Key, err))
-	}
-	return Result(result)
+	return d.policy.moveOn(ctx, p, retry, more, p.SetTimerDeferred, result)
 }

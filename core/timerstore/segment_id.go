@@ -18,9 +18,15 @@ func segmentName(group, topic string, partition int32) string {
 // change, or timers stored by earlier runs (of either implementation) would
 // be orphaned.
 func SegmentID(group, topic string, partition int32) [16]byte {
+	return UUIDv5(urlNamespace, segmentName(group, topic, partition))
+}
+
+// UUIDv5 is the RFC 4122 name-based (SHA-1) UUID of name in namespace,
+// the form of the original's segment ids (the defer store's too).
+func UUIDv5(namespace [16]byte, name string) [16]byte {
 	h := sha1.New()
-	h.Write(urlNamespace[:])
-	h.Write([]byte(segmentName(group, topic, partition)))
+	h.Write(namespace[:])
+	h.Write([]byte(name))
 	var id [16]byte
 	copy(id[:], h.Sum(nil))
 	id[6] = id[6]&0x0f | 0x50 // version 5

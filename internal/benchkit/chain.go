@@ -1,6 +1,9 @@
 package benchkit
 
 import (
+	"log/slog"
+	"os"
+
 	"github.com/prosody-events/prosody-go/core/config"
 	"github.com/prosody-events/prosody-go/core/event"
 	"github.com/prosody-events/prosody-go/core/middleware"
@@ -27,7 +30,9 @@ func BareStacks(cfg config.Config, h event.Handler) (middleware.Stacks, func(), 
 func stacks(cfg config.Config, h event.Handler, b *telemetry.Broadcast) (middleware.Stacks, func(), *middleware.Limiter) {
 	timeouts := middleware.NewTimeouts(cfg.HandlerTimeout())
 	limiter := middleware.NewLimiter(cfg.MaxConcurrency)
-	svc := middleware.Services{Limiter: limiter, Timeouts: timeouts, Broadcast: b}
+	// Warnings only: a benchmark that defers logs every retry otherwise.
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	svc := middleware.Services{Limiter: limiter, Timeouts: timeouts, Broadcast: b, Logger: log}
 	stop := func() {
 		timeouts.Stop()
 		if b != nil {
