@@ -89,7 +89,13 @@ type Config struct {
 	RetryBase     time.Duration // retry_base, PROSODY_RETRY_BASE; 20ms
 	MaxRetryDelay time.Duration // max_retry_delay, PROSODY_RETRY_MAX_DELAY; 5m
 
-	// Deferral (pipeline mode).
+	// Deferral (pipeline mode; core/deferral and the defer layers of
+	// core/middleware). The enabled flag and the failure-rate gate decide
+	// only a key's first deferral; a key deferred earlier drains either
+	// way. defer_cache_size counts the loader's recently read records;
+	// defer_seek_timeout bounds one point read of a deferred message;
+	// defer_discard_threshold is how far apart two loads of a partition
+	// may be and share a read.
 
 	DeferEnabled          bool          // defer_enabled, PROSODY_DEFER_ENABLED; true
 	DeferBase             time.Duration // defer_base, PROSODY_DEFER_BASE; 1s
@@ -101,7 +107,9 @@ type Config struct {
 	DeferSeekTimeout      time.Duration // defer_seek_timeout, PROSODY_DEFER_SEEK_TIMEOUT; 30s
 	DeferDiscardThreshold int           // defer_discard_threshold, PROSODY_DEFER_DISCARD_THRESHOLD; 100
 
-	// Monopolization detection (pipeline mode).
+	// Monopolization detection (pipeline mode; core/monopolization). The
+	// cache is a table of the next power of two of slots at or above the
+	// size, one key a slot.
 
 	MonopolizationEnabled   bool          // monopolization_enabled, PROSODY_MONOPOLIZATION_ENABLED; true
 	MonopolizationThreshold float64       // monopolization_threshold, PROSODY_MONOPOLIZATION_THRESHOLD; 0.9

@@ -1,10 +1,10 @@
 package fetch
 
 import (
-	"container/list"
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"math"
 	"sync"
@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/dgraph-io/ristretto/v2"
 
 	"github.com/prosody-events/prosody-go/core/fault"
 	"github.com/prosody-events/prosody-go/core/kafkafault"
@@ -273,6 +274,9 @@ func (l *Loader) Close() error {
 	l.mu.Unlock()
 	err := l.client.Close()
 	l.wg.Wait()
+	if l.cache != nil {
+		l.cache.close()
+	}
 	if err != nil && !errors.Is(err, sarama.ErrClosedClient) {
 		return fmt.Errorf("closing the loader's client: %w", err)
 	}
@@ -633,13 +637,14 @@ func detach(r Record) Record {
 	return out
 }
 
-// recordCache keeps the most recently loaded records. A plain LRU: a miss
-// costs a re-read, and an entry is put only after a fetch.
+// recordCache keeps loaded records, in ristretto: a cache in front of a
+// log whose records never change, where refusing an entry (its admission
+// policy keeps what is read often) or applying a Set late only costs a
+// re-read. Keys are a hash of (topic, partition, offset); an entry keeps
+// its key to tell a collision from a hit.
 type recordCache struct {
-	mu    sync.Mutex
-	size  int
-	order *list.List // of *cacheEntry, most recent first
-	byKey map[recordKey]*list.Element
+	c    *ristretto.Cache[uint64, cacheEntry]
+	seed maphash.Seed
 }
 
 type cacheEntry struct {
@@ -648,38 +653,37 @@ type cacheEntry struct {
 }
 
 func newRecordCache(size int) *recordCache {
-	return &recordCache{size: size, order: list.New(), byKey: make(map[recordKey]*list.Element, size)}
+	c, err := ristretto.NewCache(&ristretto.Config[uint64, cacheEntry]{
+		NumCounters: int64(max(size, 1)) * 10, // ristretto's advice: ten counters an entry
+		MaxCost:     int64(max(size, 1)),      // one an entry
+		BufferItems: 64,
+		// Entries are counted, not weighed: the cost of each is 1.
+		IgnoreInternalCost: true,
+	})
+	if err != nil {
+		// Only an invalid configuration fails, and this one is valid.
+		panic(fmt.Sprintf("fetch: the loader's cache: %v", err))
+	}
+	return &recordCache{c: c, seed: maphash.MakeSeed()}
+}
+
+func (c *recordCache) hash(k recordKey) uint64 {
+	return maphash.String(c.seed, k.topic) ^ uint64(uint32(k.partition))*0x9e3779b97f4a7c15 ^ uint64(k.offset)*0xbf58476d1ce4e5b9
 }
 
 func (c *recordCache) get(k recordKey) (Record, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.byKey[k]
-	if !ok {
+	e, ok := c.c.Get(c.hash(k))
+	if !ok || e.key != k {
 		return Record{}, false
 	}
-	c.order.MoveToFront(e)
-	return e.Value.(*cacheEntry).rec, true
+	return e.rec, true
 }
 
 func (c *recordCache) put(k recordKey, rec Record) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if e, ok := c.byKey[k]; ok {
-		e.Value.(*cacheEntry).rec = rec
-		c.order.MoveToFront(e)
-		return
-	}
-	c.byKey[k] = c.order.PushFront(&cacheEntry{key: k, rec: rec})
-	if c.order.Len() > c.size {
-		last := c.order.Back()
-		c.order.Remove(last)
-		delete(c.byKey, last.Value.(*cacheEntry).key)
-	}
+	c.c.Set(c.hash(k), cacheEntry{key: k, rec: rec}, 1)
 }
 
-func (c *recordCache) len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.order.Len()
-}
+// wait applies the Sets under way (tests).
+func (c *recordCache) wait() { c.c.Wait() }
+
+func (c *recordCache) close() { c.c.Close() }
