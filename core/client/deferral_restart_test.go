@@ -3,9 +3,11 @@ package client
 import (
 	"bufio"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -30,7 +32,16 @@ func runDeferChild() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	fail := os.Getenv("DEFER_FAIL") != ""
+	// The poisoned keys fail while DEFER_FAIL is set and, if it names a
+	// file, while that file exists.
+	failFile := os.Getenv("DEFER_FAIL")
+	failing := func() bool {
+		if failFile == "" || failFile == "1" {
+			return failFile != ""
+		}
+		_, err := os.Stat(failFile)
+		return err == nil
+	}
 	cfg, err := config.Load(func(c *config.Config) {
 		c.BootstrapServers = testservices.KafkaAddrs()
 		c.CassandraNodes = testservices.CassandraNodes()
@@ -51,7 +62,7 @@ func runDeferChild() int {
 	}
 	var mu sync.Mutex
 	err = c.Subscribe(event.HandlerFuncs{Message: func(_ *event.Context, m *event.Message) error {
-		failing := fail && strings.HasPrefix(m.Key, "poison")
+		failing := strings.HasPrefix(m.Key, "poison") && failing()
 		result := "ok"
 		if failing {
 			result = "failed"
@@ -96,12 +107,14 @@ func calls(t *testing.T, path string) map[string]int {
 	return out
 }
 
-func startDeferChild(t *testing.T, topic, group, out string, fail bool) *exec.Cmd {
+// startDeferChild starts runDeferChild; fail is DEFER_FAIL ("" for
+// none, "1" for always, else a file whose existence makes them fail).
+func startDeferChild(t *testing.T, topic, group, out, fail string) *exec.Cmd {
 	t.Helper()
 	child := exec.Command(os.Args[0], "-test.run=^$")
 	child.Env = append(os.Environ(), deferChildEnv+"=1", "DEFER_TOPIC="+topic, "DEFER_GROUP="+group, "DEFER_OUT="+out)
-	if fail {
-		child.Env = append(child.Env, "DEFER_FAIL=1")
+	if fail != "" {
+		child.Env = append(child.Env, "DEFER_FAIL="+fail)
 	}
 	child.Stderr = os.Stderr
 	if err := child.Start(); err != nil {
@@ -126,7 +139,7 @@ func TestDeferredMessagesSurviveAKill(t *testing.T) {
 	dir := t.TempDir()
 	first, second := filepath.Join(dir, "first.txt"), filepath.Join(dir, "second.txt")
 
-	child := startDeferChild(t, topic, group, first, true)
+	child := startDeferChild(t, topic, group, first, "1")
 	producer := newClient(t, newConfig(t, tg, func(c *config.Config) { c.SourceSystem = "test" }))
 	poisoned := []string{"poison-a/0", "poison-a/1", "poison-b/0", "poison-c/0", "poison-c/1", "poison-c/2"}
 	for _, p := range poisoned {
@@ -163,7 +176,7 @@ func TestDeferredMessagesSurviveAKill(t *testing.T) {
 		}
 	}
 
-	startDeferChild(t, topic, group, second, false)
+	startDeferChild(t, topic, group, second, "")
 	waitFor(t, 2*time.Minute, "the new member to handle every deferred message", func() bool {
 		got := calls(t, second)
 		for _, p := range poisoned {
@@ -198,5 +211,105 @@ func TestDeferredMessagesSurviveAKill(t *testing.T) {
 			t.Errorf("key %s ran %d after %d", key, seq, prev)
 		}
 		last[key] = seq
+	}
+}
+
+// A rebalance while keys are deferred and retrying: a second member joins
+// and takes a partition over mid-retry; once the failure ends, every
+// deferred message is handled exactly once, by one of the two, in order,
+// and nothing committed runs again.
+func TestDeferredKeysMoveWithARebalance(t *testing.T) {
+	tg := target{name: "kafka"}
+	testservices.RequireKafka(t)
+	topic := createTopic(t, tg, 2)
+	group := testservices.UniqueName("defer-rebalance")
+	dir := t.TempDir()
+	first, second, failFile := filepath.Join(dir, "first.txt"), filepath.Join(dir, "second.txt"), filepath.Join(dir, "failing")
+	if err := os.WriteFile(failFile, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Poisoned keys on both partitions (the producer's CRC-32 partitioner).
+	var poisoned, heads []string
+	perPartition := map[uint32]int{}
+	for i := 0; len(poisoned) < 8; i++ {
+		key := fmt.Sprintf("poison-%d", i)
+		p := crc32.ChecksumIEEE([]byte(key)) % 2
+		if perPartition[p] == 2 {
+			continue
+		}
+		perPartition[p]++
+		poisoned = append(poisoned, key+"/0", key+"/1")
+		heads = append(heads, key+"/0")
+	}
+	startDeferChild(t, topic, group, first, failFile)
+	producer := newClient(t, newConfig(t, tg, func(c *config.Config) { c.SourceSystem = "test" }))
+	for _, p := range poisoned {
+		key, seq, _ := strings.Cut(p, "/")
+		n, _ := strconv.Atoi(seq)
+		sendSeq(t, producer, topic, key, n)
+	}
+	for i := 0; i < 20; i++ {
+		sendSeq(t, producer, topic, fmt.Sprintf("healthy-%d", i), i)
+	}
+	waitFor(t, 2*time.Minute, "every head deferred and retried, the rest handled or queued, everything committed", func() bool {
+		got := calls(t, first)
+		for _, h := range heads {
+			if got[h+" failed"] < 2 {
+				return false
+			}
+		}
+		return committedAll(t, tg, group, topic)
+	})
+	// The second member takes a partition over while its keys retry.
+	startDeferChild(t, topic, group, second, failFile)
+	waitFor(t, 2*time.Minute, "the new member to retry a deferred key it took over", func() bool {
+		for line := range calls(t, second) {
+			if strings.HasPrefix(line, "poison") && strings.HasSuffix(line, " failed") {
+				return true
+			}
+		}
+		return false
+	})
+	if err := os.Remove(failFile); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 3*time.Minute, "every deferred message handled", func() bool {
+		a, b := calls(t, first), calls(t, second)
+		for _, p := range poisoned {
+			if a[p+" ok"]+b[p+" ok"] == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	a, b := calls(t, first), calls(t, second)
+	for _, p := range poisoned {
+		if n := a[p+" ok"] + b[p+" ok"]; n != 1 {
+			t.Errorf("%s handled %d times, want exactly once", p, n)
+		}
+	}
+	for line := range b {
+		if strings.HasPrefix(line, "healthy") {
+			t.Errorf("committed message %q ran again on the new member", line)
+		}
+	}
+	for _, out := range []string{first, second} {
+		data, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ok := map[string]int{}
+		for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+			f := strings.Fields(line)
+			if len(f) != 2 || f[1] != "ok" {
+				continue
+			}
+			key, seq, _ := strings.Cut(f[0], "/")
+			n, _ := strconv.Atoi(seq)
+			if prev, seen := ok[key]; seen && n < prev {
+				t.Errorf("%s: key %s ran %d after %d", out, key, n, prev)
+			}
+			ok[key] = n
+		}
 	}
 }
