@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/prosody-events/prosody-go/core/deferral"
@@ -165,21 +164,13 @@ func (p *partition) openDeferral(ctx context.Context, seg timerstore.Segment) (*
 	// A retry timer is due at most defer_max_delay after it was set; the
 	// slack covers a later owner's clock and the rounding to slabs.
 	through := timerstore.TimeOf(time.Now().Add(p.c.opts.Deferral.MaxDelay + time.Hour))
-	var msgKeys, timerKeys []string
-	var msgErr, timerErr error
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		msgKeys, msgErr = seg.TypeKeys(ctx, timerstore.DeferredMessage, through)
-	}()
-	timerKeys, timerErr = seg.TypeKeys(ctx, timerstore.DeferredTimer, through)
-	wg.Wait()
-	if msgErr != nil {
-		return nil, fmt.Errorf("listing the keys with deferred messages: %w", msgErr)
+	msgKeys, err := seg.TypeKeys(ctx, timerstore.DeferredMessage, through)
+	if err != nil {
+		return nil, fmt.Errorf("listing the keys with deferred messages: %w", err)
 	}
-	if timerErr != nil {
-		return nil, fmt.Errorf("listing the keys with deferred timers: %w", timerErr)
+	timerKeys, err := seg.TypeKeys(ctx, timerstore.DeferredTimer, through)
+	if err != nil {
+		return nil, fmt.Errorf("listing the keys with deferred timers: %w", err)
 	}
 	if len(msgKeys)+len(timerKeys) > 0 {
 		p.log.Info("partition has deferred keys", slog.Int("messages", len(msgKeys)), slog.Int("timers", len(timerKeys)))

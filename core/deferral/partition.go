@@ -90,9 +90,10 @@ func (p *Partition) SetTimerDeferred(key string, deferred bool) { p.timers.set(k
 // second, not the nearest one (which may be half a second ahead): a key
 // draining its queue retries each entry that way, one after another.
 func (p *Partition) ScheduleRetry(ctx context.Context, key string, typ timerstore.Type, delay time.Duration, span map[string]string) error {
-	at := timerstore.TimeOf(time.Now().Add(delay))
+	now := time.Now()
+	at := timerstore.TimeOf(now.Add(delay))
 	if delay == 0 {
-		at = timerstore.Time(time.Now().Unix())
+		at = timerstore.Time(now.Unix())
 	}
 	return p.Retries.ClearAndSchedule(ctx, timerstore.Trigger{Key: key, Time: at, Type: typ, Span: span})
 }
@@ -137,9 +138,4 @@ func (s *keySet) set(key string, in bool) {
 		delete(s.keys, key)
 	}
 	s.n.Store(int64(len(s.keys)))
-}
-
-// Len is how many keys have deferred messages and timers.
-func (p *Partition) Len() (messages, timers int) {
-	return int(p.messages.n.Load()), int(p.timers.n.Load())
 }

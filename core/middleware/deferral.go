@@ -6,6 +6,7 @@ import (
 	"log/slog"
 
 	"github.com/prosody-events/prosody-go/core/deferral"
+	"github.com/prosody-events/prosody-go/core/timerstore"
 )
 
 // DeferPolicy is what the two defer layers share: whether a first
@@ -111,4 +112,33 @@ func (p *DeferPolicy) again(ctx context.Context, part *deferral.Partition, q ret
 			slog.Int("type", int(retry.Type)), slog.Int("retries", int(retries)), slog.Duration("delay", delay), slog.Any("error", cause))
 	}
 	return Result(nil)
+}
+
+// endOrphan ends the deferral of key, whose retry timer found its queue
+// empty (the timer was written and the queue was not, or it fired again
+// after the queue emptied): q's entry goes, then the mark set keeps.
+func endOrphan(ctx context.Context, key string, q interface {
+	Delete(ctx context.Context, key string) error
+}, set func(string, bool)) Step {
+	if err := q.Delete(ctx, key); err != nil {
+		return Result(fmt.Errorf("deleting the empty deferral of key %q: %w", key, err))
+	}
+	set(key, false)
+	return Result(nil)
+}
+
+// deferFirst defers key, which was not deferred, with retry timers of typ:
+// the retry timer first, so that a crash between the two writes leaves a
+// timer that finds nothing rather than a queue that nothing retries. The
+// key counts as deferred (set) from the moment its retry timer exists: a
+// queue write (write) that fails may still have landed, and the event,
+// run again by the outer retry, must then join the queue (appending what
+// it holds is harmless) rather than run ahead of its stored copy.
+func (p *DeferPolicy) deferFirst(ctx context.Context, part *deferral.Partition, key string, typ timerstore.Type,
+	span map[string]string, set func(string, bool), write func() error) error {
+	if err := part.ScheduleRetry(ctx, key, typ, p.Backoff.Delay(0), span); err != nil {
+		return fmt.Errorf("scheduling its retry: %w", err)
+	}
+	set(key, true)
+	return write()
 }

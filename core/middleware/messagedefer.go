@@ -81,13 +81,7 @@ func (d *MessageDefer) load(ctx context.Context, r *Run, s *Slot, p *deferral.Pa
 		return Result(fmt.Errorf("reading the deferred messages of key %q: %w", key, err))
 	}
 	if !ok {
-		// An orphan: the timer was written and the queue was not, or it
-		// fired again after the queue emptied.
-		if err := p.Messages.Delete(ctx, key); err != nil {
-			return Result(fmt.Errorf("deleting the empty deferral of key %q: %w", key, err))
-		}
-		p.SetMessageDeferred(key, false)
-		return Result(nil)
+		return endOrphan(ctx, key, p.Messages, p.SetMessageDeferred)
 	}
 	msg, err := p.Load(ctx, offset)
 	log := d.policy.logger().With(slog.String("key", key), slog.Int64("offset", offset))
@@ -140,20 +134,11 @@ func (d *MessageDefer) After(r *Run, err error) Step {
 	return Result(err)
 }
 
-// deferFirst defers msg, whose key was not deferred: the retry timer
-// first, so that a crash between the two writes leaves a timer that finds
-// nothing rather than a queue that nothing retries. The key counts as
-// deferred from the moment its retry timer exists: a queue write that
-// fails may still have landed, and the message, run again by the outer
-// retry, must then join the queue (appending an offset it holds is
-// harmless) rather than run ahead of its stored copy.
+// deferFirst defers msg, whose key was not deferred (DeferPolicy.deferFirst).
 func (d *MessageDefer) deferFirst(ctx context.Context, p *deferral.Partition, msg *event.Message, cause error) Step {
-	span := tracing.FromHeaders(msg.Headers).Map()
-	if err := p.ScheduleRetry(ctx, msg.Key, timerstore.DeferredMessage, d.policy.Backoff.Delay(0), span); err != nil {
-		return Result(fmt.Errorf("deferring message %d of key %q: scheduling its retry: %w", msg.Offset, msg.Key, err))
-	}
-	p.SetMessageDeferred(msg.Key, true)
-	if err := p.Messages.DeferFirst(ctx, msg.Key, msg.Offset); err != nil {
+	err := d.policy.deferFirst(ctx, p, msg.Key, timerstore.DeferredMessage, tracing.FromHeaders(msg.Headers).Map(),
+		p.SetMessageDeferred, func() error { return p.Messages.DeferFirst(ctx, msg.Key, msg.Offset) })
+	if err != nil {
 		return Result(fmt.Errorf("deferring message %d of key %q: %w", msg.Offset, msg.Key, err))
 	}
 	d.policy.logger().Info("message deferred after a transient failure",

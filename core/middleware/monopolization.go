@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/prosody-events/prosody-go/core/event"
 	"github.com/prosody-events/prosody-go/core/fault"
 	"github.com/prosody-events/prosody-go/core/monopolization"
 )
@@ -31,15 +30,11 @@ func NewMonopolization(tracker *monopolization.Tracker, threshold float64) *Mono
 
 // Before implements Layer.
 func (m *Monopolization) Before(r *Run) Step {
-	var tpk monopolization.TPK
-	switch ev := r.ev.(type) {
-	case *event.Message:
-		tpk = monopolization.TPK{Topic: ev.Topic, Partition: ev.Partition, Key: ev.Key}
-	case *event.Timer:
-		tpk = monopolization.TPK{Topic: ev.Topic, Partition: ev.Partition, Key: ev.Key}
-	default:
+	topic, partition, key, _, ok := handled(r.ev)
+	if !ok {
 		return Continue
 	}
+	tpk := monopolization.TPK{Topic: topic, Partition: partition, Key: key}
 	if refuse, share := m.tracker.Exceeds(tpk); refuse {
 		return Result(fault.Transient(fmt.Errorf("%w: %.0f%% of the window (monopolization_threshold is %.0f%%)", ErrMonopolized, share*100, m.threshold*100)))
 	}

@@ -46,13 +46,20 @@ func (t *Telemetry) After(r *Run, err error) Step {
 
 func (t *Telemetry) publish(r *Run, kind telemetry.Kind, at, start int64) {
 	e := telemetry.Event{Kind: kind, At: at, Start: start, Failure: r.demand == Failure}
-	switch ev := r.ev.(type) {
-	case *event.Message:
-		e.Topic, e.Partition, e.Key = ev.Topic, ev.Partition, ev.Key
-	case *event.Timer:
-		e.Topic, e.Partition, e.Key, e.Timer = ev.Topic, ev.Partition, ev.Key, true
-	default:
-		return
+	var ok bool
+	if e.Topic, e.Partition, e.Key, e.Timer, ok = handled(r.ev); ok {
+		t.b.Publish(e)
 	}
-	t.b.Publish(e)
+}
+
+// handled is where ev, an event a handler takes (a message or a timer),
+// comes from; ok is false for any other event.
+func handled(ev event.Event) (topic string, partition int32, key string, timer, ok bool) {
+	switch e := ev.(type) {
+	case *event.Message:
+		return e.Topic, e.Partition, e.Key, false, true
+	case *event.Timer:
+		return e.Topic, e.Partition, e.Key, true, true
+	}
+	return "", 0, "", false, false
 }

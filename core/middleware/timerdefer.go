@@ -60,11 +60,7 @@ func (d *TimerDefer) Before(r *Run) Step {
 				return Result(fmt.Errorf("reading the deferred timers of key %q: %w", ev.Key, err))
 			}
 			if !ok {
-				if err := p.Timers.Delete(ctx, ev.Key); err != nil {
-					return Result(fmt.Errorf("deleting the empty deferral of key %q: %w", ev.Key, err))
-				}
-				p.SetTimerDeferred(ev.Key, false)
-				return Result(nil)
+				return endOrphan(ctx, ev.Key, p.Timers, p.SetTimerDeferred)
 			}
 			s.V, s.N = ev, int64(retries)
 			r.ev = &event.Timer{Topic: ev.Topic, Partition: ev.Partition, Key: ev.Key, Time: t.Time.Std(), TraceContext: t.Span}
@@ -94,17 +90,14 @@ func (d *TimerDefer) After(r *Run, err error) Step {
 			return Result(err)
 		}
 		return r.io(p.Local, func(ctx context.Context) Step {
-			// As MessageDefer.deferFirst: the timer first, and the key
-			// deferred from then on.
-			if err := p.ScheduleRetry(ctx, t.Key, timerstore.DeferredTimer, d.policy.Backoff.Delay(0), t.TraceContext); err != nil {
-				return Result(fmt.Errorf("deferring a timer of key %q: scheduling its retry: %w", t.Key, err))
-			}
-			p.SetTimerDeferred(t.Key, true)
-			if err := p.Timers.DeferFirst(ctx, t.Key, parked(t)); err != nil {
+			cause := err
+			err := d.policy.deferFirst(ctx, p, t.Key, timerstore.DeferredTimer, t.TraceContext,
+				p.SetTimerDeferred, func() error { return p.Timers.DeferFirst(ctx, t.Key, parked(t)) })
+			if err != nil {
 				return Result(fmt.Errorf("deferring a timer of key %q: %w", t.Key, err))
 			}
 			d.policy.logger().Info("timer deferred after a transient failure", slog.String("key", t.Key),
-				slog.Time("time", t.Time), slog.Any("error", err))
+				slog.Time("time", t.Time), slog.Any("error", cause))
 			return Result(nil)
 		})
 	}

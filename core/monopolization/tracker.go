@@ -8,7 +8,6 @@ package monopolization
 import (
 	"hash/maphash"
 	"math/bits"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -68,23 +67,11 @@ type Tracker struct {
 	// hot counts the slots whose key was above the limit at its last
 	// outcome: while none is, a check is one load.
 	hot atomic.Int64
-	// topic is the last topic hashed, with its hash: a consumer has few
-	// topics, and hashing one is half of hashing a key's name.
-	topic atomic.Pointer[topicHash]
-}
-
-type topicHash struct {
-	name string
-	hash uint64
 }
 
 type slot struct {
-	hash atomic.Uint64 // of the key it counts; 0 when free
-	hot  atomic.Bool   // above the limit at the key's last outcome
-	// total is the sum of the parts' busy, those gone stale included
-	// until they are reused: a bound that spares most outcomes summing
-	// the parts.
-	total atomic.Int64
+	hash  atomic.Uint64 // of the key it counts; 0 when free
+	hot   atomic.Bool   // above the limit at the key's last outcome
 	parts [ring]part
 }
 
@@ -127,7 +114,6 @@ func (t *Tracker) Observe(e telemetry.Event) {
 			s.parts[i].epoch.Store(0)
 			s.parts[i].busy.Store(0)
 		}
-		s.total.Store(0)
 		if s.hot.CompareAndSwap(true, false) {
 			t.hot.Add(-1)
 		}
@@ -142,13 +128,12 @@ func (t *Tracker) Observe(e telemetry.Event) {
 				start = stop
 				continue // a part older than the window, or just reset by another call
 			}
-			s.total.Add(-p.busy.Swap(0))
+			p.busy.Store(0)
 		}
 		p.busy.Add(stop - start)
-		s.total.Add(stop - start)
 		start = stop
 	}
-	hot := s.total.Load() > t.limit && s.used(end/t.gran) > t.limit
+	hot := s.used(end/t.gran) > t.limit
 	if hot != s.hot.Load() && s.hot.CompareAndSwap(!hot, hot) {
 		if hot {
 			t.hot.Add(1)
@@ -172,15 +157,7 @@ func (s *slot) used(epoch int64) int64 {
 }
 
 func (t *Tracker) hash(tpk TPK) uint64 {
-	th, ok := uint64(0), false
-	if c := t.topic.Load(); c != nil && c.name == tpk.Topic {
-		th, ok = c.hash, true
-	}
-	if !ok {
-		th = maphash.String(t.seed, tpk.Topic)
-		t.topic.Store(&topicHash{name: strings.Clone(tpk.Topic), hash: th})
-	}
-	h := maphash.String(t.seed, tpk.Key) ^ bits.RotateLeft64(th, 17) ^ uint64(uint32(tpk.Partition))*0x9e3779b97f4a7c15
+	h := maphash.String(t.seed, tpk.Key) ^ bits.RotateLeft64(maphash.String(t.seed, tpk.Topic), 17) ^ uint64(uint32(tpk.Partition))*0x9e3779b97f4a7c15
 	if h == 0 {
 		h = 1 // 0 marks a free slot
 	}

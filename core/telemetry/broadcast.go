@@ -69,12 +69,6 @@ type Event struct {
 // showed in the engine's throughput.
 func Now() int64 { return int64(time.Since(clockBase)) + clockOffset }
 
-// Time is the wall-clock time of at, a time on the broadcast's clock.
-func Time(at int64) time.Time { return clockBase.Add(time.Duration(at - clockOffset)) }
-
-// Of is t on the broadcast's clock.
-func Of(t time.Time) int64 { return int64(t.Sub(clockBase)) + clockOffset }
-
 var clockBase = time.Now()
 
 const clockOffset = 1 << 42 // about 73 minutes
