@@ -143,9 +143,7 @@ func TestDeferredMessagesSurviveAKill(t *testing.T) {
 	producer := newClient(t, newConfig(t, tg, func(c *config.Config) { c.SourceSystem = "test" }))
 	poisoned := []string{"poison-a/0", "poison-a/1", "poison-b/0", "poison-c/0", "poison-c/1", "poison-c/2"}
 	for _, p := range poisoned {
-		var key string
-		var seq int
-		fmt.Sscanf(strings.Replace(p, "/", " ", 1), "%s %d", &key, &seq)
+		key, seq := keySeq(p)
 		sendSeq(t, producer, topic, key, seq)
 	}
 	for i := 0; i < 20; i++ {
@@ -197,18 +195,33 @@ func TestDeferredMessagesSurviveAKill(t *testing.T) {
 			t.Errorf("committed message %q ran again", line)
 		}
 	}
-	// Each key's messages in order.
-	data, err := os.ReadFile(second)
+	checkOrder(t, second)
+}
+
+// keySeq splits a child's "key/seq".
+func keySeq(s string) (string, int) {
+	key, seq, _ := strings.Cut(s, "/")
+	n, _ := strconv.Atoi(seq)
+	return key, n
+}
+
+// checkOrder fails t if a child's output at path shows a key's messages
+// handled out of order.
+func checkOrder(t *testing.T, path string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	last := map[string]int{}
 	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		var key string
-		var seq int
-		fmt.Sscanf(strings.Replace(strings.Fields(line)[0], "/", " ", 1), "%s %d", &key, &seq)
-		if prev, ok := last[key]; ok && seq < prev {
-			t.Errorf("key %s ran %d after %d", key, seq, prev)
+		f := strings.Fields(line)
+		if len(f) != 2 || f[1] != "ok" {
+			continue
+		}
+		key, seq := keySeq(f[0])
+		if prev, seen := last[key]; seen && seq < prev {
+			t.Errorf("%s: key %s ran %d after %d", path, key, seq, prev)
 		}
 		last[key] = seq
 	}
@@ -244,9 +257,8 @@ func TestDeferredKeysMoveWithARebalance(t *testing.T) {
 	startDeferChild(t, topic, group, first, failFile)
 	producer := newClient(t, newConfig(t, tg, func(c *config.Config) { c.SourceSystem = "test" }))
 	for _, p := range poisoned {
-		key, seq, _ := strings.Cut(p, "/")
-		n, _ := strconv.Atoi(seq)
-		sendSeq(t, producer, topic, key, n)
+		key, seq := keySeq(p)
+		sendSeq(t, producer, topic, key, seq)
 	}
 	for i := 0; i < 20; i++ {
 		sendSeq(t, producer, topic, fmt.Sprintf("healthy-%d", i), i)
@@ -293,23 +305,6 @@ func TestDeferredKeysMoveWithARebalance(t *testing.T) {
 			t.Errorf("committed message %q ran again on the new member", line)
 		}
 	}
-	for _, out := range []string{first, second} {
-		data, err := os.ReadFile(out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ok := map[string]int{}
-		for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-			f := strings.Fields(line)
-			if len(f) != 2 || f[1] != "ok" {
-				continue
-			}
-			key, seq, _ := strings.Cut(f[0], "/")
-			n, _ := strconv.Atoi(seq)
-			if prev, seen := ok[key]; seen && n < prev {
-				t.Errorf("%s: key %s ran %d after %d", out, key, n, prev)
-			}
-			ok[key] = n
-		}
-	}
+	checkOrder(t, first)
+	checkOrder(t, second)
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prosody-events/prosody-go/core/deferstore"
+	"github.com/prosody-events/prosody-go/core/fault"
 	"github.com/prosody-events/prosody-go/core/internal/invocation"
 	"github.com/prosody-events/prosody-go/core/timerstore"
 )
@@ -28,7 +29,7 @@ func (t Timers) Schedule(ctx context.Context, key string, at time.Time, span map
 		return t.App.Schedule(ctx, key, at, span)
 	}
 	if err := timerstore.CheckTime(at); err != nil {
-		return t.App.Schedule(ctx, key, at, span) // its error, classified alike
+		return fault.Permanent(err) // as the application timers refuse it: a retry cannot help
 	}
 	if err := t.P.Timers.Append(ctx, key, deferstore.DeferredTimer{Time: timerstore.TimeOf(at), Span: span}); err != nil {
 		return fmt.Errorf("scheduling a timer behind the key's deferred one: %w", err)
