@@ -101,6 +101,9 @@ extern "C" {
 #define PROSODY_ERR_AFTER_FORK 10
 /* A bug in the library (a recovered panic); the message says more. */
 #define PROSODY_ERR_INTERNAL 11
+/* A write of JSON null to keyed state (absence cannot be stored): a kind of
+ * TRANSIENT failure. */
+#define PROSODY_ERR_NULL_VALUE 12
 
 /* ------------------------------------------------------------------------
  * Enumerations
@@ -566,6 +569,175 @@ int prosody_event_clear_scheduled(uint64_t event, prosody_completion_fn cb, void
  * prosody_times_fn). The timer being handled (for a TIMER event) is not
  * listed unless it was scheduled again. */
 int prosody_event_scheduled(uint64_t event, prosody_times_fn cb, void *user_data, char **error_message);
+
+/* ------------------------------------------------------------------------
+ * Keyed state
+ * ------------------------------------------------------------------------
+ *
+ * A MESSAGE or TIMER event can read and write the keyed state of its own
+ * key: the collections registered with the client's state_collections
+ * option (each a value, a map with string keys, or a deque; of JSON or of
+ * message items). Writes are staged in the event's attempt and seen by its
+ * own reads; they are committed when the host completes the event with
+ * PROSODY_OUTCOME_OK, and discarded on any other outcome (unless a
+ * collection was committed early with PROSODY_STATE_COMMIT, or is
+ * read_uncommitted). See the client documentation for the guarantees.
+ *
+ * Items cross as bytes: for a JSON collection, JSON text (JSON null cannot
+ * be stored: PROSODY_ERR_NULL_VALUE); for a message collection, a JSON
+ * object {"topic", "partition", "offset", "key", "timestamp" (epoch ms),
+ * "payload"} describing a Kafka message.
+ *
+ * prosody_event_state opens a collection for the event and returns a state
+ * handle. Operations on it (prosody_state_call, prosody_state_scan and the
+ * cursor functions) check their arguments at once, then run in the
+ * background and report through a prosody_state_fn exactly once, on a
+ * library thread. The operations of one state handle run, and report, in
+ * the order they were called. Once the event is completed, operations on
+ * its state handles and cursors report PROSODY_ERR_TRANSIENT ("no longer
+ * valid") and change nothing; the handles stay valid as handles until
+ * released. Release every state handle and cursor the host opened
+ * (prosody_state_release, prosody_cursor_release); releasing the client
+ * releases them too.
+ *
+ * Statuses reported: OK; TRANSIENT (the store failed, an item is not what
+ * the collection stores, the handle outlived its event, or the event timed
+ * out: the event may succeed if retried); NULL_VALUE (a write of JSON null;
+ * a kind of TRANSIENT); PERMANENT (the collection is not registered, or is
+ * registered with another kind); TERMINAL (the partition is being revoked
+ * or the consumer stops: complete the event). */
+
+/* Collection kinds (prosody_event_state). */
+#define PROSODY_STATE_VALUE 1
+#define PROSODY_STATE_MAP 2
+#define PROSODY_STATE_DEQUE 3
+
+/* Scan directions. */
+#define PROSODY_STATE_FORWARD 0
+#define PROSODY_STATE_BACKWARD 1
+
+/* Operations (prosody_state_call). "V", "M" and "D" say which kinds take
+ * each; the result is reported as described under prosody_state_fn:
+ *   items: the items reported (n of them), number: the number reported. */
+#define PROSODY_STATE_GET 1        /* V: the value. M (key): the entry. D (index): the item. n = 0 when absent, else 1 */
+#define PROSODY_STATE_SET 2        /* V (value), M (key, value): stage a write. n = 0 */
+#define PROSODY_STATE_CLEAR 3      /* V, M, D: stage removing everything. n = 0 */
+#define PROSODY_STATE_COMMIT 4     /* V, M, D: write this collection's staged changes now. n = 0 */
+#define PROSODY_STATE_ROLLBACK 5   /* V, M, D: drop this collection's changes since its last commit. n = 0 */
+#define PROSODY_STATE_CONTAINS 6   /* M (key): number = 1 if the entry exists, else 0 */
+#define PROSODY_STATE_GET_MANY 7   /* M (keys): n = keys_len items, item i for keys[i], value NULL when absent */
+#define PROSODY_STATE_REMOVE 8     /* M (key): stage removing the entry. n = 0 */
+#define PROSODY_STATE_PUSH_BACK 9  /* D (value). n = 0 */
+#define PROSODY_STATE_PUSH_FRONT 10 /* D (value). n = 0 */
+#define PROSODY_STATE_POP_BACK 11  /* D: the item removed; n = 0 when empty */
+#define PROSODY_STATE_POP_FRONT 12 /* D */
+#define PROSODY_STATE_PEEK_BACK 13 /* D: the item, not removed; n = 0 when empty */
+#define PROSODY_STATE_PEEK_FRONT 14 /* D */
+#define PROSODY_STATE_LEN 15       /* D: number = the number of items */
+#define PROSODY_STATE_IS_EMPTY 16  /* D: number = 1 when empty, else 0 */
+
+/* One item: a map entry (key, value) or a value or deque item (value; key
+ * NULL). In the arguments of PROSODY_STATE_GET_MANY only the key fields are
+ * read. A NULL value with value_len 0 means absent. */
+typedef struct prosody_state_item {
+  const char *key;
+  size_t key_len;
+  const uint8_t *value;
+  size_t value_len;
+} prosody_state_item;
+
+/* The arguments of prosody_state_call; zero it, then set `size` and what
+ * the operation takes. */
+typedef struct prosody_state_args {
+  size_t size;                    /* sizeof(prosody_state_args) as the host's header declares it */
+  const char *key;                /* a map key (UTF-8) */
+  size_t key_len;
+  const uint8_t *value;           /* an item to write */
+  size_t value_len;
+  const prosody_state_item *keys; /* PROSODY_STATE_GET_MANY: the keys */
+  size_t keys_len;
+  uint64_t index;                 /* PROSODY_STATE_GET on a deque: 0 is the front */
+} prosody_state_args;
+
+/* Reports a state operation or a cursor's chunk: called exactly once, on a
+ * library thread. On success status is PROSODY_OK and items[0..n) and
+ * number hold the result (items NULL when n is 0); on failure n and number
+ * are 0 and message describes it. Items and message are valid only during
+ * the call: copy them to keep them. */
+typedef void (*prosody_state_fn)(void *user_data, int status, const prosody_state_item *items, size_t n,
+                                 uint64_t number, const char *message);
+
+/* Opens the collection `name` (UTF-8, name_len bytes) of `kind`
+ * (PROSODY_STATE_*) for the event's key and attempt, storing a state handle
+ * in *state. Errors: INVALID_ARGUMENT (state NULL, a bad kind),
+ * INVALID_HANDLE (unknown, completed or released event), PERMANENT (not
+ * registered, or registered with another kind or a disagreeing durable
+ * schema; the message says which), STATE (the client has no keyed state),
+ * AFTER_FORK. */
+int prosody_event_state(uint64_t event, const char *name, size_t name_len, int kind, uint64_t *state,
+                        char **error_message);
+
+/* Runs operation `op` (PROSODY_STATE_*) on a state handle; reports through
+ * cb. Errors returned at once (cb is then not called): INVALID_ARGUMENT (cb
+ * or args NULL, an operation the kind does not take, a missing key or
+ * value), INVALID_HANDLE, AFTER_FORK. */
+int prosody_state_call(uint64_t state, int op, const prosody_state_args *args, prosody_state_fn cb,
+                       void *user_data, char **error_message);
+
+/* Opens a scan of a map or deque (direction PROSODY_STATE_FORWARD or
+ * _BACKWARD; keys_only != 0 leaves map values out) and stores a cursor
+ * handle in *cursor. The scan sees the attempt's own writes; chunks are
+ * ordered and distinct across their boundaries. Errors: INVALID_ARGUMENT
+ * (cursor NULL, a bad direction: the message names "forward" and
+ * "backward", a value collection), INVALID_HANDLE, AFTER_FORK. */
+int prosody_state_scan(uint64_t state, int direction, int keys_only, uint64_t *cursor, char **error_message);
+
+/* Reports the cursor's next chunk of at most 256 items through cb; n = 0
+ * once the scan is over. Calls on one cursor report in order. Errors
+ * returned at once: INVALID_ARGUMENT (cb NULL), INVALID_HANDLE,
+ * AFTER_FORK. */
+int prosody_cursor_next(uint64_t cursor, prosody_state_fn cb, void *user_data, char **error_message);
+
+/* Releases a cursor; a chunk still being read is reported first. Errors:
+ * INVALID_HANDLE, AFTER_FORK. */
+int prosody_cursor_release(uint64_t cursor, char **error_message);
+
+/* Releases a state handle (its cursors stay usable until released).
+ * Errors: INVALID_HANDLE, AFTER_FORK. */
+int prosody_state_release(uint64_t state, char **error_message);
+
+/* Published state readers.
+ *
+ * A collection registered with "published": true by a client with a
+ * `subsystem` can be read by any client (one with no consumer included)
+ * through a reader: it sees committed state only, never an attempt's
+ * staged writes, served through a read cache (state_read_cache_ttl, 5 s by
+ * default, or the per-reader ttl). Every operation names the user key. */
+
+/* Opens a reader of the collection `name` of `kind` that `subsystem`
+ * publishes, storing a reader handle in *reader. cache_ttl_ms < 0 uses
+ * the client's state_read_cache_ttl, 0 disables the cache for this reader,
+ * > 0 is the cache window in milliseconds. The routing record is read by
+ * the first operation (which fails PERMANENT when the subsystem does not
+ * publish the collection, or publishes another kind). Errors: INVALID_ARGUMENT,
+ * INVALID_HANDLE (client), AFTER_FORK. */
+int prosody_client_reader(uint64_t client, const char *subsystem, size_t subsystem_len, const char *name,
+                          size_t name_len, int kind, int64_t cache_ttl_ms, uint64_t *reader,
+                          char **error_message);
+
+/* Runs a read (PROSODY_STATE_GET, _CONTAINS, _GET_MANY, _LEN, _IS_EMPTY,
+ * _PEEK_FRONT, _PEEK_BACK) of user key `key` through a reader; reports as
+ * prosody_state_call. Errors returned at once: as prosody_state_call. */
+int prosody_reader_call(uint64_t reader, const char *key, size_t key_len, int op, const prosody_state_args *args,
+                        prosody_state_fn cb, void *user_data, char **error_message);
+
+/* Opens a scan of user key `key`'s map or deque through a reader; as
+ * prosody_state_scan. */
+int prosody_reader_scan(uint64_t reader, const char *key, size_t key_len, int direction, int keys_only,
+                        uint64_t *cursor, char **error_message);
+
+/* Releases a reader. Errors: INVALID_HANDLE, AFTER_FORK. */
+int prosody_reader_release(uint64_t reader, char **error_message);
 
 /* ------------------------------------------------------------------------
  * Admin client

@@ -13,6 +13,7 @@ import (
 	"github.com/prosody-events/prosody-go/core/fetch"
 	"github.com/prosody-events/prosody-go/core/middleware"
 	"github.com/prosody-events/prosody-go/core/mockbroker"
+	"github.com/prosody-events/prosody-go/core/state"
 	"github.com/prosody-events/prosody-go/core/timerstore"
 )
 
@@ -45,6 +46,11 @@ type Options struct {
 	// needs Timers, which carry the retries. Nil: stored retry timers are
 	// left alone (a mode that does not defer).
 	Deferral *Deferral
+
+	// State, when set, is the client's keyed state: every partition opens
+	// its part (state.Service.Partition) before admitting records, and
+	// its handlers' contexts offer it. It needs Timers (it opens with them).
+	State *state.Service
 
 	// Stacks run the events: every message and timer through Events
 	// (required), undecodable records through Undecodable (nil: they are
@@ -90,6 +96,9 @@ func (o *Options) validate() error {
 	}
 	if o.Timers != nil && o.SlabSize < time.Second {
 		errs = append(errs, fmt.Errorf("slab_size: must be at least 1s when timers are used, got %v", o.SlabSize))
+	}
+	if o.State != nil && o.Timers == nil {
+		errs = append(errs, errors.New("consumer: Options.State needs Options.Timers"))
 	}
 	if o.Deferral != nil && (o.Deferral.Store == nil || o.Timers == nil) {
 		errs = append(errs, errors.New("consumer: Options.Deferral needs a Store and Options.Timers"))

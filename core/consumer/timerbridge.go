@@ -13,6 +13,7 @@ import (
 	"github.com/prosody-events/prosody-go/core/middleware"
 	"github.com/prosody-events/prosody-go/core/offsets"
 	"github.com/prosody-events/prosody-go/core/payload"
+	"github.com/prosody-events/prosody-go/core/state"
 	"github.com/prosody-events/prosody-go/core/timers"
 	"github.com/prosody-events/prosody-go/core/timerstore"
 	"github.com/prosody-events/prosody-go/core/tracing"
@@ -107,9 +108,13 @@ func (p *partition) openTimers(stop <-chan struct{}) {
 		if err == nil && p.c.opts.Deferral != nil {
 			dp, err = p.openDeferral(ctx, seg)
 		}
+		var sp *state.Partition
+		if err == nil && p.c.opts.State != nil {
+			sp, err = p.c.opts.State.Partition(ctx, p.topic, p.id)
+		}
 		cancel()
 		if err == nil {
-			p.startTimers(seg, dp)
+			p.startTimers(seg, dp, sp)
 			return
 		}
 		p.log.Warn("opening the partition's timers failed; retrying", slog.Int("attempt", attempt+1), slog.Any("error", err))
@@ -125,7 +130,7 @@ func (p *partition) openTimers(stop <-chan struct{}) {
 // timers (with the deferral state dp, if any) to its handlers. It holds
 // p.mu throughout: a timer fired at once waits in fireTimer until the
 // state it runs with is all in place.
-func (p *partition) startTimers(seg timerstore.Segment, dp *deferral.Partition) {
+func (p *partition) startTimers(seg timerstore.Segment, dp *deferral.Partition, sp *state.Partition) {
 	p.mu.Lock()
 	m := timers.Start(timers.Options{
 		Segment:     seg,
@@ -139,6 +144,9 @@ func (p *partition) startTimers(seg timerstore.Segment, dp *deferral.Partition) 
 		dp.Retries = m
 		handlerTimers = deferral.Timers{App: timers.Application{M: m}, P: dp}
 		p.env.Deferral, p.inlineEnv.Deferral = dp, dp
+	}
+	if sp != nil {
+		p.env.State, p.inlineEnv.State = sp, sp
 	}
 	p.env.Timers, p.inlineEnv.Timers = handlerTimers, handlerTimers
 	p.timersReady = true

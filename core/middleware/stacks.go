@@ -29,6 +29,10 @@ type Services struct {
 	// tracker of pipeline mode subscribe to it. Nil: no telemetry layer,
 	// and deferral is never gated off.
 	Broadcast *telemetry.Broadcast
+	// KeyedState: the client has keyed-state collections, so every stack
+	// settles an attempt's state (Transaction), reading the partition's
+	// keyed state from the invocation's environment.
+	KeyedState bool
 }
 
 // Stacks are a consumer's stacks: the one every message and timer goes
@@ -48,7 +52,7 @@ type Stacks struct {
 //
 // Every mode ends with the same inner block:
 //
-//	Cancellation → Scheduler → Timeout → Telemetry → handler
+//	Cancellation → Scheduler → Timeout → [Transaction] → Telemetry → handler
 //
 // where the concurrency limit holds the scheduler's place until the fair
 // scheduler replaces it. Timers go
@@ -63,6 +67,9 @@ func ModeStacks(cfg *config.Config, h event.Handler, svc Services) Stacks {
 		Cancellation{},
 		svc.Limiter, // Scheduler: the fair scheduler takes this place.
 		svc.Timeouts,
+	}
+	if svc.KeyedState {
+		inner = append(inner, &Transaction{Logger: svc.Logger})
 	}
 	if svc.Broadcast != nil {
 		inner = append(inner, NewTelemetry(svc.Broadcast))

@@ -21,6 +21,9 @@ type Env struct {
 	// *deferral.Partition, which cannot be named here without an import
 	// cycle); nil when keys are not deferred.
 	Deferral any
+	// State is the partition's keyed state (a *state.Partition, for the
+	// same reason); nil when the client has no state collections.
+	State any
 }
 
 // Env is what the engine offers the invocation (nil outside the engine).

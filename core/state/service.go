@@ -1,0 +1,144 @@
+package state
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prosody-events/prosody-go/core/config"
+	"github.com/prosody-events/prosody-go/core/statestore"
+)
+
+// Service is a client's keyed state: its store, the namespace its
+// collections live in (the consumer group), and the registered
+// collections. Every partition of the client's consumer shares it.
+type Service struct {
+	store     statestore.Store
+	namespace string
+	byName    map[string]*collection
+	logger    *slog.Logger
+	// local: the store does not wait on the network (memory), so layers
+	// need not hand a partition's intake over while it works.
+	local bool
+}
+
+// collection is one registered collection: its definition, and the
+// problem with it found at registration (a durable schema of another
+// kind or payload), which every open of it reports.
+type collection struct {
+	def config.StateCollection
+	bad error
+}
+
+// NewService returns the keyed state of a client whose collections are
+// defs, kept in store under namespace. Call Register before handlers run.
+func NewService(store statestore.Store, namespace string, defs []config.StateCollection, local bool,
+	logger *slog.Logger) *Service {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	s := &Service{store: store, namespace: namespace, byName: make(map[string]*collection, len(defs)),
+		logger: logger, local: local}
+	for _, d := range defs {
+		s.byName[d.Name] = &collection{def: d}
+	}
+	return s
+}
+
+// Store is the service's store.
+func (s *Service) Store() statestore.Store { return s.store }
+
+// Register records every collection's schema durably. A name already
+// registered with another kind or payload keeps its durable schema; opening
+// that collection then fails permanently, naming both, because reading the
+// stored data with the wrong shape would corrupt it.
+func (s *Service) Register(ctx context.Context) error {
+	for _, c := range s.byName {
+		want := statestore.Schema{Name: c.def.Name, Kind: c.def.Kind, Payload: c.def.Payload}
+		got, err := s.store.Register(ctx, s.namespace, want)
+		if err != nil {
+			return fmt.Errorf("registering keyed-state collection %q: %w", c.def.Name, err)
+		}
+		if got.Kind != want.Kind || got.Payload != want.Payload {
+			c.bad = newError(ErrUnregistered,
+				"keyed-state collection %q is registered durably as a %s of %s payloads, not a %s of %s payloads; use another name",
+				c.def.Name, got.Kind, got.Payload, want.Kind, want.Payload)
+			s.logger.Error("keyed-state collection disagrees with its durable registration",
+				slog.String("collection", c.def.Name), slog.Any("error", c.bad))
+		}
+	}
+	return nil
+}
+
+// lookup returns the collection name if it is registered with the kind
+// the caller asks for.
+func (s *Service) lookup(name string, kind config.CollectionKind) (*collection, error) {
+	c, ok := s.byName[name]
+	if !ok {
+		return nil, newError(ErrUnregistered, "keyed-state collection %q is not registered; add it to state_collections", name)
+	}
+	if c.bad != nil {
+		return nil, c.bad
+	}
+	if c.def.Kind != kind {
+		return nil, newError(ErrUnregistered, "keyed-state collection %q is a %s, not a %s", name, c.def.Kind, kind)
+	}
+	return c, nil
+}
+
+// Collection returns the registered definition of name.
+func (s *Service) Collection(name string) (config.StateCollection, bool) {
+	c, ok := s.byName[name]
+	if !ok {
+		return config.StateCollection{}, false
+	}
+	return c.def, true
+}
+
+// Recover settles the namespace's writes that a crash may have left
+// half-applied, those recorded at least delay ago (a younger one may still
+// be in the hands of a live writer), and returns how long until the next
+// younger one is due (0: none is left).
+func (s *Service) Recover(ctx context.Context, delay time.Duration) (time.Duration, error) {
+	pending, err := s.store.Pending(ctx, s.namespace)
+	if err != nil {
+		return 0, fmt.Errorf("listing keyed-state writes to recover: %w", err)
+	}
+	var next time.Duration
+	for _, p := range pending {
+		age := time.Since(p.Written)
+		if age < delay {
+			if wait := delay - age; next == 0 || wait < next {
+				next = wait
+			}
+			continue
+		}
+		if err := s.store.Settle(ctx, p); err != nil {
+			return 0, fmt.Errorf("recovering a keyed-state write of key %q: %w", p.Key.Key, err)
+		}
+		s.logger.Info("recovered a keyed-state write a crash left half-applied", slog.String("key", p.Key.Key))
+	}
+	return next, nil
+}
+
+// RunRecovery is the recovery sweep: Recover now, and again every delay
+// (or when a younger write becomes due) until stop closes.
+func (s *Service) RunRecovery(stop <-chan struct{}, delay time.Duration) {
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		next, err := s.Recover(ctx, delay)
+		cancel()
+		if err != nil {
+			s.logger.Warn("keyed-state recovery sweep failed; retrying", slog.Any("error", err))
+		}
+		if next <= 0 || next > delay {
+			next = delay
+		}
+		select {
+		case <-stop:
+			return
+		case <-time.After(next):
+		}
+	}
+}
