@@ -167,6 +167,21 @@ export declare class Context {
   unschedule(time: Date): Promise<void>;
   clearScheduled(): Promise<void>;
   scheduled(): Promise<Date[]>;
+  /**
+   * The current key's handle of a registered collection for this attempt
+   * (synchronous; one handle per definition object and attempt). The
+   * definition's item type is the handle's. Throws `TransientStateError`
+   * for anything but a definition made by the factories, and
+   * `PermanentStateError` when the collection is not registered or is
+   * registered with another kind or payload. Do not keep handles, or their
+   * iterators, past the handler: their operations then reject transient.
+   */
+  state<T>(definition: ValueDefinition<T>): ValueState<T>;
+  state<V>(definition: MapDefinition<V>): MapState<V>;
+  state<T>(definition: DequeDefinition<T>): DequeState<T>;
+  state<P>(definition: MessageValueDefinition<P>): ValueState<Message<P>>;
+  state<P>(definition: MessageMapDefinition<P>): MapState<Message<P>>;
+  state<P>(definition: MessageDequeDefinition<P>): DequeState<Message<P>>;
 }
 
 /**
@@ -213,6 +228,16 @@ export declare class ProsodyClient {
   /** Stops consuming; rejects with an `Error` (code `PROSODY_ERR_STATE`) when not subscribed. */
   unsubscribe(): Promise<void>;
   shutdown(): Promise<void>;
+  /**
+   * A read-only reader of the collection `definition` names that the
+   * client of `subsystem` publishes (`published: true`). It sees committed
+   * state only, through the read cache; every operation names the user
+   * key. Works for JSON definitions (value, map, deque) only; anything else
+   * rejects with `TypeError`.
+   */
+  state<T>(subsystem: string, definition: ValueDefinition<T>): Promise<PublishedValue<T>>;
+  state<V>(subsystem: string, definition: MapDefinition<V>): Promise<PublishedMap<V>>;
+  state<T>(subsystem: string, definition: DequeDefinition<T>): Promise<PublishedDeque<T>>;
 }
 
 export declare class AdminClient {
@@ -267,7 +292,7 @@ export declare function flushTelemetry(): Promise<void>;
 export declare function shutdownTelemetry(): Promise<void>;
 
 // ---------------------------------------------------------------------------
-// Keyed-state definitions (the handles arrive with a later release)
+// Keyed-state definitions
 
 export interface StateDefinitionOptions {
   ttlSeconds?: number;
@@ -291,12 +316,15 @@ export interface MessageDequeDefinitionOptions extends StateDefinitionOptions {
 }
 export type ReadCacheOptions = { ttlMs: number } | false;
 
+/** Types only: a definition's item type. Not exported, so only the factories make definitions. */
+declare const stateItem: unique symbol;
+
 interface Definition<K extends "value" | "map" | "deque", Pl extends "json" | "message", T> extends StateCollectionConfig {
   readonly name: string;
   readonly kind: K;
   readonly payload: Pl;
   /** Carries the item type; never present at runtime. */
-  readonly __item?: T;
+  readonly [stateItem]: T;
 }
 export interface ValueDefinition<T = JsonValue> extends Definition<"value", "json", T> {}
 export interface MapDefinition<V = JsonValue> extends Definition<"map", "json", V> {}
@@ -311,3 +339,95 @@ export declare function deque<T = JsonValue>(name: string, options?: DequeDefini
 export declare function messageValue<P = JsonValue>(name: string, options?: StateDefinitionOptions): MessageValueDefinition<P>;
 export declare function messageMap<P = JsonValue>(name: string, options?: MessageMapDefinitionOptions): MessageMapDefinition<P>;
 export declare function messageDeque<P = JsonValue>(name: string, options?: MessageDequeDefinitionOptions): MessageDequeDefinition<P>;
+
+// ---------------------------------------------------------------------------
+// Keyed-state handles (context.state). Every data operation returns a
+// Promise; scans return an AsyncIterableIterator that reads in chunks and
+// may be left early. null and undefined mean absence and cannot be stored
+// (TransientStateError): use clear() or delete(). Caller mistakes (a bad
+// key, index or direction) are TransientStateError too.
+
+/** One value per key. */
+export declare class ValueState<T = JsonValue> {
+  private constructor();
+  get(): Promise<T | null>;
+  set(value: T): Promise<void>;
+  clear(): Promise<void>;
+  /** Writes this collection's pending changes now; they survive a later failure. */
+  commit(): Promise<void>;
+  /** Drops this collection's changes since its last commit(). */
+  rollback(): Promise<void>;
+}
+
+/** An ordered map with string keys per key. */
+export declare class MapState<V = JsonValue> {
+  private constructor();
+  get(key: string): Promise<V | null>;
+  /** Positional: null for each absent key. */
+  getMany(keys: readonly string[]): Promise<(V | null)[]>;
+  has(key: string): Promise<boolean>;
+  set(key: string, value: V): Promise<void>;
+  delete(key: string): Promise<void>;
+  clear(): Promise<void>;
+  /** Throws TransientStateError at once for a direction other than "forward" or "backward". */
+  entries(direction?: ScanDirection): AsyncIterableIterator<[string, V]>;
+  keys(direction?: ScanDirection): AsyncIterableIterator<string>;
+  values(direction?: ScanDirection): AsyncIterableIterator<V>;
+  [Symbol.asyncIterator](): AsyncIterableIterator<[string, V]>;
+  commit(): Promise<void>;
+  rollback(): Promise<void>;
+}
+
+/** A double-ended queue per key. */
+export declare class DequeState<T = JsonValue> {
+  private constructor();
+  /** Appends at the back (a deque with a capacity drops its front item when full). */
+  push(item: T): Promise<void>;
+  /** Prepends at the front. */
+  unshift(item: T): Promise<void>;
+  /** Removes and returns the back item, or null when empty. */
+  pop(): Promise<T | null>;
+  /** Removes and returns the front item, or null when empty. */
+  shift(): Promise<T | null>;
+  length(): Promise<number>;
+  isEmpty(): Promise<boolean>;
+  clear(): Promise<void>;
+  /**
+   * The item at `index` (0 is the front, -1 the back, other negative
+   * indices count from the back), or null. An index that is not a safe
+   * integer rejects with TransientStateError.
+   */
+  at(index: number): Promise<T | null>;
+  values(direction?: ScanDirection): AsyncIterableIterator<T>;
+  [Symbol.asyncIterator](): AsyncIterableIterator<T>;
+  commit(): Promise<void>;
+  rollback(): Promise<void>;
+}
+
+// ---------------------------------------------------------------------------
+// Published readers (client.state): committed state of another subsystem's
+// published JSON collection, through the read cache. The user key comes
+// first.
+
+export declare class PublishedValue<T = JsonValue> {
+  private constructor();
+  get(key: string): Promise<T | null>;
+}
+
+export declare class PublishedMap<V = JsonValue> {
+  private constructor();
+  get(key: string, mapKey: string): Promise<V | null>;
+  getMany(key: string, mapKeys: readonly string[]): Promise<(V | null)[]>;
+  has(key: string, mapKey: string): Promise<boolean>;
+  entries(key: string, direction?: ScanDirection): AsyncIterableIterator<[string, V]>;
+  keys(key: string, direction?: ScanDirection): AsyncIterableIterator<string>;
+  values(key: string, direction?: ScanDirection): AsyncIterableIterator<V>;
+}
+
+export declare class PublishedDeque<T = JsonValue> {
+  private constructor();
+  length(key: string): Promise<number>;
+  isEmpty(key: string): Promise<boolean>;
+  at(key: string, index: number): Promise<T | null>;
+  values(key: string, direction?: ScanDirection): AsyncIterableIterator<T>;
+}

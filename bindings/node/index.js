@@ -44,4 +44,10 @@ module.exports = {
   messageValue: state.messageValue,
   messageMap: state.messageMap,
   messageDeque: state.messageDeque,
+  ValueState: state.ValueState,
+  MapState: state.MapState,
+  DequeState: state.DequeState,
+  PublishedValue: state.PublishedValue,
+  PublishedMap: state.PublishedMap,
+  PublishedDeque: state.PublishedDeque,
 };

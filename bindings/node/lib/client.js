@@ -3,9 +3,10 @@
 const util = require("node:util");
 const native = require("./native");
 const telemetry = require("./telemetry");
-const { toCoreJSON, ConfigurationError, OPTIONS } = require("./config");
+const { toCoreJSON, ConfigurationError, OPTIONS, STATE_CORE_NAMES } = require("./config");
 const { TransientError, PermanentError, fromNative } = require("./errors");
 const { Dispatcher } = require("./events");
+const keyedState = require("./state");
 
 const ConsumerState = Object.freeze({
   Shutdown: "Shutdown",
@@ -23,7 +24,7 @@ const runtimes = new WeakMap();
 function runtimeOf(nativeClient) {
   let rt = runtimes.get(nativeClient);
   if (rt === undefined) {
-    rt = { dispatcher: null, shutdown: null, closed: false };
+    rt = { dispatcher: null, shutdown: null, closed: false, collections: null };
     runtimes.set(nativeClient, rt);
   }
   return rt;
@@ -33,10 +34,11 @@ function runtimeOf(nativeClient) {
 // of its message gets both names: "maxConcurrency (max_concurrency): ...".
 const CAMEL = Object.fromEntries(Object.entries(OPTIONS).map(([camel, [snake]]) => [snake, camel]));
 CAMEL.state_collections = "stateCollections";
+Object.assign(CAMEL, STATE_CORE_NAMES);
 function configError(message) {
   const text = message
     .split("\n")
-    .map((line) => line.replace(/^([a-z_]+)(?=[:\[])/, (snake) => (CAMEL[snake] ? `${CAMEL[snake]} (${snake})` : snake)))
+    .map((line) => line.replace(/^([a-z_]+)(?=[:\[])/, (snake) => (CAMEL[snake] && CAMEL[snake] !== snake ? `${CAMEL[snake]} (${snake})` : snake)))
     .join("\n");
   return new ConfigurationError(text);
 }
@@ -71,6 +73,12 @@ class ProsodyClient {
       throw configError(`consumer configuration failed: ${e.message}`);
     }
     this.nativeClient = nativeClient;
+    // The registered collections, by name: context.state() checks a
+    // definition's payload kind against them (the C ABI opens by name and
+    // kind only).
+    if (Array.isArray(config.stateCollections) && config.stateCollections.length > 0) {
+      runtimeOf(nativeClient).collections = new Map(config.stateCollections.map((c) => [c.name, { kind: c.kind, payload: c.payload }]));
+    }
     // What inspection shows: identifying options only, never credentials.
     Object.defineProperty(this, kShown, {
       value: Object.fromEntries(["mode", "groupId", "subscribedTopics", "bootstrapServers"].map((k) => [k, config[k]])),
@@ -148,6 +156,15 @@ class ProsodyClient {
   }
 
   /**
+   * A read-only reader of the collection `definition` names that
+   * `subsystem` publishes (a JSON definition made by value(), map() or
+   * deque(); anything else rejects with TypeError).
+   */
+  async state(subsystem, definition) {
+    return keyedState.openPublished(this.nativeClient, subsystem, definition);
+  }
+
+  /**
    * Starts consuming with `handler` (an object with optional onMessage and
    * onTimer). Resolves once the consumer runs.
    */
@@ -161,7 +178,7 @@ class ProsodyClient {
     }
     const rt = runtimeOf(this.nativeClient);
     if (rt.closed) throw new PermanentError("subscribe: the client was shut down");
-    const dispatcher = new Dispatcher(handler);
+    const dispatcher = new Dispatcher(handler, rt.collections);
     try {
       await this.nativeClient.subscribe(dispatcher.onBatch);
     } catch (e) {

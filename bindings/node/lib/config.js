@@ -109,9 +109,43 @@ function loadOptions() {
 
 const { options: OPTIONS, nodeEnv: NODE_ENV, schemaEnv: SCHEMA_ENV } = loadOptions();
 
-// Keyed-state options whose engine arrives with keyed state (a later
-// issue): accepted and checked for shape, not yet passed on.
-const LATER = new Set(["stateOwnedCacheSize", "stateReadCacheSize", "stateReadCache", "subsystem"]);
+// A byte size as the core reads it: a number and an optional unit, "64 MiB".
+const SIZE = /^\s*(\d+(?:\.\d+)?)\s*(b|k|kb|kib|m|mb|mib|g|gb|gib|t|tb|tib)?\s*$/i;
+
+function byteSize(name, v) {
+  if (typeof v === "number" && Number.isSafeInteger(v) && v > 0) return String(v);
+  const m = typeof v === "string" ? SIZE.exec(v) : null;
+  if (m === null || Number(m[1]) <= 0) fail(name, 'must be a byte size greater than 0, such as "64 MiB"', v);
+  return v;
+}
+
+// Keyed-state options whose Node form differs from the core's: each gives
+// the core options it stands for.
+const STATE_OPTIONS = {
+  subsystem: (v) => ({ subsystem: kinds.string("subsystem", v) }),
+  stateOwnedCacheSize: (v) => ({ state_owned_cache_size: byteSize("stateOwnedCacheSize", v) }),
+  stateReadCacheSize: (v) => ({ state_read_cache_size: byteSize("stateReadCacheSize", v) }),
+  // {ttlMs} or {disabled: true}: the core's state_read_cache_ttl, a
+  // duration or "none".
+  stateReadCache: (v) => {
+    if (v === null || typeof v !== "object" || Array.isArray(v)) fail("stateReadCache", "must be an object {ttlMs?, disabled?}", v);
+    if (v.ttlMs !== undefined && v.disabled !== undefined) {
+      throw new ConfigurationError("stateReadCache: cannot set both ttlMs and disabled");
+    }
+    if (v.disabled !== undefined) {
+      kinds.bool("stateReadCache.disabled", v.disabled);
+      return v.disabled ? { state_read_cache_ttl: "none" } : {};
+    }
+    if (v.ttlMs !== undefined) return { state_read_cache_ttl: kinds.ms("stateReadCache.ttlMs", v.ttlMs) };
+    return {};
+  },
+};
+// The core's names of these, for its messages.
+const STATE_CORE_NAMES = {
+  state_owned_cache_size: "stateOwnedCacheSize",
+  state_read_cache_size: "stateReadCacheSize",
+  state_read_cache_ttl: "stateReadCache",
+};
 
 function collections(list) {
   if (!Array.isArray(list)) fail("stateCollections", "must be an array", list);
@@ -134,6 +168,26 @@ function collections(list) {
     };
     if (c.ttlSeconds !== undefined) out.ttl_seconds = check("ttlSeconds", 0);
     if (c.readUncommitted !== undefined) out.read_uncommitted = c.readUncommitted;
+    // Publication (JSON collections; the core checks that and that a
+    // subsystem is named).
+    if (c.published !== undefined) {
+      if (typeof c.published !== "boolean") throw new ConfigurationError(`${at}.published: must be true or false, got ${describe(c.published)}`);
+      out.published = c.published;
+    }
+    if (c.readCache !== undefined) {
+      const rc = c.readCache;
+      if (rc === false) {
+        out.read_cache = false;
+      } else if (rc !== null && typeof rc === "object" && !Array.isArray(rc)) {
+        const ms = rc.ttlMs;
+        if (typeof ms !== "number" || !Number.isInteger(ms) || ms < 0 || ms > U32_MAX) {
+          throw new ConfigurationError(`${at}.readCache.ttlMs: must be a whole number in 0..=${U32_MAX}`);
+        }
+        out.read_cache = { ttl_ms: ms };
+      } else {
+        throw new ConfigurationError(`${at}.readCache: must be {ttlMs: number} or false, got ${describe(rc)}`);
+      }
+    }
     if (c.keysetLimit !== undefined) {
       if (c.kind !== "map") throw new ConfigurationError(`${at}.keysetLimit: only valid for map collections`);
       out.keyset_limit = check("keysetLimit", 0);
@@ -162,7 +216,10 @@ function toCoreJSON(config) {
       out.state_collections = collections(value);
       continue;
     }
-    if (LATER.has(name)) continue;
+    if (Object.hasOwn(STATE_OPTIONS, name)) {
+      Object.assign(out, STATE_OPTIONS[name](value));
+      continue;
+    }
     const entry = OPTIONS[name];
     if (!entry) {
       unknown.push(name);
@@ -195,4 +252,4 @@ function toCoreJSON(config) {
   return { json: JSON.stringify(out), unknown };
 }
 
-module.exports = { toCoreJSON, Mode, ConfigurationError, OPTIONS };
+module.exports = { toCoreJSON, Mode, ConfigurationError, OPTIONS, STATE_CORE_NAMES };

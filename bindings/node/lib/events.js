@@ -3,10 +3,11 @@
 // the addon's batches of ready items into handler calls and their outcomes
 // into completions.
 
-const util = require("node:util");
 const native = require("./native");
 const telemetry = require("./telemetry");
-const { PermanentError, TransientError, isPermanentFailure, fromNative } = require("./errors");
+const { PermanentError, isPermanentFailure, fromNative } = require("./errors");
+const { Message } = require("./message");
+const keyedState = require("./state");
 
 // Item kinds and outcomes of include/prosody.h.
 const KIND_MESSAGE = 1;
@@ -31,75 +32,6 @@ const N_KEY = 6; // index of the key in strs
 const N_PAYLOAD = 7; // payload start in text, or its index in strs
 const N_PAYLOAD_END = 8; // payload end in text, or -1: the payload is in strs
 const N_TRACE = 9; // index of traceparent, tracestate, baggage in strs, or -1
-
-const UNPARSED = Symbol("unparsed");
-
-class Message {
-  #topic;
-  #partition;
-  #offset; // a Number: Kafka offsets stay far below 2^53
-  #timestampMs;
-  #key;
-  // The payload's JSON text until it is parsed. It can be a slice of the
-  // batch's text (src/addon.cc), which keeps that text alive while this
-  // holds it; parsing lets go of it.
-  #raw;
-  #payload = UNPARSED;
-
-  constructor(topic, partition, offset, timestampMs, key, raw) {
-    this.#topic = topic;
-    this.#partition = partition;
-    this.#offset = offset;
-    this.#timestampMs = timestampMs;
-    this.#key = key;
-    this.#raw = raw;
-  }
-
-  get topic() {
-    return this.#topic;
-  }
-  get partition() {
-    return this.#partition;
-  }
-  get offset() {
-    return BigInt(this.#offset);
-  }
-  get timestamp() {
-    return new Date(this.#timestampMs);
-  }
-  get key() {
-    return this.#key;
-  }
-  /** Parsed on first read, then cached. */
-  get payload() {
-    if (this.#payload === UNPARSED) {
-      try {
-        this.#payload = JSON.parse(this.#raw);
-        this.#raw = null;
-      } catch (e) {
-        throw new PermanentError(`message payload is not JSON: ${e.message}`, { cause: e });
-      }
-    }
-    return this.#payload;
-  }
-
-  // JSON.stringify(message) and console.log(message) show the fields
-  // (getters on the prototype are otherwise invisible to both).
-  toJSON() {
-    return {
-      topic: this.#topic,
-      partition: this.#partition,
-      offset: this.#offset,
-      timestamp: this.timestamp.toISOString(),
-      key: this.#key,
-      payload: this.payload,
-    };
-  }
-  [util.inspect.custom](depth, options, inspect) {
-    const fields = { ...this.toJSON(), offset: this.offset, timestamp: this.timestamp };
-    return `Message ${inspect(fields, options)}`;
-  }
-}
 
 const kEvent = Symbol("event");
 
@@ -141,17 +73,97 @@ function observesSignal(fn) {
   return count >= 3;
 }
 
-/** Per-attempt state, shared by the Context and the dispatcher. */
+// Collection kinds of include/prosody.h (prosody_event_state).
+const STATE_KINDS = { value: 1, map: 2, deque: 3 };
+
+// What a native state operation rejects with once its attempt has ended
+// (the native handle is released then): a transient failure.
+function expiredError() {
+  return new Error("the keyed-state handle is no longer valid because its event attempt has ended", {
+    cause: new Error("transient"),
+  });
+}
+const EXPIRED = new Proxy(
+  {},
+  {
+    get: (_, name) =>
+      name === "then"
+        ? undefined
+        : () => {
+            throw expiredError();
+          },
+  },
+);
+
+/**
+ * Per-attempt state, shared by the Context and the dispatcher. It is also
+ * the native context of keyed state (node-api.md §8): valueState(name) and
+ * the other vend methods open the attempt's native state handles.
+ */
 class EventState {
-  constructor(id, kind, wantsSignal) {
+  constructor(id, kind, wantsSignal, collections) {
     this.id = id;
     this.kind = kind;
     this.controller = wantsSignal ? new AbortController() : null;
     this.cancelled = false;
     this.done = false;
     this.cancelWaiters = null; // resolvers of onCancel(), made on demand
-    this.ops = 0; // timer operations still running
+    this.ops = 0; // timer and state operations still running
     this.opsIdle = null; // resolves when ops drops to 0 while finishing
+    this.collections = collections; // registered name -> {kind, payload}, or null
+    this.natives = null; // the native state handles opened, released after completion
+  }
+
+  // The operation counter of keyed-state handles: an operation that starts
+  // before the attempt finished delays its completion.
+  begin() {
+    if (this.done) return false;
+    this.ops++;
+    return true;
+  }
+  end() {
+    if (--this.ops === 0 && this.opsIdle) this.opsIdle();
+  }
+
+  openState(name, kind, payload) {
+    if (this.done) return EXPIRED;
+    const registered = this.collections?.get(name);
+    if (registered !== undefined && registered.kind === kind && registered.payload !== payload) {
+      // The C ABI opens by name and kind; the payload is checked here.
+      throw new Error(`keyed state: collection "${name}" is registered with ${registered.payload} items, not ${payload} items`, {
+        cause: new Error("permanent"),
+      });
+    }
+    const handle = native.openState(this.id, name, STATE_KINDS[kind]);
+    (this.natives ??= []).push(handle);
+    return handle;
+  }
+
+  valueState(name) {
+    return this.openState(name, "value", "json");
+  }
+  mapState(name) {
+    return this.openState(name, "map", "json");
+  }
+  dequeState(name) {
+    return this.openState(name, "deque", "json");
+  }
+  messageValueState(name) {
+    return this.openState(name, "value", "message");
+  }
+  messageMapState(name) {
+    return this.openState(name, "map", "message");
+  }
+  messageDequeState(name) {
+    return this.openState(name, "deque", "message");
+  }
+
+  /** Releases the native state handles (after the completion went out). */
+  releaseStates() {
+    const handles = this.natives;
+    if (handles === null) return;
+    this.natives = null;
+    for (const h of handles) h.release();
   }
 
   cancel() {
@@ -175,6 +187,8 @@ function toTime(name, time) {
 }
 
 class Context {
+  #handles = null; // definition -> keyed-state handle of this attempt
+
   constructor(state) {
     this[kEvent] = state;
   }
@@ -210,9 +224,13 @@ class Context {
     return this.#op((id) => native.scheduled(id)).then((times) => times.map((ms) => new Date(ms)));
   }
 
-  /** Keyed state arrives with a later release. */
-  state() {
-    throw new TransientError("context.state: keyed state is not available in this release");
+  /**
+   * The handle of a registered collection for this attempt's key
+   * (synchronous; one handle per definition object and attempt).
+   */
+  state(definition) {
+    const s = this[kEvent];
+    return keyedState.bind(s, (this.#handles ??= new Map()), definition, typeof s.begin === "function" ? s : null);
   }
 
   // The event is completed only after its timer operations finished (the
@@ -258,8 +276,9 @@ function completeOk(id) {
  * keeps one event per key in flight).
  */
 class Dispatcher {
-  constructor(handler) {
+  constructor(handler, collections = null) {
     this.handler = handler;
+    this.collections = collections;
     this.onMessage = typeof handler.onMessage === "function" ? handler.onMessage : null;
     this.onTimer = typeof handler.onTimer === "function" ? handler.onTimer : null;
     this.messageSignal = this.onMessage !== null && observesSignal(this.onMessage);
@@ -297,7 +316,7 @@ class Dispatcher {
         continue;
       }
       const key = strs[nums[b + N_KEY]];
-      const state = new EventState(id, kind, kind === KIND_MESSAGE ? this.messageSignal : this.timerSignal);
+      const state = new EventState(id, kind, kind === KIND_MESSAGE ? this.messageSignal : this.timerSignal, this.collections);
       this.inflight.set(id, state);
       let arg;
       if (kind === KIND_MESSAGE) {
@@ -376,7 +395,7 @@ class Dispatcher {
   finish(state, value, failed) {
     if (state.done) return; // a thenable that settled twice
     if (state.ops > 0) {
-      // Wait for the attempt's timer operations before completing it.
+      // Wait for the attempt's timer and state operations before completing it.
       new Promise((resolve) => (state.opsIdle = resolve)).then(() => this.finish(state, value, failed));
       return;
     }
@@ -404,6 +423,8 @@ class Dispatcher {
     state.wake();
     if (outcome === OUTCOME_OK) completeOk(state.id);
     else native.complete(state.id, outcome, message);
+    // The addon releases them after the completion has gone out.
+    state.releaseStates();
   }
 }
 
