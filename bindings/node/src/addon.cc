@@ -64,6 +64,16 @@ struct Op {
   uint64_t afterTag = 0;  // for after: what the operation started from
 
   Op(Dispatch* d, Napi::Env env) : dispatch(d), deferred(Napi::Promise::Deferred::New(env)) {}
+  virtual ~Op() = default;
+
+  // JS thread: what the Promise resolves to, or rejects with.
+  virtual Napi::Value Result(Napi::Env e) {
+    if (!wantTimes) return e.Undefined();
+    Napi::Array arr = Napi::Array::New(e, times.size());
+    for (size_t i = 0; i < times.size(); i++) arr.Set(i, Napi::Number::New(e, (double)times[i]));
+    return arr;
+  }
+  virtual Napi::Value Failure(Napi::Env e);
 };
 
 struct LogItem {
@@ -93,6 +103,12 @@ struct Dispatch {
   // handlers' microtasks have run by then) and once per loop turn.
   std::vector<prosody_completion> completions;
   std::deque<std::string> completionMessages;
+
+  // Keyed-state handles JS released: released after the next completion
+  // flush, so that an attempt's handles outlive its completion.
+  std::vector<uint64_t> stateReleases;
+  // Constructors of the keyed-state classes (src: the State section).
+  Napi::FunctionReference stateCtor, cursorCtor, readerCtor;
 
   Napi::FunctionReference logSink;  // JS function(level, timeMs, target, message, attributes)
   napi_async_context asyncContext = nullptr;  // for the callback scope settling Promises
@@ -170,14 +186,24 @@ struct Dispatch {
       }
       *okCount = 0;
     }
-    if (completions.empty()) return;
-    char* err = nullptr;
-    // A failing item (a handle whose client was released meanwhile) does
-    // not stop the others; there is nobody left to tell about it.
-    prosody_events_complete(completions.data(), completions.size(), sizeof(prosody_completion), &err);
-    prosody_free(err);
-    completions.clear();
-    completionMessages.clear();
+    if (!completions.empty()) {
+      char* err = nullptr;
+      // A failing item (a handle whose client was released meanwhile) does
+      // not stop the others; there is nobody left to tell about it.
+      prosody_events_complete(completions.data(), completions.size(), sizeof(prosody_completion), &err);
+      prosody_free(err);
+      completions.clear();
+      completionMessages.clear();
+    }
+    if (!stateReleases.empty()) {
+      for (uint64_t h : stateReleases) prosody_state_release(h, nullptr);
+      stateReleases.clear();
+    }
+  }
+
+  void QueueStateRelease(uint64_t h) {
+    stateReleases.push_back(h);
+    Arm();
   }
 
   // JS thread: settle what the library finished, deliver log records.
@@ -216,19 +242,15 @@ struct Dispatch {
     End();
     if (op->after) op->after(op, op->status);
     if (op->status == PROSODY_OK) {
-      if (op->wantTimes) {
-        Napi::Array arr = Napi::Array::New(e, op->times.size());
-        for (size_t i = 0; i < op->times.size(); i++) arr.Set(i, Napi::Number::New(e, (double)op->times[i]));
-        op->deferred.Resolve(arr);
-      } else {
-        op->deferred.Resolve(e.Undefined());
-      }
+      op->deferred.Resolve(op->Result(e));
     } else {
-      op->deferred.Reject(StatusError(e, op->status, op->message.c_str()).Value());
+      op->deferred.Reject(op->Failure(e));
     }
     delete op;
   }
 };
+
+Napi::Value Op::Failure(Napi::Env e) { return StatusError(e, status, message.c_str()).Value(); }
 
 Dispatch* GetDispatch(Napi::Env env) { return env.GetInstanceData<Dispatch>(); }
 
@@ -256,23 +278,31 @@ void OnLog(void* ud, const prosody_log_record* r) {
   static_cast<Dispatch*>(ud)->PushLog(std::move(item));
 }
 
-// Starts an operation: fn gets the Op as user data and returns a status;
-// on immediate failure the Promise is rejected at once.
+// Runs an operation: fn gets the Op as user data and returns a status; on
+// immediate failure the Promise is rejected at once (as op->Failure says).
 template <typename F>
-Napi::Value StartOp(Napi::Env env, F fn, bool wantTimes = false) {
-  Dispatch* d = GetDispatch(env);
-  Op* op = new Op(d, env);
-  op->wantTimes = wantTimes;
+Napi::Value RunOp(Napi::Env env, Op* op, F fn) {
+  Dispatch* d = op->dispatch;
   Napi::Promise promise = op->deferred.Promise();
   char* err = nullptr;
   d->Begin();
   int status = fn(op, &err);
   if (status != PROSODY_OK) {
     d->End();
-    op->deferred.Reject(TakeError(env, status, err).Value());
+    op->status = status;
+    if (err != nullptr) op->message = err;
+    prosody_free(err);
+    op->deferred.Reject(op->Failure(env));
     delete op;
   }
   return promise;
+}
+
+template <typename F>
+Napi::Value StartOp(Napi::Env env, F fn, bool wantTimes = false) {
+  Op* op = new Op(GetDispatch(env), env);
+  op->wantTimes = wantTimes;
+  return RunOp(env, op, fn);
 }
 
 std::string StringArg(const Napi::CallbackInfo& info, size_t i, const char* name) {
@@ -283,6 +313,495 @@ std::string StringArg(const Napi::CallbackInfo& info, size_t i, const char* name
 uint64_t HandleArg(const Napi::CallbackInfo& info, size_t i) {
   return static_cast<uint64_t>(info[i].As<Napi::Number>().Int64Value());
 }
+
+
+// ---------------------------------------------------------------------------
+// Keyed state (include/prosody.h, "Keyed state"): native state handles,
+// cursors and published readers for lib/state.js (node-api.md §10). Items
+// cross as JSON text. Every operation takes a trailing carrier, which the
+// C ABI has no use for. Errors carry their category for the glue as
+// error.cause.message: "permanent" or "transient".
+
+const char* StateCategory(int status) {
+  switch (status) {
+    case PROSODY_ERR_PERMANENT:  // not registered, another kind
+    case PROSODY_ERR_STATE:      // the client has no keyed state
+    case PROSODY_ERR_CLOSED:     // the client was shut down
+    case PROSODY_ERR_CONFIG:
+      return "permanent";
+    default:  // the store, a stale handle, a bad item or argument, TERMINAL
+      return "transient";
+  }
+}
+
+Napi::Error StateError(Napi::Env env, int status, const char* message) {
+  Napi::Error err = StatusError(env, status, message);
+  err.Set("cause", Napi::Error::New(env, StateCategory(status)).Value());
+  return err;
+}
+
+Napi::Error TakeStateError(Napi::Env env, int status, char* message) {
+  Napi::Error err = StateError(env, status, message);
+  prosody_free(message);
+  return err;
+}
+
+const char kExpired[] = "the keyed-state handle is no longer valid because its event attempt has ended";
+
+// What a state operation resolves to.
+enum class Shape : uint8_t {
+  kVoid,     // undefined
+  kItem,     // the value's text, or null (n = 0, or no value)
+  kItems,    // one text or null per item (getMany)
+  kBool,     // number != 0
+  kNumber,   // number
+  kEntries,  // a chunk of map entries: [key, value][], or null at the end
+  kKeys,     // a chunk of keys: string[], or null
+  kValues,   // a chunk of values: string[], or null
+};
+
+struct StateItem {
+  std::string key, value;
+  bool hasValue = false;
+};
+
+struct StateOp : Op {
+  Shape shape;
+  uint64_t number = 0;
+  std::vector<StateItem> items;
+  // The arguments, kept until the library reported.
+  std::string userKey, argKey, argValue;  // userKey: a reader's
+  std::vector<std::string> argKeys;
+  std::vector<prosody_state_item> argItems;
+
+  StateOp(Dispatch* d, Napi::Env env, Shape s) : Op(d, env), shape(s) {}
+
+  static Napi::Value Text(Napi::Env e, const StateItem& it) {
+    if (!it.hasValue) return e.Null();
+    return Napi::String::New(e, it.value.data(), it.value.size());
+  }
+
+  Napi::Value Result(Napi::Env e) override {
+    switch (shape) {
+      case Shape::kVoid:
+        return e.Undefined();
+      case Shape::kBool:
+        return Napi::Boolean::New(e, number != 0);
+      case Shape::kNumber:
+        return Napi::Number::New(e, static_cast<double>(number));
+      case Shape::kItem:
+        return items.empty() ? e.Null() : Text(e, items[0]);
+      case Shape::kItems: {
+        Napi::Array arr = Napi::Array::New(e, items.size());
+        for (size_t i = 0; i < items.size(); i++) arr.Set(i, Text(e, items[i]));
+        return arr;
+      }
+      default:
+        break;
+    }
+    if (items.empty()) return e.Null();  // the scan is over
+    Napi::Array arr = Napi::Array::New(e, items.size());
+    for (size_t i = 0; i < items.size(); i++) {
+      const StateItem& it = items[i];
+      if (shape == Shape::kKeys) {
+        arr.Set(i, Napi::String::New(e, it.key.data(), it.key.size()));
+      } else if (shape == Shape::kValues) {
+        arr.Set(i, Text(e, it));
+      } else {
+        Napi::Array entry = Napi::Array::New(e, 2);
+        entry.Set(0u, Napi::String::New(e, it.key.data(), it.key.size()));
+        entry.Set(1u, Text(e, it));
+        arr.Set(i, entry);
+      }
+    }
+    return arr;
+  }
+
+  Napi::Value Failure(Napi::Env e) override { return StateError(e, status, message.c_str()).Value(); }
+
+  prosody_state_args Args() {
+    prosody_state_args a{};
+    a.size = sizeof a;
+    return a;
+  }
+};
+
+// Library thread.
+void OnState(void* ud, int status, const prosody_state_item* items, size_t n, uint64_t number, const char* message) {
+  auto* op = static_cast<StateOp*>(ud);
+  op->status = status;
+  if (message) op->message = message;
+  if (status == PROSODY_OK) {
+    op->number = number;
+    op->items.resize(n);
+    for (size_t i = 0; i < n; i++) {
+      StateItem& it = op->items[i];
+      if (items[i].key != nullptr) it.key.assign(items[i].key, items[i].key_len);
+      if (items[i].value != nullptr) {
+        it.value.assign(reinterpret_cast<const char*>(items[i].value), items[i].value_len);
+        it.hasValue = true;
+      }
+    }
+  }
+  op->dispatch->Push(op);
+}
+
+// A rejected Promise, for failures found before reaching the library.
+Napi::Value Rejected(Napi::Env env, int status, const char* message) {
+  Napi::Promise::Deferred d = Napi::Promise::Deferred::New(env);
+  d.Reject(StateError(env, status, message).Value());
+  return d.Promise();
+}
+
+int Direction(const Napi::Value& v) {
+  if (v.IsString()) {
+    std::string d = v.As<Napi::String>().Utf8Value();
+    if (d == "forward") return PROSODY_STATE_FORWARD;
+    if (d == "backward") return PROSODY_STATE_BACKWARD;
+  } else if (v.IsUndefined()) {
+    return PROSODY_STATE_FORWARD;
+  }
+  return -1;  // refused by the library: its message names both directions
+}
+
+// A cursor of a scan: nextChunk(carrier) resolves to an array of items or
+// null once the scan is over; close() releases it.
+class NativeCursor : public Napi::ObjectWrap<NativeCursor> {
+ public:
+  static Napi::Function Init(Napi::Env env) {
+    return DefineClass(env, "NativeCursor",
+                       {InstanceMethod("nextChunk", &NativeCursor::NextChunk), InstanceMethod("close", &NativeCursor::Close)});
+  }
+
+  // new NativeCursor(handle, shape)
+  explicit NativeCursor(const Napi::CallbackInfo& info) : Napi::ObjectWrap<NativeCursor>(info) {
+    handle_ = static_cast<uint64_t>(info[0].As<Napi::Number>().Int64Value());
+    shape_ = static_cast<Shape>(info[1].As<Napi::Number>().Int32Value());
+  }
+
+  ~NativeCursor() override {
+    if (handle_ != 0) prosody_cursor_release(handle_, nullptr);
+  }
+
+  static Napi::Value New(Napi::Env env, uint64_t handle, Shape shape) {
+    return GetDispatch(env)->cursorCtor.New(
+        {Napi::Number::New(env, static_cast<double>(handle)), Napi::Number::New(env, static_cast<int>(shape))});
+  }
+
+ private:
+  uint64_t handle_ = 0;
+  Shape shape_;
+
+  Napi::Value NextChunk(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    if (handle_ == 0) return Rejected(env, PROSODY_ERR_TRANSIENT, "the scan is closed");
+    uint64_t h = handle_;
+    return RunOp(env, new StateOp(GetDispatch(env), env, shape_),
+                 [&](Op* op, char** err) { return prosody_cursor_next(h, OnState, op, err); });
+  }
+
+  Napi::Value Close(const Napi::CallbackInfo& info) {
+    if (handle_ != 0) {
+      prosody_cursor_release(handle_, nullptr);
+      handle_ = 0;
+    }
+    return info.Env().Undefined();
+  }
+};
+
+// An attempt's handle of one collection (prosody_event_state). One class
+// for the three kinds; `get` and `set` read their arguments by kind.
+class NativeState : public Napi::ObjectWrap<NativeState> {
+ public:
+  static Napi::Function Init(Napi::Env env) {
+    return DefineClass(env, "NativeState",
+                       {
+                           InstanceMethod("get", &NativeState::Get),
+                           InstanceMethod("set", &NativeState::Set),
+                           InstanceMethod("clear", &NativeState::Plain<PROSODY_STATE_CLEAR, Shape::kVoid>),
+                           InstanceMethod("commit", &NativeState::Plain<PROSODY_STATE_COMMIT, Shape::kVoid>),
+                           InstanceMethod("rollback", &NativeState::Plain<PROSODY_STATE_ROLLBACK, Shape::kVoid>),
+                           InstanceMethod("contains", &NativeState::Keyed<PROSODY_STATE_CONTAINS, Shape::kBool>),
+                           InstanceMethod("remove", &NativeState::Keyed<PROSODY_STATE_REMOVE, Shape::kVoid>),
+                           InstanceMethod("getMany", &NativeState::GetMany),
+                           InstanceMethod("pushBack", &NativeState::Push<PROSODY_STATE_PUSH_BACK>),
+                           InstanceMethod("pushFront", &NativeState::Push<PROSODY_STATE_PUSH_FRONT>),
+                           InstanceMethod("popBack", &NativeState::Plain<PROSODY_STATE_POP_BACK, Shape::kItem>),
+                           InstanceMethod("popFront", &NativeState::Plain<PROSODY_STATE_POP_FRONT, Shape::kItem>),
+                           InstanceMethod("peekBack", &NativeState::Plain<PROSODY_STATE_PEEK_BACK, Shape::kItem>),
+                           InstanceMethod("peekFront", &NativeState::Plain<PROSODY_STATE_PEEK_FRONT, Shape::kItem>),
+                           InstanceMethod("len", &NativeState::Plain<PROSODY_STATE_LEN, Shape::kNumber>),
+                           InstanceMethod("isEmpty", &NativeState::Plain<PROSODY_STATE_IS_EMPTY, Shape::kBool>),
+                           InstanceMethod("scan", &NativeState::Scan<false>),
+                           InstanceMethod("keys", &NativeState::Scan<true>),
+                           InstanceMethod("release", &NativeState::Release),
+                       });
+  }
+
+  // new NativeState(handle, kind)
+  explicit NativeState(const Napi::CallbackInfo& info) : Napi::ObjectWrap<NativeState>(info) {
+    handle_ = static_cast<uint64_t>(info[0].As<Napi::Number>().Int64Value());
+    kind_ = info[1].As<Napi::Number>().Int32Value();
+  }
+
+  ~NativeState() override {
+    if (handle_ != 0) prosody_state_release(handle_, nullptr);
+  }
+
+ private:
+  uint64_t handle_ = 0;
+  int kind_ = 0;
+
+  template <typename F>
+  Napi::Value Call(Napi::Env env, int op, Shape shape, F fill) {
+    if (handle_ == 0) return Rejected(env, PROSODY_ERR_TRANSIENT, kExpired);
+    auto* sop = new StateOp(GetDispatch(env), env, shape);
+    prosody_state_args args = sop->Args();
+    fill(sop, args);
+    uint64_t h = handle_;
+    return RunOp(env, sop, [&](Op* o, char** err) { return prosody_state_call(h, op, &args, OnState, o, err); });
+  }
+
+  static void Text(const Napi::Value& v, std::string& out) {
+    if (v.IsString()) out = v.As<Napi::String>().Utf8Value();
+  }
+
+  template <int OP, Shape S>
+  Napi::Value Plain(const Napi::CallbackInfo& info) {
+    return Call(info.Env(), OP, S, [](StateOp*, prosody_state_args&) {});
+  }
+
+  // op(key, carrier)
+  template <int OP, Shape S>
+  Napi::Value Keyed(const Napi::CallbackInfo& info) {
+    return Call(info.Env(), OP, S, [&](StateOp* op, prosody_state_args& a) {
+      Text(info[0], op->argKey);
+      a.key = op->argKey.data();
+      a.key_len = op->argKey.size();
+    });
+  }
+
+  // value: get(carrier); map: get(key, carrier); deque: get(index, carrier)
+  Napi::Value Get(const Napi::CallbackInfo& info) {
+    return Call(info.Env(), PROSODY_STATE_GET, Shape::kItem, [&](StateOp* op, prosody_state_args& a) {
+      if (kind_ == PROSODY_STATE_MAP) {
+        Text(info[0], op->argKey);
+        a.key = op->argKey.data();
+        a.key_len = op->argKey.size();
+      } else if (kind_ == PROSODY_STATE_DEQUE && info[0].IsNumber()) {
+        a.index = static_cast<uint64_t>(info[0].As<Napi::Number>().Int64Value());
+      }
+    });
+  }
+
+  // value: set(text, carrier); map: set(key, text, carrier)
+  Napi::Value Set(const Napi::CallbackInfo& info) {
+    return Call(info.Env(), PROSODY_STATE_SET, Shape::kVoid, [&](StateOp* op, prosody_state_args& a) {
+      size_t v = 0;
+      if (kind_ == PROSODY_STATE_MAP) {
+        Text(info[0], op->argKey);
+        a.key = op->argKey.data();
+        a.key_len = op->argKey.size();
+        v = 1;
+      }
+      Text(info[v], op->argValue);
+      a.value = reinterpret_cast<const uint8_t*>(op->argValue.data());
+      a.value_len = op->argValue.size();
+    });
+  }
+
+  // pushBack(text, carrier), pushFront(text, carrier)
+  template <int OP>
+  Napi::Value Push(const Napi::CallbackInfo& info) {
+    return Call(info.Env(), OP, Shape::kVoid, [&](StateOp* op, prosody_state_args& a) {
+      Text(info[0], op->argValue);
+      a.value = reinterpret_cast<const uint8_t*>(op->argValue.data());
+      a.value_len = op->argValue.size();
+    });
+  }
+
+  // getMany(keys, carrier)
+  Napi::Value GetMany(const Napi::CallbackInfo& info) {
+    return Call(info.Env(), PROSODY_STATE_GET_MANY, Shape::kItems, [&](StateOp* op, prosody_state_args& a) {
+      FillKeys(info[0], op, a);
+    });
+  }
+
+ public:
+  static void FillKeys(const Napi::Value& v, StateOp* op, prosody_state_args& a) {
+    if (!v.IsArray()) return;
+    Napi::Array arr = v.As<Napi::Array>();
+    uint32_t n = arr.Length();
+    op->argKeys.resize(n);
+    op->argItems.resize(n);
+    for (uint32_t i = 0; i < n; i++) {
+      Text(arr.Get(i), op->argKeys[i]);
+      op->argItems[i] = prosody_state_item{op->argKeys[i].data(), op->argKeys[i].size(), nullptr, 0};
+    }
+    a.keys = op->argItems.data();
+    a.keys_len = n;
+  }
+
+ private:
+  // scan(direction, carrier), keys(direction, carrier): a cursor, at once.
+  template <bool KeysOnly>
+  Napi::Value Scan(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    if (handle_ == 0) throw StateError(env, PROSODY_ERR_TRANSIENT, kExpired);
+    uint64_t cursor = 0;
+    char* err = nullptr;
+    int status = prosody_state_scan(handle_, Direction(info[0]), KeysOnly ? 1 : 0, &cursor, &err);
+    if (status != PROSODY_OK) throw TakeStateError(env, status, err);
+    Shape shape = KeysOnly ? Shape::kKeys : (kind_ == PROSODY_STATE_MAP ? Shape::kEntries : Shape::kValues);
+    return NativeCursor::New(env, cursor, shape);
+  }
+
+  // release(): after the attempt's completion has gone out (Dispatch).
+  Napi::Value Release(const Napi::CallbackInfo& info) {
+    if (handle_ != 0) {
+      GetDispatch(info.Env())->QueueStateRelease(handle_);
+      handle_ = 0;
+    }
+    return info.Env().Undefined();
+  }
+};
+
+// openState(event, name, kind): the attempt's handle of a collection.
+Napi::Value OpenState(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  uint64_t event = HandleArg(info, 0);
+  std::string name = StringArg(info, 1, "name");
+  int kind = info[2].As<Napi::Number>().Int32Value();
+  uint64_t state = 0;
+  char* err = nullptr;
+  int status = prosody_event_state(event, name.data(), name.size(), kind, &state, &err);
+  if (status == PROSODY_ERR_INVALID_HANDLE) {
+    prosody_free(err);
+    throw StateError(env, status, kExpired);  // the event was completed
+  }
+  if (status != PROSODY_OK) throw TakeStateError(env, status, err);
+  return GetDispatch(env)->stateCtor.New(
+      {Napi::Number::New(env, static_cast<double>(state)), Napi::Number::New(env, kind)});
+}
+
+// A published reader (prosody_client_reader). The user key comes first in
+// every operation.
+class NativeReader : public Napi::ObjectWrap<NativeReader> {
+ public:
+  static Napi::Function Init(Napi::Env env) {
+    return DefineClass(env, "NativeReader",
+                       {
+                           InstanceMethod("get", &NativeReader::Get),
+                           InstanceMethod("getMany", &NativeReader::GetMany),
+                           InstanceMethod("contains", &NativeReader::Contains),
+                           InstanceMethod("length", &NativeReader::Plain<PROSODY_STATE_LEN, Shape::kNumber>),
+                           InstanceMethod("isEmpty", &NativeReader::Plain<PROSODY_STATE_IS_EMPTY, Shape::kBool>),
+                           InstanceMethod("peekFront", &NativeReader::Plain<PROSODY_STATE_PEEK_FRONT, Shape::kItem>),
+                           InstanceMethod("peekBack", &NativeReader::Plain<PROSODY_STATE_PEEK_BACK, Shape::kItem>),
+                           InstanceMethod("scan", &NativeReader::Scan<false>),
+                           InstanceMethod("keys", &NativeReader::Scan<true>),
+                       });
+  }
+
+  // new NativeReader(handle, kind)
+  explicit NativeReader(const Napi::CallbackInfo& info) : Napi::ObjectWrap<NativeReader>(info) {
+    handle_ = static_cast<uint64_t>(info[0].As<Napi::Number>().Int64Value());
+    kind_ = info[1].As<Napi::Number>().Int32Value();
+  }
+
+  ~NativeReader() override {
+    if (handle_ != 0) prosody_reader_release(handle_, nullptr);
+  }
+
+  // open(client, subsystem, name, ttlMs?, disabled, kind)
+  static Napi::Value Open(const Napi::CallbackInfo& info, uint64_t client, int kind) {
+    Napi::Env env = info.Env();
+    std::string subsystem = StringArg(info, 0, "subsystem");
+    std::string name = StringArg(info, 1, "name");
+    int64_t ttl = -1;  // the client's state_read_cache_ttl
+    if (info.Length() > 3 && info[3].IsBoolean() && info[3].As<Napi::Boolean>().Value()) {
+      ttl = 0;
+    } else if (info.Length() > 2 && info[2].IsNumber()) {
+      ttl = info[2].As<Napi::Number>().Int64Value();
+      if (ttl < 0) ttl = -1;
+    }
+    uint64_t reader = 0;
+    char* err = nullptr;
+    int status = prosody_client_reader(client, subsystem.data(), subsystem.size(), name.data(), name.size(), kind, ttl,
+                                       &reader, &err);
+    if (status != PROSODY_OK) throw TakeStateError(env, status, err);
+    return GetDispatch(env)->readerCtor.New(
+        {Napi::Number::New(env, static_cast<double>(reader)), Napi::Number::New(env, kind)});
+  }
+
+ private:
+  uint64_t handle_ = 0;
+  int kind_ = 0;
+
+  template <typename F>
+  Napi::Value Call(const Napi::CallbackInfo& info, int op, Shape shape, F fill) {
+    Napi::Env env = info.Env();
+    auto* sop = new StateOp(GetDispatch(env), env, shape);
+    prosody_state_args args = sop->Args();
+    if (info[0].IsString()) sop->userKey = info[0].As<Napi::String>().Utf8Value();
+    fill(sop, args);
+    uint64_t h = handle_;
+    const std::string& k = sop->userKey;
+    return RunOp(env, sop, [&](Op* o, char** err) {
+      return prosody_reader_call(h, k.data(), k.size(), op, &args, OnState, o, err);
+    });
+  }
+
+  template <int OP, Shape S>
+  Napi::Value Plain(const Napi::CallbackInfo& info) {
+    return Call(info, OP, S, [](StateOp*, prosody_state_args&) {});
+  }
+
+  // value: get(key, c); map: get(key, mapKey, c); deque: get(key, index, c)
+  Napi::Value Get(const Napi::CallbackInfo& info) {
+    return Call(info, PROSODY_STATE_GET, Shape::kItem, [&](StateOp* op, prosody_state_args& a) {
+      if (kind_ == PROSODY_STATE_MAP) {
+        if (info[1].IsString()) op->argKey = info[1].As<Napi::String>().Utf8Value();
+        a.key = op->argKey.data();
+        a.key_len = op->argKey.size();
+      } else if (kind_ == PROSODY_STATE_DEQUE && info[1].IsNumber()) {
+        a.index = static_cast<uint64_t>(info[1].As<Napi::Number>().Int64Value());
+      }
+    });
+  }
+
+  Napi::Value Contains(const Napi::CallbackInfo& info) {
+    return Call(info, PROSODY_STATE_CONTAINS, Shape::kBool, [&](StateOp* op, prosody_state_args& a) {
+      if (info[1].IsString()) op->argKey = info[1].As<Napi::String>().Utf8Value();
+      a.key = op->argKey.data();
+      a.key_len = op->argKey.size();
+    });
+  }
+
+  Napi::Value GetMany(const Napi::CallbackInfo& info) {
+    return Call(info, PROSODY_STATE_GET_MANY, Shape::kItems,
+                [&](StateOp* op, prosody_state_args& a) { NativeState::FillKeys(info[1], op, a); });
+  }
+
+  // scan(key, direction, c), keys(key, direction, c): a Promise of a cursor.
+  template <bool KeysOnly>
+  Napi::Value Scan(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    std::string key;
+    if (info[0].IsString()) key = info[0].As<Napi::String>().Utf8Value();
+    uint64_t cursor = 0;
+    char* err = nullptr;
+    int status = prosody_reader_scan(handle_, key.data(), key.size(), Direction(info[1]), KeysOnly ? 1 : 0, &cursor, &err);
+    Napi::Promise::Deferred d = Napi::Promise::Deferred::New(env);
+    if (status != PROSODY_OK) {
+      d.Reject(TakeStateError(env, status, err).Value());
+    } else {
+      Shape shape = KeysOnly ? Shape::kKeys : (kind_ == PROSODY_STATE_MAP ? Shape::kEntries : Shape::kValues);
+      d.Resolve(NativeCursor::New(env, cursor, shape));
+    }
+    return d.Promise();
+  }
+};
 
 // ---------------------------------------------------------------------------
 // Client
@@ -300,6 +819,9 @@ class Client : public Napi::ObjectWrap<Client> {
                            InstanceMethod("sourceSystem", &Client::SourceSystem),
                            InstanceMethod("assignedPartitionCount", &Client::AssignedPartitionCount),
                            InstanceMethod("isStalled", &Client::IsStalled),
+                           InstanceMethod("publishedValue", &Client::Published<PROSODY_STATE_VALUE>),
+                           InstanceMethod("publishedMap", &Client::Published<PROSODY_STATE_MAP>),
+                           InstanceMethod("publishedDeque", &Client::Published<PROSODY_STATE_DEQUE>),
                        });
   }
 
@@ -417,6 +939,14 @@ class Client : public Napi::ObjectWrap<Client> {
     // what is left.
     GetDispatch(env)->FlushCompletions();
     return StartOp(env, [&](Op* op, char** err) { return prosody_client_release(h, OnDone, op, err); });
+  }
+
+  // publishedValue|Map|Deque(subsystem, name, ttlMs?, disabled): a reader.
+  template <int Kind>
+  Napi::Value Published(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    if (handle_ == 0) throw StateError(env, PROSODY_ERR_CLOSED, "the client was shut down");
+    return NativeReader::Open(info, handle_, Kind);
   }
 
   Napi::Value ConsumerState(const Napi::CallbackInfo& info) {
@@ -875,6 +1405,10 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("unschedule", Napi::Function::New(env, Unschedule));
   exports.Set("clearScheduled", Napi::Function::New(env, ClearScheduled));
   exports.Set("scheduled", Napi::Function::New(env, Scheduled));
+  d->stateCtor = Napi::Persistent(NativeState::Init(env));
+  d->cursorCtor = Napi::Persistent(NativeCursor::Init(env));
+  d->readerCtor = Napi::Persistent(NativeReader::Init(env));
+  exports.Set("openState", Napi::Function::New(env, OpenState));
   exports.Set("setLogSink", Napi::Function::New(env, SetLogSink));
   exports.Set("version", Napi::Function::New(env, Version));
   exports.Set("configSchema", Napi::Function::New(env, ConfigSchema));

@@ -166,6 +166,53 @@ test("stateCollections entries are checked with their index", () => {
   );
 });
 
+test("the keyed-state options reach the core", async () => {
+  const { toCoreJSON } = require("../lib/config");
+  const { value, map, messageDeque } = require("..");
+  const config = {
+    subsystem: "checkout",
+    stateOwnedCacheSize: "64 MiB",
+    stateReadCacheSize: "1MiB",
+    stateReadCache: { ttlMs: 2500 },
+    stateCollections: [value("order", { published: true, readCache: { ttlMs: 100 } }), map("m", { published: true, readCache: false }), messageDeque("q", { capacity: 3 })],
+  };
+  assert.deepEqual(JSON.parse(toCoreJSON(config).json), {
+    subsystem: "checkout",
+    state_owned_cache_size: "64 MiB",
+    state_read_cache_size: "1MiB",
+    state_read_cache_ttl: "2500ms",
+    state_collections: [
+      { name: "order", kind: "value", payload: "json", published: true, read_cache: { ttl_ms: 100 } },
+      { name: "m", kind: "map", payload: "json", published: true, read_cache: false },
+      { name: "q", kind: "deque", payload: "message", capacity: 3 },
+    ],
+  });
+  assert.equal(JSON.parse(toCoreJSON({ stateReadCache: { disabled: true } }).json).state_read_cache_ttl, "none");
+  assert.deepEqual(JSON.parse(toCoreJSON({ stateReadCache: {} }).json), {});
+  // The core accepts them.
+  const client = new ProsodyClient(mockConfig(config));
+  assert.equal(client.consumerState, ConsumerState.Configured);
+  await client.shutdown();
+});
+
+test("the keyed-state options are checked", () => {
+  for (const bad of ["0", "-1 MiB", "nonsense", 0, ""]) {
+    assert.throws(() => new ProsodyClient(mockConfig({ stateOwnedCacheSize: bad })), /^ConfigurationError: stateOwnedCacheSize: /m);
+  }
+  assert.throws(() => new ProsodyClient(mockConfig({ stateReadCacheSize: "0" })), /stateReadCacheSize: /);
+  assert.throws(() => new ProsodyClient(mockConfig({ stateReadCache: { ttlMs: 5, disabled: true } })), /stateReadCache: cannot set both ttlMs and disabled/);
+  assert.throws(() => new ProsodyClient(mockConfig({ stateReadCache: { ttlMs: -1 } })), /stateReadCache\.ttlMs/);
+  assert.throws(() => new ProsodyClient(mockConfig({ subsystem: 7 })), /subsystem: must be a string/);
+  const published = { name: "v", kind: "value", payload: "json", published: true };
+  assert.throws(() => new ProsodyClient(mockConfig({ stateCollections: [published] })), /stateCollections.*\[0\]\.published: .*subsystem/);
+  assert.throws(
+    () => new ProsodyClient(mockConfig({ subsystem: "s", stateCollections: [{ ...published, payload: "message" }] })),
+    /\[0\]\.published: only JSON collections/,
+  );
+  assert.throws(() => new ProsodyClient(mockConfig({ stateCollections: [{ ...published, published: "yes" }] })), /\[0\]\.published: must be true or false/);
+  assert.throws(() => new ProsodyClient(mockConfig({ stateCollections: [{ name: "v", kind: "value", payload: "json", readCache: true }] })), /\[0\]\.readCache: /);
+});
+
 test("the config must be an object", () => {
   assert.throws(() => new ProsodyClient(null), TypeError);
   assert.throws(() => new ProsodyClient("bootstrap"), TypeError);
