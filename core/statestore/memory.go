@@ -122,17 +122,33 @@ func (m *memoryStore) DeleteRoute(_ context.Context, subsystem, collection, name
 	return nil
 }
 
-// live returns the row if it exists and has not expired.
+// live returns the row if it exists and has not expired. An expired row
+// met on the way is removed, so TTL'd state does not pile up in a
+// long-lived mock process (Cassandra's compaction does the same).
 func (m *memoryStore) live(k Key, coll, item string, now time.Time) (memRow, bool) {
 	t := m.keys[k]
 	if t == nil {
 		return memRow{}, false
 	}
 	r, ok := t.Get(memRow{coll: coll, item: item})
-	if !ok || expired(r, now) {
+	if !ok {
+		return memRow{}, false
+	}
+	if expired(r, now) {
+		m.purge(k, t, []memRow{r})
 		return memRow{}, false
 	}
 	return r, true
+}
+
+// purge removes expired rows of k, and k when nothing is left of it.
+func (m *memoryStore) purge(k Key, t *btree.BTreeG[memRow], rows []memRow) {
+	for _, r := range rows {
+		t.Delete(r)
+	}
+	if t.Len() == 0 {
+		delete(m.keys, k)
+	}
 }
 
 func expired(r memRow, now time.Time) bool { return !r.exp.IsZero() && !now.Before(r.exp) }
@@ -181,6 +197,8 @@ func (m *memoryStore) MapScan(_ context.Context, k Key, collection string, dir D
 	}
 	now := m.now()
 	var out []Entry
+	var dead []memRow
+	defer func() { m.purge(k, t, dead) }()
 	visit := func(r memRow) bool {
 		if r.coll != collection {
 			// Descending from the pivot past the collection's end may
@@ -188,7 +206,11 @@ func (m *memoryStore) MapScan(_ context.Context, k Key, collection string, dir D
 			// an earlier one.
 			return dir == Backward && r.coll > collection
 		}
-		if (hasAfter && r.item == after) || expired(r, now) {
+		if expired(r, now) {
+			dead = append(dead, r)
+			return true
+		}
+		if hasAfter && r.item == after {
 			return true
 		}
 		e := Entry{Key: r.item}
@@ -240,9 +262,12 @@ func (m *memoryStore) DequeSlots(_ context.Context, k Key, collection string, r 
 	}
 	now := m.now()
 	var out []Slot
+	var dead []memRow
+	defer func() { m.purge(k, t, dead) }()
 	var err error
 	visit := func(row memRow) bool {
 		if expired(row, now) {
+			dead = append(dead, row)
 			return true
 		}
 		var i int64
@@ -309,9 +334,7 @@ func (m *memoryStore) Apply(_ context.Context, k Key, w Write) error {
 		}
 		t.ReplaceOrInsert(r)
 	}
-	if t.Len() == 0 {
-		delete(m.keys, k)
-	}
+	m.purge(k, t, nil)
 	return nil
 }
 
