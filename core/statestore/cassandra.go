@@ -15,12 +15,15 @@ import (
 
 // DefaultBatchLimit is the estimated size above which a Write no longer
 // goes in one batch. Cassandra refuses batches over
-// batch_size_fail_threshold (50 KiB by default) and logs every one over
-// batch_size_warn_threshold (5 KiB); Cassandra exempts single-partition
-// batches from both checks, but large mutations still stall the
-// commit log and the replicas' memtables, and a deployment may tighten
-// the limits. 32 KiB stays well below the failure threshold while keeping
-// the parts path (four round trips more) rare.
+// batch_size_fail_threshold (50 KiB by default) and logs each one over
+// batch_size_warn_threshold (5 KiB). Cassandra 5.0 exempts
+// single-partition batches from both (measured: a 1 MiB one applies
+// without a warning), so the hard limit there is max_mutation_size (half
+// a commit-log segment); but a server that does not exempt them, or a
+// tightened threshold, would fail every large write, and big mutations
+// stall memtables and replicas anyway. 32 KiB is below the failure
+// threshold everywhere while keeping the parts path (a few round trips
+// more) rare; WithBatchLimit raises it where the server is known.
 const DefaultBatchLimit = 32 << 10
 
 // mapGetChunk bounds the IN list of one MapGet query: coordinators read

@@ -17,7 +17,7 @@ import (
 // cassandraEnv creates a fresh keyspace, dropped when the test ends, and
 // returns an opener that connects a new session (closed at test end) each
 // time.
-func cassandraEnv(t *testing.T, opts ...CassandraOption) func(t *testing.T) *cassandraStore {
+func cassandraEnv(t testing.TB, opts ...CassandraOption) func(t testing.TB) *cassandraStore {
 	t.Helper()
 	o := cassandra.Options{
 		Nodes:    testservices.RequireCassandra(t),
@@ -32,10 +32,10 @@ func cassandraEnv(t *testing.T, opts ...CassandraOption) func(t *testing.T) *cas
 			t.Errorf("drop keyspace: %v", err)
 		}
 	})
-	return func(t *testing.T) *cassandraStore { return NewCassandra(connect(t, o), opts...).(*cassandraStore) }
+	return func(t testing.TB) *cassandraStore { return NewCassandra(connect(t, o), opts...).(*cassandraStore) }
 }
 
-func connect(t *testing.T, o cassandra.Options) *cassandra.Session {
+func connect(t testing.TB, o cassandra.Options) *cassandra.Session {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -48,7 +48,7 @@ func memoryBackend(cacheBytes int64) backend {
 }
 
 // cachedFor wraps s in a cache closed at test end (cacheBytes 0: none).
-func cachedFor(t *testing.T, s Store, cacheBytes int64) Store {
+func cachedFor(t testing.TB, s Store, cacheBytes int64) Store {
 	if cacheBytes <= 0 {
 		return s
 	}
@@ -57,7 +57,7 @@ func cachedFor(t *testing.T, s Store, cacheBytes int64) Store {
 	return c
 }
 
-func testCtx(t *testing.T) context.Context {
+func testCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	return ctx
