@@ -151,6 +151,9 @@ const stateChildEnv = "PROSODY_STATE_CHILD"
 // STATE_TOPIC's messages in STATE_GROUP (every third attempt failing) and
 // appends a line per successful attempt to STATE_OUT.
 func runStateChild() int {
+	if os.Getenv(stateChildEnv) == "inflight" {
+		return runInFlightChild()
+	}
 	f, err := os.OpenFile(os.Getenv("STATE_OUT"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -189,9 +192,13 @@ func runStateChild() int {
 }
 
 func startStateChild(t *testing.T, topic, group, subsystem, out string) *exec.Cmd {
+	return startChild(t, "count", topic, group, subsystem, out)
+}
+
+func startChild(t *testing.T, kind, topic, group, subsystem, out string) *exec.Cmd {
 	t.Helper()
 	child := exec.Command(os.Args[0], "-test.run=^$")
-	child.Env = append(os.Environ(), stateChildEnv+"=1", "STATE_TOPIC="+topic, "STATE_GROUP="+group,
+	child.Env = append(os.Environ(), stateChildEnv+"="+kind, "STATE_TOPIC="+topic, "STATE_GROUP="+group,
 		"STATE_SUBSYSTEM="+subsystem, "STATE_OUT="+out)
 	child.Stderr = os.Stderr
 	if err := child.Start(); err != nil {
@@ -235,4 +242,109 @@ func TestKeyedStateCountsAcrossAKill(t *testing.T) {
 	startStateChild(t, topic, group, subsystem, out)
 	waitFor(t, 3*time.Minute, "every message committed", func() bool { return committedAll(t, tg, group, topic) })
 	checkCounts(t, producer, subsystem)
+}
+
+// runInFlightChild owns the published value "order": each message sets it
+// to "seq N" from its payload, except that the first attempt of seq 1
+// first sets "in flight", creates STATE_OUT/writing, waits for
+// STATE_OUT/release and fails.
+func runInFlightChild() int {
+	dir := os.Getenv("STATE_OUT")
+	cfg, err := config.Load(func(c *config.Config) {
+		c.BootstrapServers = testservices.KafkaAddrs()
+		c.CassandraNodes = testservices.CassandraNodes()
+		c.GroupID, c.SubscribedTopics = os.Getenv("STATE_GROUP"), []string{os.Getenv("STATE_TOPIC")}
+		c.StateCollections = []config.StateCollection{{Name: "order", Kind: config.CollectionValue, Payload: config.PayloadJSON, Published: true}}
+		c.Subsystem = config.Some(os.Getenv("STATE_SUBSYSTEM"))
+		c.DeferEnabled = false
+		c.RetryBase, c.MaxRetryDelay = 5*time.Millisecond, 50*time.Millisecond
+		c.ProbePort = config.None[int]()
+		c.TelemetryEnabled = false
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	c, err := New(cfg, WithLogger(quietLogger()))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	var failedOnce atomic.Bool
+	err = c.Subscribe(event.HandlerFuncs{Message: func(ctx *event.Context, m *event.Message) error {
+		order, err := state.ValueOf(ctx, "order")
+		if err != nil {
+			return err
+		}
+		if seqOf(m) == 1 && failedOnce.CompareAndSwap(false, true) {
+			if err := order.Set([]byte(`"in flight"`)); err != nil {
+				return err
+			}
+			if err := os.WriteFile(filepath.Join(dir, "writing"), nil, 0o644); err != nil {
+				return err
+			}
+			for {
+				if _, err := os.Stat(filepath.Join(dir, "release")); err == nil {
+					return fault.Transient(errors.New("failing after the write"))
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+		return order.Set([]byte(strconv.Quote(fmt.Sprint("seq ", seqOf(m)))))
+	}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	select {} // until killed
+}
+
+// A reader in another process (this one) reads the owner's committed
+// value, and never the value an attempt has written and not committed:
+// the owner's handler writes, waits, then fails.
+func TestPublishedReaderSeesCommittedStateOnly(t *testing.T) {
+	tg := target{name: "kafka"}
+	testservices.RequireKafka(t)
+	testservices.RequireCassandra(t)
+	topic := createTopic(t, tg, 1)
+	group := testservices.UniqueName("owner")
+	subsystem := testservices.UniqueName("orders-svc")
+	dir := t.TempDir()
+	startChild(t, "inflight", topic, group, subsystem, dir)
+
+	reader := newClient(t, newConfig(t, tg, func(c *config.Config) { c.SourceSystem = "test" }))
+	order, err := reader.Reader(subsystem, "order", config.CollectionValue, config.Some(time.Duration(0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inFlightSeen atomic.Int64
+	read := func() string {
+		item, _, err := order.Value(context.Background(), "o1")
+		if err != nil && !errors.Is(err, state.ErrUnregistered) { // no routing record before the owner starts
+			t.Fatal(err)
+		}
+		if string(item) == `"in flight"` {
+			inFlightSeen.Add(1)
+		}
+		return string(item)
+	}
+	sendSeq(t, reader, topic, "o1", 0)
+	waitFor(t, 2*time.Minute, "the reader to see seq 0 committed", func() bool { return read() == `"seq 0"` })
+	sendSeq(t, reader, topic, "o1", 1)
+	waitFor(t, time.Minute, "the owner's attempt to write and wait", func() bool {
+		_, err := os.Stat(filepath.Join(dir, "writing"))
+		return err == nil
+	})
+	for range 50 {
+		if got := read(); got != `"seq 0"` {
+			t.Fatalf("while the attempt is in flight the reader saw %s, want the committed \"seq 0\"", got)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "release"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, time.Minute, "the retry's value committed", func() bool { return read() == `"seq 1"` })
+	if n := inFlightSeen.Load(); n != 0 {
+		t.Fatalf("the reader saw the in-flight value %d times", n)
+	}
 }
