@@ -88,3 +88,30 @@ test("trace context reaches the handler when the batch text is not all ASCII", a
     await client.shutdown();
   }
 });
+
+test("keyed-state operations run under the handler's trace context", async () => {
+  const topic = unique("otel-state");
+  const M = prosody.map("m");
+  const client = new prosody.ProsodyClient(mockConfig({ subscribedTopics: topic, stateCollections: [M] }));
+  try {
+    const seen = deferred();
+    await client.subscribe({
+      async onMessage(ctx) {
+        const before = api.trace.getSpan(api.context.active());
+        const m = ctx.state(M);
+        await m.set("a", 1);
+        const afterSet = api.trace.getSpan(api.context.active());
+        for await (const entry of m) void entry;
+        const afterScan = api.trace.getSpan(api.context.active());
+        seen.resolve({ before, afterSet, afterScan });
+      },
+    });
+    await client.send(topic, "k", {});
+    const { before, afterSet, afterScan } = await seen.promise;
+    assert.ok(before, "the handler runs inside a span");
+    assert.equal(afterSet, before);
+    assert.equal(afterScan, before);
+  } finally {
+    await client.shutdown();
+  }
+});
