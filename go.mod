@@ -7,6 +7,7 @@ require (
 	github.com/dgraph-io/ristretto/v2 v2.4.2
 	github.com/goccy/go-json v0.12.0
 	github.com/gocql/gocql v1.7.0
+	github.com/google/btree v1.1.3
 	github.com/kelseyhightower/envconfig v1.4.0
 	github.com/pierrec/lz4/v4 v4.1.33
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c

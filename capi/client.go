@@ -155,6 +155,9 @@ func prosodyGo_client_release(id C.uint64_t, cb C.prosody_completion_fn, ud C.ui
 	if err != nil {
 		return fail(errOut, fmt.Errorf("prosody_client_release: %w", err))
 	}
+	// Its state handles, cursors and readers go with it, at once; the
+	// operations already queued on them still report.
+	e.disp.owned.releaseAll()
 	// Release takes its place in the order of subscribes and unsubscribes:
 	// it completes after them, and a subscribe queued before it finds the
 	// client released instead of starting a consumer.

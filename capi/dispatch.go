@@ -53,6 +53,10 @@ type dispatcher struct {
 	// cancellation watch runs while it is above zero.
 	inFlight atomic.Int64
 	watching atomic.Bool
+
+	// owned are the client's state handles, cursors and readers
+	// (state.go, reader.go), released with it.
+	owned owned
 }
 
 // readyItem is a queued event, or a notice about it.

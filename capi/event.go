@@ -6,7 +6,6 @@ package main
 import "C"
 
 import (
-	"sync"
 	"sync/atomic"
 	"unsafe"
 
@@ -46,9 +45,7 @@ type pendingEvent struct {
 	done event.Done
 
 	// The event's queue of timer operations (timers.go).
-	opMu   sync.Mutex
-	ops    []func()
-	opBusy bool
+	ops opQueue
 
 	partition           int32
 	offset, timestampMs int64

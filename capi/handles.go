@@ -20,6 +20,9 @@ const (
 	kindClient kind = 1
 	kindAdmin  kind = 2
 	kindEvent  kind = 3
+	kindState  kind = 4
+	kindCursor kind = 5
+	kindReader kind = 6
 )
 
 func (k kind) String() string {
@@ -30,6 +33,12 @@ func (k kind) String() string {
 		return "admin"
 	case kindEvent:
 		return "event"
+	case kindState:
+		return "state"
+	case kindCursor:
+		return "cursor"
+	case kindReader:
+		return "reader"
 	}
 	return fmt.Sprintf("unknown-kind(%d)", uint8(k))
 }
@@ -40,8 +49,9 @@ var lastID atomic.Uint64
 
 func newID(k kind) uint64 { return lastID.Add(1)<<8 | uint64(k) }
 
-// table maps handles of one kind to their objects: clients and admin
-// clients (events have a table of their own, eventtable.go).
+// table maps handles of one kind to their objects: clients, admin clients,
+// state handles, cursors and readers (events have a table of their own,
+// eventtable.go).
 //
 // It is split into shards by id: a client is looked up by every call the
 // host makes on it (each send, each poll), from any of its threads, and a
@@ -144,4 +154,48 @@ func invalidHandle(want kind, id uint64) error {
 		return errorf(C.PROSODY_ERR_INVALID_HANDLE, "handle %#x is of kind %s, not %s", id, k, want)
 	}
 	return errorf(C.PROSODY_ERR_INVALID_HANDLE, "unknown or released %s handle %#x", want, id)
+}
+
+// owned are the handles a client's host opened on the client or on its
+// events (state handles, cursors, readers): releasing the client releases
+// them. Each is recorded with its release, which takes it from its table,
+// so that it runs once however the host's own release races it.
+type owned struct {
+	mu       sync.Mutex
+	released bool
+	ids      map[uint64]func()
+}
+
+// adopt records id and its release; false once the client was released
+// (the caller then takes the handle back and fails).
+func (o *owned) adopt(id uint64, release func()) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.released {
+		return false
+	}
+	if o.ids == nil {
+		o.ids = make(map[uint64]func())
+	}
+	o.ids[id] = release
+	return true
+}
+
+// forget drops id, which the host released itself.
+func (o *owned) forget(id uint64) {
+	o.mu.Lock()
+	delete(o.ids, id)
+	o.mu.Unlock()
+}
+
+// releaseAll releases every handle adopted, and refuses later ones.
+func (o *owned) releaseAll() {
+	o.mu.Lock()
+	o.released = true
+	ids := o.ids
+	o.ids = nil
+	o.mu.Unlock()
+	for _, release := range ids {
+		release()
+	}
 }

@@ -69,6 +69,7 @@ const char *prosody_status_name(int status) {
   case PROSODY_ERR_CLOSED: return "PROSODY_ERR_CLOSED";
   case PROSODY_ERR_AFTER_FORK: return "PROSODY_ERR_AFTER_FORK";
   case PROSODY_ERR_INTERNAL: return "PROSODY_ERR_INTERNAL";
+  case PROSODY_ERR_NULL_VALUE: return "PROSODY_ERR_NULL_VALUE";
   }
   return "PROSODY_ERR_UNKNOWN";
 }
@@ -202,6 +203,40 @@ int prosody_event_scheduled(uint64_t event, prosody_times_fn cb, void *user_data
   return prosodyGo_event_scheduled(event, cb, (uintptr_t)user_data, error_message);
 }
 
+/* ---- keyed state ---- */
+
+int prosody_event_state(uint64_t event, const char *name, size_t name_len, int kind, uint64_t *state,
+                        char **error_message) {
+  PROSODY_ENTER(error_message);
+  return prosodyGo_event_state(event, (char *)name, name_len, kind, state, error_message);
+}
+
+int prosody_state_call(uint64_t state, int op, const prosody_state_args *args, prosody_state_fn cb,
+                       void *user_data, char **error_message) {
+  PROSODY_ENTER(error_message);
+  return prosodyGo_state_call(state, op, (prosody_state_args *)args, cb, (uintptr_t)user_data, error_message);
+}
+
+int prosody_state_scan(uint64_t state, int direction, int keys_only, uint64_t *cursor, char **error_message) {
+  PROSODY_ENTER(error_message);
+  return prosodyGo_state_scan(state, direction, keys_only, cursor, error_message);
+}
+
+int prosody_cursor_next(uint64_t cursor, prosody_state_fn cb, void *user_data, char **error_message) {
+  PROSODY_ENTER(error_message);
+  return prosodyGo_cursor_next(cursor, cb, (uintptr_t)user_data, error_message);
+}
+
+int prosody_cursor_release(uint64_t cursor, char **error_message) {
+  PROSODY_ENTER(error_message);
+  return prosodyGo_cursor_release(cursor, error_message);
+}
+
+int prosody_state_release(uint64_t state, char **error_message) {
+  PROSODY_ENTER(error_message);
+  return prosodyGo_state_release(state, error_message);
+}
+
 /* ---- admin ---- */
 
 int prosody_admin_new(const char *config_json, uint64_t *admin, char **error_message) {
@@ -236,6 +271,11 @@ void prosodyInt_call_completion(prosody_completion_fn fn, uintptr_t user_data, i
 void prosodyInt_call_times(prosody_times_fn fn, uintptr_t user_data, int status, const int64_t *times_ms,
                            size_t count, const char *message) {
   fn((void *)user_data, status, times_ms, count, message);
+}
+
+void prosodyInt_call_state(prosody_state_fn fn, uintptr_t user_data, int status, const prosody_state_item *items,
+                           size_t n, uint64_t number, const char *message) {
+  fn((void *)user_data, status, items, n, number, message);
 }
 
 void prosodyInt_call_notify(prosody_notify_fn fn, uintptr_t user_data) { fn((void *)user_data); }

@@ -13,6 +13,8 @@ void prosodyInt_call_completion(prosody_completion_fn fn, uintptr_t user_data, i
                                 const char *message);
 void prosodyInt_call_times(prosody_times_fn fn, uintptr_t user_data, int status, const int64_t *times_ms,
                            size_t count, const char *message);
+void prosodyInt_call_state(prosody_state_fn fn, uintptr_t user_data, int status, const prosody_state_item *items,
+                           size_t n, uint64_t number, const char *message);
 void prosodyInt_call_notify(prosody_notify_fn fn, uintptr_t user_data);
 /* What an on_event call reads and writes besides the event's bytes: the
  * event's view and the callback's message pointer. It sits at the front of

@@ -8,6 +8,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -182,29 +183,40 @@ func callTimes(cb C.prosody_times_fn, ud C.uintptr_t, ms []C.int64_t, err error)
 	C.prosodyInt_call_times(cb, ud, statusOf(err), p, C.size_t(len(ms)), msg)
 }
 
-// enqueue runs f after the event's earlier timer operations, on a
-// goroutine started when the queue was idle.
-func (ev *pendingEvent) enqueue(f func()) {
-	ev.opMu.Lock()
-	ev.ops = append(ev.ops, f)
-	busy := ev.opBusy
-	ev.opBusy = true
-	ev.opMu.Unlock()
+// enqueue runs f after the event's earlier timer operations.
+func (ev *pendingEvent) enqueue(f func()) { ev.ops.enqueue(f) }
+
+// opQueue runs functions one at a time, in the order they were queued, on
+// a goroutine started when the queue was idle: the operations of one event
+// (its timer operations), or of one state handle and its cursors.
+type opQueue struct {
+	mu   sync.Mutex
+	ops  []func()
+	busy bool
+}
+
+// enqueue runs f after the functions queued before it.
+func (q *opQueue) enqueue(f func()) {
+	q.mu.Lock()
+	q.ops = append(q.ops, f)
+	busy := q.busy
+	q.busy = true
+	q.mu.Unlock()
 	if busy {
 		return
 	}
 	go func() {
 		for {
-			ev.opMu.Lock()
-			if len(ev.ops) == 0 {
-				ev.ops, ev.opBusy = nil, false
-				ev.opMu.Unlock()
+			q.mu.Lock()
+			if len(q.ops) == 0 {
+				q.ops, q.busy = nil, false
+				q.mu.Unlock()
 				return
 			}
-			f := ev.ops[0]
-			ev.ops[0] = nil
-			ev.ops = ev.ops[1:]
-			ev.opMu.Unlock()
+			f := q.ops[0]
+			q.ops[0] = nil
+			q.ops = q.ops[1:]
+			q.mu.Unlock()
 			f()
 		}
 	}()

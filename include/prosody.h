@@ -669,7 +669,10 @@ typedef void (*prosody_state_fn)(void *user_data, int status, const prosody_stat
 
 /* Opens the collection `name` (UTF-8, name_len bytes) of `kind`
  * (PROSODY_STATE_*) for the event's key and attempt, storing a state handle
- * in *state. Errors: INVALID_ARGUMENT (state NULL, a bad kind),
+ * in *state. An event whose attempt has ended or been cancelled meanwhile
+ * (timed out, its partition revoked) still gets a handle; its operations
+ * report why (TRANSIENT, TERMINAL). Errors: INVALID_ARGUMENT (state NULL,
+ * a bad kind, name NULL with name_len > 0),
  * INVALID_HANDLE (unknown, completed or released event), PERMANENT (not
  * registered, or registered with another kind or a disagreeing durable
  * schema; the message says which), STATE (the client has no keyed state),
@@ -678,9 +681,12 @@ int prosody_event_state(uint64_t event, const char *name, size_t name_len, int k
                         char **error_message);
 
 /* Runs operation `op` (PROSODY_STATE_*) on a state handle; reports through
- * cb. Errors returned at once (cb is then not called): INVALID_ARGUMENT (cb
- * or args NULL, an operation the kind does not take, a missing key or
- * value), INVALID_HANDLE, AFTER_FORK. */
+ * cb. The arguments are copied before it returns. A map key is any UTF-8
+ * (the empty key too); a key or value pointer NULL means it is missing.
+ * Errors returned at once (cb is then not called): INVALID_ARGUMENT (cb
+ * or args NULL, args->size too small, an operation the kind does not
+ * take, a missing key or value, a key that is not UTF-8), INVALID_HANDLE,
+ * AFTER_FORK. */
 int prosody_state_call(uint64_t state, int op, const prosody_state_args *args, prosody_state_fn cb,
                        void *user_data, char **error_message);
 

@@ -23,6 +23,7 @@ import (
 	"github.com/prosody-events/prosody-go/core/middleware"
 	"github.com/prosody-events/prosody-go/core/probe"
 	"github.com/prosody-events/prosody-go/core/producer"
+	"github.com/prosody-events/prosody-go/core/state"
 	"github.com/prosody-events/prosody-go/core/telemetry"
 )
 
@@ -74,6 +75,11 @@ type Client struct {
 	// stalled) that must not wait for mu: Subscribe holds it while it
 	// connects to Kafka and Cassandra, which can take minutes.
 	live atomic.Pointer[consumer.Consumer]
+	// keyed is the client's keyed state once a subscribe needed it (nil
+	// without state collections); it outlives subscriptions.
+	keyed *keyedState
+	// readers serve published-state readers, opened by the first Reader.
+	readers *state.Readers
 }
 
 // New builds a client from a validated configuration. The producer connects
@@ -188,6 +194,10 @@ func (c *Client) Subscribe(h event.Handler) error {
 	if err != nil {
 		return err
 	}
+	keyed, err := c.keyedStateLocked()
+	if err != nil {
+		return err
+	}
 	timeouts := middleware.NewTimeouts(c.cfg.HandlerTimeout())
 	broadcast := telemetry.NewBroadcast()
 	limiter := middleware.NewLimiter(c.cfg.MaxConcurrency)
@@ -197,6 +207,7 @@ func (c *Client) Subscribe(h event.Handler) error {
 		DeadLetters: deadLetters{c.producer},
 		Logger:      c.log,
 		Broadcast:   broadcast,
+		KeyedState:  keyed != nil,
 	})
 	cons, err := consumer.Start(consumer.Options{
 		Brokers:         c.cfg.BootstrapServers,
@@ -212,6 +223,7 @@ func (c *Client) Subscribe(h event.Handler) error {
 		Timers:          store,
 		SlabSize:        c.cfg.SlabSize,
 		Deferral:        deferral,
+		State:           keyed.service(),
 		Stacks:          stacks,
 		Limiter:         limiter,
 		Logger:          c.log,
@@ -235,6 +247,7 @@ func (c *Client) Subscribe(h event.Handler) error {
 	}
 	c.consumer, c.timeouts, c.broadcast = cons, timeouts, broadcast
 	c.live.Store(cons)
+	keyed.startRecovery(c.cfg)
 	return nil
 }
 
@@ -261,6 +274,9 @@ func (c *Client) Unsubscribe(ctx context.Context) error {
 	}
 	timeouts.Stop()
 	broadcast.Close()
+	c.mu.Lock()
+	c.keyed.stopRecovery()
+	c.mu.Unlock()
 	return errors.Join(errs...)
 }
 
@@ -314,6 +330,12 @@ func (c *Client) Close(ctx context.Context) error {
 		}
 	}
 	c.mu.Lock()
+	c.keyed.release()
+	c.keyed = nil
+	if c.readers != nil {
+		c.readers.Close()
+		c.readers = nil
+	}
 	if c.session != nil {
 		c.session.Close()
 		c.session = nil

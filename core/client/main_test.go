@@ -17,6 +17,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(deferChildEnv) != "" {
 		os.Exit(runDeferChild())
 	}
+	if os.Getenv(stateChildEnv) != "" {
+		os.Exit(runStateChild())
+	}
 	goleak.VerifyTestMain(m, testservices.LeakOptions()...)
 }
 

@@ -149,6 +149,21 @@ type Config struct {
 	// the storage engine's default.
 	StateCacheSizeBytes Optional[uint64]
 	StateRecoveryDelay  time.Duration // state_recovery_delay, PROSODY_STATE_RECOVERY_DELAY; 30s
+	// Subsystem names the service that publishes this client's published
+	// collections (subsystem, PROSODY_SUBSYSTEM); required when one is.
+	Subsystem Optional[string]
+	// StateOwnedCacheSize sizes the keyed-state cache in bytes
+	// (state_owned_cache_size, PROSODY_STATE_OWNED_CACHE_SIZE, a size such
+	// as "64 MiB"); it wins over StateCacheSizeBytes.
+	StateOwnedCacheSize Optional[uint64]
+	// StateReadCacheSize sizes the published readers' cache
+	// (state_read_cache_size, PROSODY_STATE_READ_CACHE_SIZE); absent: the
+	// owned cache's size if that is set, else 1 MiB.
+	StateReadCacheSize Optional[uint64]
+	// StateReadCacheTTL is how stale a reader's cached answer may be
+	// (state_read_cache_ttl, PROSODY_STATE_READ_CACHE_TTL); "none" turns
+	// the cache off. 5s.
+	StateReadCacheTTL Optional[time.Duration]
 
 	// Logging.
 

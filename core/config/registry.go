@@ -144,6 +144,10 @@ var configOptions = []option[Config]{
 	opt("state_cache_dir", "PROSODY_STATE_CACHE_DIR", func(c *Config) *Optional[string] { return &c.StateCacheDir }, optionalStringKind, None[string]()),
 	opt("state_cache_size_bytes", "PROSODY_STATE_CACHE_SIZE_BYTES", func(c *Config) *Optional[uint64] { return &c.StateCacheSizeBytes }, cacheSizeKind, None[uint64]()),
 	opt("state_recovery_delay", "PROSODY_STATE_RECOVERY_DELAY", func(c *Config) *time.Duration { return &c.StateRecoveryDelay }, durationKind, 30*time.Second),
+	opt("subsystem", "PROSODY_SUBSYSTEM", func(c *Config) *Optional[string] { return &c.Subsystem }, optionalStringKind, None[string]()),
+	opt("state_owned_cache_size", "PROSODY_STATE_OWNED_CACHE_SIZE", func(c *Config) *Optional[uint64] { return &c.StateOwnedCacheSize }, byteSizeKind, None[uint64]()),
+	opt("state_read_cache_size", "PROSODY_STATE_READ_CACHE_SIZE", func(c *Config) *Optional[uint64] { return &c.StateReadCacheSize }, byteSizeKind, None[uint64]()),
+	opt("state_read_cache_ttl", "PROSODY_STATE_READ_CACHE_TTL", func(c *Config) *Optional[time.Duration] { return &c.StateReadCacheTTL }, optionalKind(durationKind, false), Some(5*time.Second)),
 
 	// Logging: environment only. The directive syntax belongs to the
 	// logging setup; here we only refuse an empty filter.

@@ -116,6 +116,11 @@ var nodeOptions = map[string]*nodeOption{
 	"state_collections":       node("stateCollections"),
 	"state_cache_dir":         node("stateCacheDir"),
 	"state_recovery_delay":    secs("stateRecoveryDelaySeconds"),
+	"subsystem":               node("subsystem"),
+	"state_owned_cache_size":  node("stateOwnedCacheSize"),
+	"state_read_cache_size":   node("stateReadCacheSize"),
+	// stateReadCache ({ttlMs, disabled}) is the Node form of
+	// state_read_cache_ttl; the package converts it.
 }
 
 var (

@@ -50,6 +50,13 @@ type StateCollection struct {
 	// Capacity is the largest number of deque slots, 1..4294967295, deques
 	// only. Absent means unbounded.
 	Capacity Optional[int64]
+	// Published makes the collection readable by other services through
+	// a reader (JSON collections only; needs Config.Subsystem).
+	Published bool
+	// ReadCache is how stale a reader of this collection may be served
+	// from its cache, overriding state_read_cache_ttl: Some(0) disables
+	// the cache. Absent: the process setting. JSON {"ttl_ms": n} or false.
+	ReadCache Optional[time.Duration]
 }
 
 // KeysetLimitOrDefault returns the effective ordered-scan bound of a map.
@@ -98,7 +105,7 @@ func parseCollection(i int, item any) (StateCollection, []error) {
 
 	for _, key := range slices.Sorted(maps.Keys(obj)) {
 		switch key {
-		case "name", "kind", "payload", "ttl_seconds", "read_uncommitted", "keyset_limit", "capacity":
+		case "name", "kind", "payload", "ttl_seconds", "read_uncommitted", "keyset_limit", "capacity", "published", "read_cache":
 		default:
 			fail(key, "unknown field")
 		}
@@ -140,6 +147,31 @@ func parseCollection(i int, item any) (StateCollection, []error) {
 		} else {
 			fail("keyset_limit", msgKeysetLimit)
 		}
+	}
+	switch v := obj["published"].(type) {
+	case nil:
+	case bool:
+		sc.Published = v
+	default:
+		fail("published", "must be true or false, got "+describeJSON(v))
+	}
+	switch v := obj["read_cache"].(type) {
+	case nil:
+	case bool:
+		if v {
+			fail("read_cache", `must be {"ttl_ms": n} or false, got true`)
+		} else {
+			sc.ReadCache = Some(time.Duration(0))
+		}
+	case map[string]any:
+		n, ok := wholeNumber(v["ttl_ms"])
+		if len(v) != 1 || !ok || n < 0 || n > int64(maxTTL/time.Millisecond) {
+			fail("read_cache", `must be {"ttl_ms": n} with a whole number of milliseconds n >= 0, or false`)
+		} else {
+			sc.ReadCache = Some(time.Duration(n) * time.Millisecond)
+		}
+	default:
+		fail("read_cache", `must be {"ttl_ms": n} or false, got `+describeJSON(v))
 	}
 	if v := obj["capacity"]; v != nil {
 		if n, ok := wholeNumber(v); ok {
@@ -188,6 +220,9 @@ func validateState(c *Config, errs *errorList) {
 	if n, ok := c.StateCacheSizeBytes.Get(); ok && n == 0 {
 		errs.add("state_cache_size_bytes", "must be greater than 0")
 	}
+	if sub, ok := c.Subsystem.Get(); ok && sub == "" {
+		errs.add("subsystem", "must not be an empty string")
+	}
 	if dir, ok := c.StateCacheDir.Get(); ok && dir == "" {
 		errs.add("state_cache_dir", "must not be an empty string")
 	}
@@ -225,6 +260,13 @@ func validateState(c *Config, errs *errorList) {
 				errs.add(field("keyset_limit"), "only valid for map collections")
 			} else if n < 0 || n > 4096 {
 				errs.add(field("keyset_limit"), msgKeysetLimit)
+			}
+		}
+		if sc.Published {
+			if sc.Payload == PayloadMessage {
+				errs.add(field("published"), "only JSON collections can be published")
+			} else if sub, ok := c.Subsystem.Get(); !ok || sub == "" {
+				errs.add(field("published"), "a published collection needs a subsystem (the subsystem option or PROSODY_SUBSYSTEM)")
 			}
 		}
 		if n, ok := sc.Capacity.Get(); ok {

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,6 +26,8 @@ import (
 	"github.com/prosody-events/prosody-go/core/fault"
 	"github.com/prosody-events/prosody-go/core/internal/invocation"
 	"github.com/prosody-events/prosody-go/core/monopolization"
+	"github.com/prosody-events/prosody-go/core/state"
+	"github.com/prosody-events/prosody-go/core/statestore"
 	"github.com/prosody-events/prosody-go/core/telemetry"
 	"github.com/prosody-events/prosody-go/core/timerstore"
 )
@@ -97,6 +100,8 @@ type parityEnv struct {
 	published *telemetryRecorder
 	part      *deferral.Partition
 	retries   *fakeRetries
+	state     *state.Partition
+	stateKV   statestore.Store
 }
 
 // parityMessage is the suite's message, which the partition's loader
@@ -123,6 +128,11 @@ func newParityEnv() *parityEnv {
 	ctx := context.Background()
 	msgs, _ := store.Messages(ctx, "group", "orders", 3)
 	tms, _ := store.Timers(ctx, "group", "orders", 3)
+	e.stateKV = statestore.NewMemory()
+	svc := state.NewService(e.stateKV, "group", "", []config.StateCollection{
+		{Name: "v", Kind: config.CollectionValue, Payload: config.PayloadJSON}}, true, e.log)
+	_ = svc.Register(ctx)
+	e.state, _ = svc.Partition(ctx, "orders", 3)
 	e.part = deferral.NewPartition(&deferral.Partition{Topic: "orders", ID: 3, Messages: msgs, Timers: tms, Retries: e.retries, Logger: e.log,
 		Load: func(context.Context, int64) (*event.Message, error) { return parityMessage(), nil }}, nil, nil)
 	return e
@@ -171,6 +181,12 @@ func (e *parityEnv) deferredState() string {
 		mok, off, mr, e.part.MessageDeferred("k"), tok, tm.Time, tr, e.part.TimerDeferred("k"), history)
 }
 
+// committedState is the key's committed keyed state.
+func (e *parityEnv) committedState() string {
+	v, ok, err := e.stateKV.Value(context.Background(), statestore.Key{Namespace: "group", Key: "k"}, "v")
+	return fmt.Sprintf("%s %v %v", v, ok, err)
+}
+
 // jitter makes the retries' delays the same in both drives.
 func jitter(n int64) int64 { return n / 2 }
 
@@ -197,6 +213,7 @@ var layerCases = []parityCase{
 	{"TimerDefer", func(e *parityEnv) []Layer { return []Layer{NewTimerDefer(e.deferPolicy())} }},
 	{"Monopolization", func(e *parityEnv) []Layer { return []Layer{NewMonopolization(hotTracker(), 0.9)} }},
 	{"Telemetry", func(e *parityEnv) []Layer { return []Layer{NewTelemetry(e.broadcast)} }},
+	{"Transaction", func(e *parityEnv) []Layer { return []Layer{&Transaction{Logger: e.log}} }},
 }
 
 // modeCases are the whole stack of each mode, as the client builds it.
@@ -208,7 +225,7 @@ var modeCases = func() []parityCase {
 			cfg.Mode, cfg.GroupID, cfg.FailureTopic, cfg.MaxRetries = mode, "group", "failures", 2
 			cfg.RetryBase, cfg.MaxRetryDelay = 20*time.Millisecond, time.Second
 			stacks := ModeStacks(&cfg, nil, Services{Limiter: e.limiter, Timeouts: e.timeouts,
-				DeadLetters: e.sink, Logger: e.log, Jitter: jitter, Broadcast: e.broadcast})
+				DeadLetters: e.sink, Logger: e.log, Jitter: jitter, Broadcast: e.broadcast, KeyedState: true})
 			return stacks.Events.layers
 		}})
 	}
@@ -317,6 +334,7 @@ type observed struct {
 	log           []string
 	published     []string // telemetry events
 	deferred      string   // the deferral state of the key afterwards
+	state         string   // the key's committed keyed state afterwards
 	permitsAfter  int
 	attemptsTimed bool
 }
@@ -354,7 +372,7 @@ func runScenario(t *testing.T, layers func(*parityEnv) []Layer, async bool, sc s
 		ev = &deferral.Retry{Timer: timer, Type: sc.retry}
 	}
 	inv := invocation.NewInvocation(parent, "k")
-	inv.SetEnv(&invocation.Env{Deferral: e.part}, nil)
+	inv.SetEnv(&invocation.Env{Deferral: e.part, State: e.state}, nil)
 	done := make(chan error, 1)
 	if async {
 		stack.Start(new(Run), inv, ev, outcome(done), false)
@@ -400,7 +418,7 @@ wait:
 
 	obs := observed{outcome: "ok", attempts: h.attempts, permits: h.permits, causes: h.causes,
 		demands: probe.demands, delays: e.clock.asked(), letters: e.sink.letters(), log: e.logs.lines(),
-		published: e.published.events(), deferred: e.deferredState(),
+		published: e.published.events(), deferred: e.deferredState(), state: e.committedState(),
 		permitsAfter: e.limiter.InUse(), attemptsTimed: e.timeouts.scan()}
 	if err != nil {
 		obs.outcome = fault.ClassOf(err).String() + ": " + err.Error()
@@ -442,6 +460,13 @@ func (h *scriptHandler) do(ctx *event.Context) (err error) {
 		h.causes = append(h.causes, cause)
 		h.mu.Unlock()
 	}()
+	// Every attempt writes its number to the key's state: only a
+	// successful one's write may be committed.
+	if v, err := state.ValueOf(ctx, "v"); err == nil {
+		if err := v.Set([]byte(strconv.Itoa(n))); err != nil {
+			return err
+		}
+	}
 	a := actOK
 	if n < len(h.acts) {
 		a = h.acts[n]

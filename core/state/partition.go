@@ -47,6 +47,11 @@ type Partition struct {
 // Partition opens the keyed state of a partition, reading the lease an
 // earlier owner left.
 func (s *Service) Partition(ctx context.Context, topic string, partition int32) (*Partition, error) {
+	// What this process cached of the group's keys may predate another
+	// owner's writes to this partition's keys.
+	if f, ok := s.store.(statestore.Forgetter); ok {
+		f.Forget(s.namespace)
+	}
 	p := &Partition{svc: s, topic: topic, id: partition, source: topic + "/" + strconv.Itoa(int(partition)), found: -1}
 	p.leased.Store(-1)
 	high, ok, err := s.store.Lease(ctx, s.namespace, p.source)

@@ -16,6 +16,7 @@ import (
 type Service struct {
 	store     statestore.Store
 	namespace string
+	subsystem string // "" when the client publishes nothing
 	byName    map[string]*collection
 	logger    *slog.Logger
 	// local: the store does not wait on the network (memory), so layers
@@ -32,13 +33,14 @@ type collection struct {
 }
 
 // NewService returns the keyed state of a client whose collections are
-// defs, kept in store under namespace. Call Register before handlers run.
-func NewService(store statestore.Store, namespace string, defs []config.StateCollection, local bool,
+// defs, kept in store under namespace; subsystem names the service that
+// publishes the published ones. Call Register before handlers run.
+func NewService(store statestore.Store, namespace, subsystem string, defs []config.StateCollection, local bool,
 	logger *slog.Logger) *Service {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	s := &Service{store: store, namespace: namespace, byName: make(map[string]*collection, len(defs)),
+	s := &Service{store: store, namespace: namespace, subsystem: subsystem, byName: make(map[string]*collection, len(defs)),
 		logger: logger, local: local}
 	for _, d := range defs {
 		s.byName[d.Name] = &collection{def: d}
@@ -53,7 +55,35 @@ func (s *Service) Store() statestore.Store { return s.store }
 // registered with another kind or payload keeps its durable schema; opening
 // that collection then fails permanently, naming both, because reading the
 // stored data with the wrong shape would corrupt it.
+//
+// It also reconciles the routing records of the client's subsystem: a
+// published collection gets one (readers find it through it), and a
+// registered collection no longer published has its record removed — the
+// way to retire a published collection (keep it registered, and the
+// subsystem set, for one deployment with published off).
 func (s *Service) Register(ctx context.Context) error {
+	if err := s.register(ctx); err != nil {
+		return err
+	}
+	if s.subsystem == "" {
+		return nil
+	}
+	for _, c := range s.byName {
+		var err error
+		if c.def.Published && c.bad == nil {
+			err = s.store.SetRoute(ctx, statestore.Route{Subsystem: s.subsystem, Collection: c.def.Name,
+				Namespace: s.namespace, Kind: c.def.Kind, Payload: c.def.Payload})
+		} else if !c.def.Published {
+			err = s.store.DeleteRoute(ctx, s.subsystem, c.def.Name, s.namespace)
+		}
+		if err != nil {
+			return fmt.Errorf("reconciling the routing record of published collection %q: %w", c.def.Name, err)
+		}
+	}
+	return nil
+}
+
+func (s *Service) register(ctx context.Context) error {
 	for _, c := range s.byName {
 		want := statestore.Schema{Name: c.def.Name, Kind: c.def.Kind, Payload: c.def.Payload}
 		got, err := s.store.Register(ctx, s.namespace, want)

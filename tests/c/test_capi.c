@@ -76,6 +76,17 @@ static void send_n(uint64_t sender, const char *topic, int n, const char *key_pr
   waiter_destroy(&w);
 }
 
+/* Sends one message under key, its payload's id unique (the producer
+ * suppresses a repeated id). */
+static void send_one(uint64_t sender, const char *topic, const char *key) {
+  static atomic_int n;
+  char payload[128];
+  int len = snprintf(payload, sizeof payload, "{\"id\":\"%s-%d\",\"type\":\"test\"}", key, atomic_fetch_add(&n, 1));
+  waiter w;
+  AWAIT(&w, prosody_client_send(sender, topic, strlen(topic), key, strlen(key), (const uint8_t *)payload, (size_t)len, NULL, on_done, &w, &err_),
+        30, PROSODY_OK);
+}
+
 static void release_client(uint64_t c) {
   waiter w;
   AWAIT(&w, prosody_client_release(c, on_done, &w, &err_), 60, PROSODY_OK);
@@ -176,6 +187,7 @@ static void test_library(void) {
   CHECK(prosody_version(NULL) == PROSODY_ERR_INVALID_ARGUMENT, "version(NULL)");
   CHECK(strcmp(prosody_status_name(PROSODY_ERR_CONFIG), "PROSODY_ERR_CONFIG") == 0, "status name");
   CHECK(strcmp(prosody_status_name(12345), "PROSODY_ERR_UNKNOWN") == 0, "unknown status name");
+  CHECK(strcmp(prosody_status_name(PROSODY_ERR_NULL_VALUE), "PROSODY_ERR_NULL_VALUE") == 0, "status name");
   prosody_free(NULL);
   EXPECT(prosody_set_log_callback(on_log, &log_records, errp_), PROSODY_OK, NULL);
 }
@@ -388,6 +400,9 @@ static void test_events(void) {
   EXPECT(prosody_event_should_cancel(ev[0].event, &cancelled, errp_), PROSODY_OK, NULL);
   CHECK(cancelled == 0, "cancelled %d", cancelled);
   EXPECT(prosody_event_should_cancel(ev[0].event, NULL, errp_), PROSODY_ERR_INVALID_ARGUMENT, "cancelled");
+  /* A client without state_collections has no keyed state. */
+  uint64_t sh = 0;
+  EXPECT(prosody_event_state(ev[0].event, "v", 1, PROSODY_STATE_VALUE, &sh, errp_), PROSODY_ERR_STATE, "state_collections");
 
   /* Single completions: a bad outcome leaves the event pending. */
   EXPECT(prosody_event_complete(ev[0].event, 42, NULL, errp_), PROSODY_ERR_INVALID_ARGUMENT, "outcome");
@@ -1000,6 +1015,743 @@ static void test_timers_cancelled(void) {
   }
 }
 
+/* ---- keyed state ---- */
+
+/* One item a prosody_state_fn reported, copied (NUL-terminated for
+ * convenience); key or value NULL where the library passed NULL. */
+typedef struct st_item {
+  char *key, *value;
+  size_t key_len, value_len;
+} st_item;
+
+/* The report of one state operation or cursor chunk. */
+typedef struct st_res {
+  waiter w;
+  st_item *items;
+  size_t n;
+  uint64_t number;
+  int calls; /* the callback ran this many times (must be 1) */
+  int bad;   /* the report broke the contract */
+  int seq;   /* the order of the report among all reports */
+} st_res;
+
+static atomic_int st_seq;
+
+static char *copy_bytes(const void *p, size_t n) {
+  char *s = malloc(n + 1);
+  memcpy(s, p, n);
+  s[n] = 0;
+  return s;
+}
+
+static void on_state(void *user_data, int status, const prosody_state_item *items, size_t n, uint64_t number,
+                     const char *message) {
+  st_res *r = user_data;
+  pthread_mutex_lock(&r->w.mu);
+  r->calls++;
+  r->bad |= (status == PROSODY_OK) != (message == NULL);
+  r->bad |= (n > 0) != (items != NULL);
+  r->bad |= status != PROSODY_OK && (n != 0 || number != 0);
+  if (r->calls == 1) {
+    r->items = calloc(n ? n : 1, sizeof *r->items);
+    for (size_t i = 0; i < n; i++) {
+      const prosody_state_item *it = &items[i];
+      r->bad |= (it->key == NULL && it->key_len != 0) || (it->value == NULL && it->value_len != 0);
+      if (it->key) r->items[i].key = copy_bytes(it->key, it->key_len), r->items[i].key_len = it->key_len;
+      if (it->value) r->items[i].value = copy_bytes(it->value, it->value_len), r->items[i].value_len = it->value_len;
+    }
+    r->n = n;
+    r->number = number;
+    r->seq = atomic_fetch_add(&st_seq, 1);
+    r->w.status = status;
+    snprintf(r->w.message, sizeof r->w.message, "%s", message ? message : "");
+  }
+  r->w.pending--;
+  pthread_cond_broadcast(&r->w.cv);
+  pthread_mutex_unlock(&r->w.mu);
+}
+
+static void st_init(st_res *r) {
+  memset(r, 0, sizeof *r);
+  waiter_init(&r->w, 1);
+}
+
+static void st_items_free(st_item *items, size_t n) {
+  for (size_t i = 0; i < n; i++) free(items[i].key), free(items[i].value);
+  free(items);
+}
+
+static void st_free(st_res *r) {
+  st_items_free(r->items, r->n);
+  r->items = NULL;
+  waiter_destroy(&r->w);
+}
+
+/* Waits for r's report and checks that it came exactly once, kept the
+ * contract and has status want (and, failing, a message with substr). */
+static int st_wait(int line, st_res *r, int want, const char *substr) {
+  int st = waiter_wait(&r->w, 30);
+  if (st != want) {
+    fprintf(stderr, "line %d: state operation reported %s, want %s (%s)\n", line,
+            st < 0 ? "TIMEOUT" : prosody_status_name(st), prosody_status_name(want), r->w.message);
+    failures++;
+  } else if (want != PROSODY_OK && substr && strstr(r->w.message, substr) == NULL) {
+    fprintf(stderr, "line %d: message \"%s\" does not mention \"%s\"\n", line, r->w.message, substr);
+    failures++;
+  }
+  if (r->calls != 1 || r->bad) {
+    fprintf(stderr, "line %d: report called %d times, contract broken: %d\n", line, r->calls, r->bad);
+    failures++;
+  }
+  return st;
+}
+
+static prosody_state_args sa(void) { return (prosody_state_args){.size = sizeof(prosody_state_args)}; }
+static prosody_state_args sa_key(const char *k) {
+  prosody_state_args a = sa();
+  a.key = k, a.key_len = strlen(k);
+  return a;
+}
+static prosody_state_args sa_val(const char *v) {
+  prosody_state_args a = sa();
+  a.value = (const uint8_t *)v, a.value_len = strlen(v);
+  return a;
+}
+static prosody_state_args sa_kv(const char *k, const char *v) {
+  prosody_state_args a = sa_key(k);
+  a.value = (const uint8_t *)v, a.value_len = strlen(v);
+  return a;
+}
+static prosody_state_args sa_index(uint64_t i) {
+  prosody_state_args a = sa();
+  a.index = i;
+  return a;
+}
+
+/* Runs op on h and waits for its report in r (st_free it); returns the
+ * status reported, or -2 when the call itself failed. */
+static int st_run(int line, uint64_t h, int op, prosody_state_args a, st_res *r, int want, const char *substr) {
+  st_init(r);
+  char *err = NULL;
+  int st = prosody_state_call(h, op, &a, on_state, r, &err);
+  if (st != PROSODY_OK) {
+    fprintf(stderr, "line %d: prosody_state_call(op %d) = %s (%s)\n", line, op, prosody_status_name(st), err ? err : "");
+    prosody_free(err);
+    failures++;
+    return -2;
+  }
+  return st_wait(line, r, want, substr);
+}
+
+/* The operation reports status want (and, failing, substr). */
+#define ST_STATUS(h, op, args, want, substr)                                                       \
+  do {                                                                                             \
+    st_res r_;                                                                                     \
+    st_run(__LINE__, (h), (op), (args), &r_, (want), (substr));                                    \
+    st_free(&r_);                                                                                  \
+  } while (0)
+#define ST_OK(h, op, args) ST_STATUS(h, op, args, PROSODY_OK, NULL)
+
+/* The operation succeeds with exactly one item whose value is want (and,
+ * for keyed items, whose key is key), or with none when want is NULL. */
+#define ST_ITEM(h, op, args, key, want) st_item_is(__LINE__, (h), (op), (args), (key), (want))
+static void st_item_is(int line, uint64_t h, int op, prosody_state_args a, const char *key, const char *want) {
+  st_res r;
+  if (st_run(line, h, op, a, &r, PROSODY_OK, NULL) == PROSODY_OK) {
+    int ok = want == NULL ? r.n == 0 : r.n == 1 && r.items[0].value && strcmp(r.items[0].value, want) == 0;
+    if (ok && want != NULL) ok = key == NULL ? r.items[0].key == NULL : r.items[0].key && strcmp(r.items[0].key, key) == 0;
+    if (!ok || r.number != 0) {
+      fprintf(stderr, "line %d: op %d reported n=%zu key=%s value=%s number=%llu, want key=%s value=%s\n", line, op, r.n,
+              r.n && r.items[0].key ? r.items[0].key : "(null)", r.n && r.items[0].value ? r.items[0].value : "(null)",
+              (unsigned long long)r.number, key ? key : "(null)", want ? want : "(none)");
+      failures++;
+    }
+  }
+  st_free(&r);
+}
+
+/* The operation succeeds with no items and number want. */
+#define ST_NUMBER(h, op, args, want) st_number_is(__LINE__, (h), (op), (args), (want))
+static void st_number_is(int line, uint64_t h, int op, prosody_state_args a, uint64_t want) {
+  st_res r;
+  if (st_run(line, h, op, a, &r, PROSODY_OK, NULL) == PROSODY_OK && (r.n != 0 || r.number != want)) {
+    fprintf(stderr, "line %d: op %d reported n=%zu number=%llu, want number %llu\n", line, op, r.n,
+            (unsigned long long)r.number, (unsigned long long)want);
+    failures++;
+  }
+  st_free(&r);
+}
+
+static uint64_t st_open(int line, uint64_t ev, const char *name, int kind) {
+  uint64_t h = 0;
+  char *err = NULL;
+  int st = prosody_event_state(ev, name, strlen(name), kind, &h, &err);
+  if (st != PROSODY_OK) {
+    fprintf(stderr, "line %d: prosody_event_state(%s) = %s (%s)\n", line, name, prosody_status_name(st), err ? err : "");
+    failures++;
+  }
+  CHECK((h & 0xff) == 4 || st != PROSODY_OK, "state handle kind tag %#llx", (unsigned long long)h);
+  prosody_free(err);
+  return h;
+}
+#define ST_OPEN(ev, name, kind) st_open(__LINE__, (ev), (name), (kind))
+
+static void st_release(uint64_t h) { EXPECT(prosody_state_release(h, errp_), PROSODY_OK, NULL); }
+
+/* Reads a scan to its end; *items gets every item (st_items_free them).
+ * Every chunk but the last (empty) one holds 1..256 items. Returns the
+ * status of the first chunk that failed, else OK. */
+static int st_drain(int line, uint64_t cursor, st_item **items, size_t *n, size_t *chunks) {
+  *items = NULL, *n = 0, *chunks = 0;
+  for (;;) {
+    st_res r;
+    st_init(&r);
+    char *err = NULL;
+    int st = prosody_cursor_next(cursor, on_state, &r, &err);
+    if (st != PROSODY_OK) {
+      fprintf(stderr, "line %d: prosody_cursor_next = %s (%s)\n", line, prosody_status_name(st), err ? err : "");
+      prosody_free(err);
+      failures++;
+      waiter_destroy(&r.w);
+      return st;
+    }
+    st = waiter_wait(&r.w, 30);
+    if (st != PROSODY_OK || r.calls != 1 || r.bad || r.n > 256) {
+      if (st == PROSODY_OK) {
+        fprintf(stderr, "line %d: chunk of %zu items, reported %d times, contract broken: %d\n", line, r.n, r.calls, r.bad);
+        failures++;
+      }
+      st_free(&r);
+      return st < 0 ? -1 : st == PROSODY_OK ? PROSODY_ERR_INTERNAL : st;
+    }
+    if (r.n == 0) {
+      st_free(&r);
+      return PROSODY_OK;
+    }
+    (*chunks)++;
+    *items = realloc(*items, (*n + r.n) * sizeof **items);
+    memcpy(*items + *n, r.items, r.n * sizeof *r.items);
+    *n += r.n;
+    free(r.items);
+    r.items = NULL, r.n = 0;
+    st_free(&r);
+  }
+}
+
+static int bytes_cmp(const char *a, size_t an, const char *b, size_t bn) {
+  int c = memcmp(a, b, an < bn ? an : bn);
+  return c != 0 ? c : (an > bn) - (an < bn);
+}
+
+/* Scans map h (direction dir) and checks that it holds exactly the keys
+ * want[0..n) (given in ascending order), in order, with values "<key>!"
+ * (or none, keys_only). */
+static void st_scan_map(int line, uint64_t h, int dir, int keys_only, char **want, size_t n) {
+  uint64_t cur = 0;
+  char *err = NULL;
+  int st = prosody_state_scan(h, dir, keys_only, &cur, &err);
+  if (st != PROSODY_OK) {
+    fprintf(stderr, "line %d: prosody_state_scan = %s (%s)\n", line, prosody_status_name(st), err ? err : "");
+    prosody_free(err);
+    failures++;
+    return;
+  }
+  CHECK((cur & 0xff) == 5, "cursor handle kind tag %#llx", (unsigned long long)cur);
+  st_item *items;
+  size_t got, chunks;
+  st = st_drain(line, cur, &items, &got, &chunks);
+  if (st == PROSODY_OK) {
+    int bad = got != n || (n > 256 && chunks < 2);
+    for (size_t i = 0; !bad && i < got; i++) {
+      const char *k = want[dir == PROSODY_STATE_FORWARD ? i : n - 1 - i];
+      char v[64];
+      snprintf(v, sizeof v, "\"%s!\"", k);
+      bad |= items[i].key == NULL || strcmp(items[i].key, k) != 0;
+      bad |= keys_only ? items[i].value != NULL : items[i].value == NULL || strcmp(items[i].value, v) != 0;
+      if (i > 0) {
+        int c = bytes_cmp(items[i - 1].key, items[i - 1].key_len, items[i].key, items[i].key_len);
+        bad |= dir == PROSODY_STATE_FORWARD ? c >= 0 : c <= 0; /* ordered and distinct */
+      }
+      if (bad) fprintf(stderr, "line %d: item %zu: key %s value %s, want key %s\n", line, i, items[i].key ? items[i].key : "(null)",
+                       items[i].value ? items[i].value : "(null)", k);
+    }
+    if (bad) {
+      fprintf(stderr, "line %d: map scan (dir %d, keys_only %d): %zu items in %zu chunks, want %zu\n", line, dir, keys_only,
+              got, chunks, n);
+      failures++;
+    }
+  } else {
+    fprintf(stderr, "line %d: map scan failed: %s\n", line, prosody_status_name(st));
+    failures++;
+  }
+  st_items_free(items, got);
+  EXPECT(prosody_cursor_release(cur, errp_), PROSODY_OK, NULL);
+}
+
+/* Scans deque h and checks that it holds the numbers from..to (from first
+ * when forward), as JSON numbers. */
+static void st_scan_deque(int line, uint64_t h, int dir, int from, int to) {
+  uint64_t cur = 0;
+  EXPECT(prosody_state_scan(h, dir, 0, &cur, errp_), PROSODY_OK, NULL);
+  st_item *items;
+  size_t got, chunks;
+  int st = st_drain(line, cur, &items, &got, &chunks);
+  size_t n = (size_t)(to - from + 1);
+  int bad = st != PROSODY_OK || got != n || (n > 256 && chunks < 2);
+  for (size_t i = 0; !bad && i < got; i++) {
+    int want = dir == PROSODY_STATE_FORWARD ? from + (int)i : to - (int)i;
+    bad |= items[i].key != NULL || items[i].value == NULL || atoi(items[i].value) != want;
+  }
+  if (bad) {
+    fprintf(stderr, "line %d: deque scan (dir %d): %s, %zu items in %zu chunks, want %d..%d\n", line, dir,
+            prosody_status_name(st), got, chunks, from, to);
+    failures++;
+  }
+  st_items_free(items, got);
+  EXPECT(prosody_cursor_release(cur, errp_), PROSODY_OK, NULL);
+}
+
+#define STATE_COLLECTIONS                                                                          \
+  "\"state_collections\":["                                                                        \
+  "{\"name\":\"v\",\"kind\":\"value\",\"payload\":\"json\"},"                                      \
+  "{\"name\":\"m\",\"kind\":\"map\",\"payload\":\"json\"},"                                        \
+  "{\"name\":\"big\",\"kind\":\"map\",\"payload\":\"json\"},"                                      \
+  "{\"name\":\"d\",\"kind\":\"deque\",\"payload\":\"json\",\"capacity\":3},"                      \
+  "{\"name\":\"q\",\"kind\":\"deque\",\"payload\":\"json\"},"                                      \
+  "{\"name\":\"msgs\",\"kind\":\"deque\",\"payload\":\"message\"}]"
+
+enum { BIG = 300 };
+
+/* Keyed state through a polling host: every operation, staged writes and
+ * what the outcome does with them, scans, and misuse. */
+static void test_state(void) {
+  char topic[64], group[64], cfg[1024];
+  unique(topic, sizeof topic, "state");
+  unique(group, sizeof group, "state-g");
+  snprintf(cfg, sizeof cfg,
+           "{" MOCK ",\"group_id\":\"%s\",\"subscribed_topics\":\"%s\",\"retry_base\":\"10ms\","
+           "\"max_retry_delay\":\"50ms\"," STATE_COLLECTIONS "}",
+           group, topic);
+  uint64_t consumer = new_client(cfg);
+  uint64_t sender = new_client("{" MOCK ",\"source_system\":\"capi-sender\"}");
+  prosody_handler_config hc = {.size = sizeof(prosody_handler_config)};
+  subscribe(consumer, &hc);
+  /* Three messages of one key: its events come one after another. */
+  for (int i = 0; i < 3; i++) send_one(sender, topic, "sk");
+  char *big[BIG + 1];
+  for (int i = 0; i < BIG; i++) {
+    big[i] = malloc(8);
+    snprintf(big[i], 8, "k%03d", i);
+  }
+  big[BIG] = NULL;
+  uint64_t h = 0, cur = 0;
+  prosody_event e1, e2, e2r, e3;
+
+  /* ---- event 1: misuse, every operation, staged writes ---- */
+  if (!next_event(consumer, PROSODY_EVENT_MESSAGE, &e1, 20)) goto out;
+  EXPECT(prosody_event_state(e1.event, "v", 1, PROSODY_STATE_VALUE, NULL, errp_), PROSODY_ERR_INVALID_ARGUMENT, "state");
+  EXPECT(prosody_event_state(e1.event, "v", 1, 9, &h, errp_), PROSODY_ERR_INVALID_ARGUMENT, "kind");
+  EXPECT(prosody_event_state(e1.event, NULL, 1, PROSODY_STATE_VALUE, &h, errp_), PROSODY_ERR_INVALID_ARGUMENT, "name");
+  EXPECT(prosody_event_state(e1.event, "nope", 4, PROSODY_STATE_VALUE, &h, errp_), PROSODY_ERR_PERMANENT, "not registered");
+  EXPECT(prosody_event_state(e1.event, "v", 1, PROSODY_STATE_MAP, &h, errp_), PROSODY_ERR_PERMANENT, "is a value");
+  EXPECT(prosody_event_state(0, "v", 1, PROSODY_STATE_VALUE, &h, errp_), PROSODY_ERR_INVALID_HANDLE, "handle 0");
+  EXPECT(prosody_event_state(consumer, "v", 1, PROSODY_STATE_VALUE, &h, errp_), PROSODY_ERR_INVALID_HANDLE, "kind client");
+
+  uint64_t v = ST_OPEN(e1.event, "v", PROSODY_STATE_VALUE);
+  uint64_t m = ST_OPEN(e1.event, "m", PROSODY_STATE_MAP);
+  uint64_t d = ST_OPEN(e1.event, "d", PROSODY_STATE_DEQUE);
+  uint64_t q = ST_OPEN(e1.event, "q", PROSODY_STATE_DEQUE);
+  uint64_t bm = ST_OPEN(e1.event, "big", PROSODY_STATE_MAP);
+  uint64_t msgs = ST_OPEN(e1.event, "msgs", PROSODY_STATE_DEQUE);
+
+  /* Arguments are checked at once; cb is then not called. */
+  prosody_state_args a = sa_val("1");
+  st_res r;
+  st_init(&r);
+  EXPECT(prosody_state_call(v, PROSODY_STATE_GET, &a, NULL, &r, errp_), PROSODY_ERR_INVALID_ARGUMENT, "cb");
+  EXPECT(prosody_state_call(v, PROSODY_STATE_GET, NULL, on_state, &r, errp_), PROSODY_ERR_INVALID_ARGUMENT, "args");
+  EXPECT(prosody_state_call(v, PROSODY_STATE_PUSH_BACK, &a, on_state, &r, errp_), PROSODY_ERR_INVALID_ARGUMENT,
+         "PROSODY_STATE_PUSH_BACK is not an operation of a value");
+  EXPECT(prosody_state_call(m, PROSODY_STATE_LEN, &a, on_state, &r, errp_), PROSODY_ERR_INVALID_ARGUMENT, "of a map");
+  EXPECT(prosody_state_call(d, PROSODY_STATE_SET, &a, on_state, &r, errp_), PROSODY_ERR_INVALID_ARGUMENT, "of a deque");
+  EXPECT(prosody_state_call(v, 999, &a, on_state, &r, errp_), PROSODY_ERR_INVALID_ARGUMENT, "unknown operation");
+  EXPECT(prosody_state_call(v, 0, &a, on_state, &r, errp_), PROSODY_ERR_INVALID_ARGUMENT, "unknown operation");
+  prosody_state_args none = sa();
+  EXPECT(prosody_state_call(v, PROSODY_STATE_SET, &none, on_state, &r, errp_), PROSODY_ERR_INVALID_ARGUMENT, "value");
+  EXPECT(prosody_state_call(m, PROSODY_STATE_GET, &none, on_state, &r, errp_), PROSODY_ERR_INVALID_ARGUMENT, "key");
+  prosody_state_args only_key = sa_key("a");
+  EXPECT(prosody_state_call(m, PROSODY_STATE_SET, &only_key, on_state, &r, errp_), PROSODY_ERR_INVALID_ARGUMENT, "value");
+  EXPECT(prosody_state_call(d, PROSODY_STATE_PUSH_BACK, &none, on_state, &r, errp_), PROSODY_ERR_INVALID_ARGUMENT, "value");
+  prosody_state_args bad_key = sa_key("\xff\xfe");
+  EXPECT(prosody_state_call(m, PROSODY_STATE_GET, &bad_key, on_state, &r, errp_), PROSODY_ERR_INVALID_ARGUMENT, "UTF-8");
+  prosody_state_args null_key = sa();
+  null_key.key_len = 3;
+  null_key.key = NULL;
+  EXPECT(prosody_state_call(m, PROSODY_STATE_GET, &null_key, on_state, &r, errp_), PROSODY_ERR_INVALID_ARGUMENT, "key");
+  prosody_state_args many_null = sa();
+  many_null.keys_len = 2;
+  EXPECT(prosody_state_call(m, PROSODY_STATE_GET_MANY, &many_null, on_state, &r, errp_), PROSODY_ERR_INVALID_ARGUMENT, "keys");
+  prosody_state_item nokey[1] = {{0}};
+  many_null.keys = nokey, many_null.keys_len = 1;
+  EXPECT(prosody_state_call(m, PROSODY_STATE_GET_MANY, &many_null, on_state, &r, errp_), PROSODY_ERR_INVALID_ARGUMENT,
+         "keys[0].key");
+  prosody_state_args small = sa();
+  small.size = 0;
+  EXPECT(prosody_state_call(v, PROSODY_STATE_GET, &small, on_state, &r, errp_), PROSODY_ERR_INVALID_ARGUMENT, "size");
+  EXPECT(prosody_state_call(0, PROSODY_STATE_GET, &a, on_state, &r, errp_), PROSODY_ERR_INVALID_HANDLE, "handle 0");
+  EXPECT(prosody_state_call(e1.event, PROSODY_STATE_GET, &a, on_state, &r, errp_), PROSODY_ERR_INVALID_HANDLE, "kind event");
+  uint64_t c0 = 0;
+  EXPECT(prosody_state_scan(m, 7, 0, &c0, errp_), PROSODY_ERR_INVALID_ARGUMENT, "forward");
+  EXPECT(prosody_state_scan(m, -1, 0, &c0, errp_), PROSODY_ERR_INVALID_ARGUMENT, "backward");
+  EXPECT(prosody_state_scan(m, PROSODY_STATE_FORWARD, 0, NULL, errp_), PROSODY_ERR_INVALID_ARGUMENT, "cursor");
+  EXPECT(prosody_state_scan(v, PROSODY_STATE_FORWARD, 0, &c0, errp_), PROSODY_ERR_INVALID_ARGUMENT, "value");
+  EXPECT(prosody_state_scan(consumer, PROSODY_STATE_FORWARD, 0, &c0, errp_), PROSODY_ERR_INVALID_HANDLE, "kind client");
+  EXPECT(prosody_cursor_next(m, on_state, &r, errp_), PROSODY_ERR_INVALID_HANDLE, "kind state");
+  EXPECT(prosody_cursor_release(m, errp_), PROSODY_ERR_INVALID_HANDLE, "kind state");
+  EXPECT(prosody_state_release(e1.event, errp_), PROSODY_ERR_INVALID_HANDLE, "kind event");
+  CHECK(r.calls == 0, "a refused call reported through cb");
+  st_free(&r);
+
+  /* value: absent, then staged writes seen by the event's own reads */
+  ST_ITEM(v, PROSODY_STATE_GET, sa(), NULL, NULL);
+  ST_OK(v, PROSODY_STATE_SET, sa_val("{\"a\":1}"));
+  ST_ITEM(v, PROSODY_STATE_GET, sa(), NULL, "{\"a\":1}");
+  ST_STATUS(v, PROSODY_STATE_SET, sa_val("null"), PROSODY_ERR_NULL_VALUE, "null");
+  ST_STATUS(v, PROSODY_STATE_SET, sa_val("  null\n"), PROSODY_ERR_NULL_VALUE, "null");
+  ST_STATUS(v, PROSODY_STATE_SET, sa_val("{bad json"), PROSODY_ERR_TRANSIENT, "JSON");
+  ST_ITEM(v, PROSODY_STATE_GET, sa(), NULL, "{\"a\":1}"); /* the failed writes changed nothing */
+  ST_OK(v, PROSODY_STATE_CLEAR, sa());
+  ST_ITEM(v, PROSODY_STATE_GET, sa(), NULL, NULL);
+  /* The operations of one handle run and report in call order. */
+  {
+    st_res rs[5];
+    const char *vals[] = {"1", NULL, "2", NULL, NULL};
+    for (int i = 0; i < 5; i++) {
+      st_init(&rs[i]);
+      prosody_state_args ai = vals[i] ? sa_val(vals[i]) : sa();
+      EXPECT(prosody_state_call(v, vals[i] ? PROSODY_STATE_SET : PROSODY_STATE_GET, &ai, on_state, &rs[i], errp_), PROSODY_OK, NULL);
+    }
+    for (int i = 0; i < 5; i++) st_wait(__LINE__, &rs[i], PROSODY_OK, NULL);
+    for (int i = 1; i < 5; i++) CHECK(rs[i].seq > rs[i - 1].seq, "report %d came before report %d", i, i - 1);
+    CHECK(rs[1].n == 1 && strcmp(rs[1].items[0].value, "1") == 0, "read after the first write");
+    CHECK(rs[3].n == 1 && strcmp(rs[3].items[0].value, "2") == 0, "read after the second write");
+    for (int i = 0; i < 5; i++) st_free(&rs[i]);
+  }
+  ST_OK(v, PROSODY_STATE_SET, sa_val("{\"v\":1}"));
+
+  /* map */
+  ST_ITEM(m, PROSODY_STATE_GET, sa_key("a"), NULL, NULL);
+  ST_OK(m, PROSODY_STATE_SET, sa_kv("a", "\"A\""));
+  ST_OK(m, PROSODY_STATE_SET, sa_kv("b", "\"B\""));
+  ST_OK(m, PROSODY_STATE_SET, sa_kv("c", "\"C\""));
+  ST_OK(m, PROSODY_STATE_SET, sa_kv("", "\"empty key\""));
+  ST_STATUS(m, PROSODY_STATE_SET, sa_kv("n", "null"), PROSODY_ERR_NULL_VALUE, "null");
+  ST_OK(m, PROSODY_STATE_REMOVE, sa_key("b"));
+  ST_OK(m, PROSODY_STATE_REMOVE, sa_key("never"));
+  ST_ITEM(m, PROSODY_STATE_GET, sa_key("a"), "a", "\"A\"");
+  ST_ITEM(m, PROSODY_STATE_GET, sa_key(""), "", "\"empty key\"");
+  ST_ITEM(m, PROSODY_STATE_GET, sa_key("b"), NULL, NULL);
+  ST_NUMBER(m, PROSODY_STATE_CONTAINS, sa_key("a"), 1);
+  ST_NUMBER(m, PROSODY_STATE_CONTAINS, sa_key("b"), 0);
+  {
+    prosody_state_item keys[4] = {{.key = "a", .key_len = 1}, {.key = "zz", .key_len = 2}, {.key = "a", .key_len = 1},
+                                  {.key = "c", .key_len = 1}};
+    prosody_state_args am = sa();
+    am.keys = keys, am.keys_len = 4;
+    if (st_run(__LINE__, m, PROSODY_STATE_GET_MANY, am, &r, PROSODY_OK, NULL) == PROSODY_OK) {
+      CHECK(r.n == 4, "get_many of 4 keys reported %zu", r.n);
+      const char *want[4] = {"\"A\"", NULL, "\"A\"", "\"C\""};
+      for (size_t i = 0; r.n == 4 && i < 4; i++) {
+        CHECK(r.items[i].key && strcmp(r.items[i].key, keys[i].key) == 0, "get_many item %zu key", i);
+        CHECK(want[i] ? r.items[i].value && strcmp(r.items[i].value, want[i]) == 0 : r.items[i].value == NULL,
+              "get_many item %zu value %s", i, r.items[i].value ? r.items[i].value : "(null)");
+      }
+    }
+    st_free(&r);
+    am.keys = NULL, am.keys_len = 0;
+    if (st_run(__LINE__, m, PROSODY_STATE_GET_MANY, am, &r, PROSODY_OK, NULL) == PROSODY_OK) CHECK(r.n == 0, "get_many of none");
+    st_free(&r);
+  }
+
+  /* deque with capacity 3: appending past it drops the oldest */
+  ST_NUMBER(d, PROSODY_STATE_IS_EMPTY, sa(), 1);
+  ST_ITEM(d, PROSODY_STATE_PEEK_FRONT, sa(), NULL, NULL);
+  ST_ITEM(d, PROSODY_STATE_POP_BACK, sa(), NULL, NULL);
+  ST_OK(d, PROSODY_STATE_PUSH_BACK, sa_val("1"));
+  ST_OK(d, PROSODY_STATE_PUSH_BACK, sa_val("2"));
+  ST_OK(d, PROSODY_STATE_PUSH_BACK, sa_val("3"));
+  ST_OK(d, PROSODY_STATE_PUSH_BACK, sa_val("4"));
+  ST_STATUS(d, PROSODY_STATE_PUSH_BACK, sa_val("null"), PROSODY_ERR_NULL_VALUE, NULL);
+  ST_NUMBER(d, PROSODY_STATE_LEN, sa(), 3);
+  ST_NUMBER(d, PROSODY_STATE_IS_EMPTY, sa(), 0);
+  ST_ITEM(d, PROSODY_STATE_PEEK_FRONT, sa(), NULL, "2");
+  ST_ITEM(d, PROSODY_STATE_PEEK_BACK, sa(), NULL, "4");
+  ST_ITEM(d, PROSODY_STATE_GET, sa_index(1), NULL, "3");
+  ST_ITEM(d, PROSODY_STATE_GET, sa_index(3), NULL, NULL);
+  ST_ITEM(d, PROSODY_STATE_POP_FRONT, sa(), NULL, "2");
+  ST_OK(d, PROSODY_STATE_PUSH_FRONT, sa_val("1"));
+  ST_ITEM(d, PROSODY_STATE_POP_BACK, sa(), NULL, "4");
+  ST_NUMBER(d, PROSODY_STATE_LEN, sa(), 2); /* [1, 3] */
+
+  /* a message collection stores messages only */
+  const char *msg = "{\"topic\":\"t\",\"partition\":0,\"offset\":5,\"key\":\"k\",\"timestamp\":1700000000000,\"payload\":{\"x\":1}}";
+  ST_OK(msgs, PROSODY_STATE_PUSH_BACK, sa_val(msg));
+  ST_STATUS(msgs, PROSODY_STATE_PUSH_BACK, sa_val("{\"x\":1}"), PROSODY_ERR_TRANSIENT, "message");
+  ST_STATUS(msgs, PROSODY_STATE_PUSH_BACK, sa_val("[1,2]"), PROSODY_ERR_TRANSIENT, "message");
+  ST_ITEM(msgs, PROSODY_STATE_PEEK_FRONT, sa(), NULL, msg);
+  ST_NUMBER(msgs, PROSODY_STATE_LEN, sa(), 1);
+
+  /* Scans of the event's own writes: 300 entries queued without waiting. */
+  {
+    st_res *rs = calloc(BIG, sizeof *rs);
+    for (int i = 0; i < BIG; i++) {
+      /* 7 and 300 are coprime: every key once, out of order */
+      const char *k = big[(i * 7) % BIG];
+      char val[16], item[8];
+      snprintf(val, sizeof val, "\"%s!\"", k);
+      snprintf(item, sizeof item, "%d", i);
+      st_init(&rs[i]);
+      prosody_state_args ai = sa_kv(k, val);
+      EXPECT(prosody_state_call(bm, PROSODY_STATE_SET, &ai, on_state, &rs[i], errp_), PROSODY_OK, NULL);
+      st_res qr;
+      prosody_state_args aq = sa_val(item);
+      /* the arguments are copied at once: val and item die here */
+      st_run(__LINE__, q, PROSODY_STATE_PUSH_BACK, aq, &qr, PROSODY_OK, NULL);
+      st_free(&qr);
+    }
+    for (int i = 0; i < BIG; i++) {
+      st_wait(__LINE__, &rs[i], PROSODY_OK, NULL);
+      st_free(&rs[i]);
+    }
+    free(rs);
+  }
+  st_scan_map(__LINE__, bm, PROSODY_STATE_FORWARD, 0, big, BIG);
+  st_scan_map(__LINE__, bm, PROSODY_STATE_BACKWARD, 0, big, BIG);
+  st_scan_map(__LINE__, bm, PROSODY_STATE_FORWARD, 1, big, BIG);
+  st_scan_deque(__LINE__, q, PROSODY_STATE_FORWARD, 0, BIG - 1);
+  st_scan_deque(__LINE__, q, PROSODY_STATE_BACKWARD, 0, BIG - 1);
+  EXPECT(prosody_event_complete(e1.event, PROSODY_OUTCOME_OK, NULL, errp_), PROSODY_OK, NULL);
+  /* The handles outlive their event: operations report TRANSIENT. */
+  ST_STATUS(v, PROSODY_STATE_GET, sa(), PROSODY_ERR_TRANSIENT, "no longer valid");
+  ST_STATUS(m, PROSODY_STATE_SET, sa_kv("late", "1"), PROSODY_ERR_TRANSIENT, "no longer valid");
+  EXPECT(prosody_event_state(e1.event, "v", 1, PROSODY_STATE_VALUE, &h, errp_), PROSODY_ERR_INVALID_HANDLE, "unknown");
+  for (uint64_t *hs[] = {&v, &m, &d, &q, &bm, &msgs, NULL}, **p = hs; *p; p++) st_release(**p);
+  EXPECT(prosody_state_release(v, errp_), PROSODY_ERR_INVALID_HANDLE, "released");
+  st_init(&r);
+  EXPECT(prosody_state_call(v, PROSODY_STATE_GET, &a, on_state, &r, errp_), PROSODY_ERR_INVALID_HANDLE, "released");
+  EXPECT(prosody_state_scan(m, PROSODY_STATE_FORWARD, 0, &c0, errp_), PROSODY_ERR_INVALID_HANDLE, "released");
+  waiter_destroy(&r.w);
+
+  /* ---- event 2: event 1's writes are committed; a COMMIT, then failure ---- */
+  if (!next_event(consumer, PROSODY_EVENT_MESSAGE, &e2, 20)) goto out;
+  v = ST_OPEN(e2.event, "v", PROSODY_STATE_VALUE);
+  m = ST_OPEN(e2.event, "m", PROSODY_STATE_MAP);
+  d = ST_OPEN(e2.event, "d", PROSODY_STATE_DEQUE);
+  q = ST_OPEN(e2.event, "q", PROSODY_STATE_DEQUE);
+  bm = ST_OPEN(e2.event, "big", PROSODY_STATE_MAP);
+  ST_ITEM(v, PROSODY_STATE_GET, sa(), NULL, "{\"v\":1}");
+  ST_ITEM(m, PROSODY_STATE_GET, sa_key("c"), "c", "\"C\"");
+  ST_ITEM(m, PROSODY_STATE_GET, sa_key("b"), NULL, NULL);
+  ST_NUMBER(d, PROSODY_STATE_LEN, sa(), 2);
+  ST_ITEM(d, PROSODY_STATE_PEEK_FRONT, sa(), NULL, "1");
+  ST_ITEM(d, PROSODY_STATE_PEEK_BACK, sa(), NULL, "3");
+  /* Scans of stored entries merged with staged changes across chunks. */
+  st_scan_map(__LINE__, bm, PROSODY_STATE_FORWARD, 0, big, BIG);
+  st_scan_deque(__LINE__, q, PROSODY_STATE_BACKWARD, 0, BIG - 1);
+  {
+    char *edited[BIG + 1];
+    size_t n = 0;
+    for (int i = 0; i < BIG; i++) {
+      if (i == 5 || i == 260) continue; /* removed */
+      edited[n++] = big[i];
+      if (i == 255) edited[n++] = "k255a"; /* added at a chunk boundary */
+    }
+    ST_OK(bm, PROSODY_STATE_REMOVE, sa_key("k005"));
+    ST_OK(bm, PROSODY_STATE_REMOVE, sa_key("k260"));
+    ST_OK(bm, PROSODY_STATE_SET, sa_kv("k255a", "\"k255a!\""));
+    st_scan_map(__LINE__, bm, PROSODY_STATE_FORWARD, 0, edited, n);
+    st_scan_map(__LINE__, bm, PROSODY_STATE_BACKWARD, 1, edited, n);
+    ST_OK(bm, PROSODY_STATE_ROLLBACK, sa());
+    st_scan_map(__LINE__, bm, PROSODY_STATE_BACKWARD, 0, big, BIG);
+  }
+  ST_OK(q, PROSODY_STATE_POP_FRONT, sa());
+  ST_OK(q, PROSODY_STATE_PUSH_BACK, sa_val("300"));
+  st_scan_deque(__LINE__, q, PROSODY_STATE_FORWARD, 1, BIG);
+  ST_OK(v, PROSODY_STATE_SET, sa_val("2"));
+  ST_OK(m, PROSODY_STATE_SET, sa_kv("x", "\"X\""));
+  ST_OK(m, PROSODY_STATE_COMMIT, sa());
+  ST_OK(m, PROSODY_STATE_SET, sa_kv("y", "\"Y\""));
+  ST_OK(d, PROSODY_STATE_CLEAR, sa());
+  ST_NUMBER(d, PROSODY_STATE_IS_EMPTY, sa(), 1);
+  /* A cursor open when the event completes reports TRANSIENT afterwards. */
+  EXPECT(prosody_state_scan(bm, PROSODY_STATE_FORWARD, 0, &cur, errp_), PROSODY_OK, NULL);
+  EXPECT(prosody_event_complete(e2.event, PROSODY_OUTCOME_TRANSIENT, "try again", errp_), PROSODY_OK, NULL);
+  ST_STATUS(v, PROSODY_STATE_SET, sa_val("3"), PROSODY_ERR_TRANSIENT, "no longer valid");
+  {
+    st_item *items;
+    size_t n, chunks;
+    int st = st_drain(__LINE__, cur, &items, &n, &chunks);
+    CHECK(st == PROSODY_ERR_TRANSIENT, "cursor after its event: %s", prosody_status_name(st));
+    st_items_free(items, n);
+  }
+  /* A released state handle's cursors stay usable until released. */
+  uint64_t cur2 = 0;
+  EXPECT(prosody_state_scan(m, PROSODY_STATE_FORWARD, 0, &cur2, errp_), PROSODY_OK, NULL);
+  for (uint64_t *hs[] = {&v, &m, &d, &q, &bm, NULL}, **p = hs; *p; p++) st_release(**p);
+  {
+    st_res rc;
+    st_init(&rc);
+    EXPECT(prosody_cursor_next(cur2, on_state, &rc, errp_), PROSODY_OK, NULL);
+    st_wait(__LINE__, &rc, PROSODY_ERR_TRANSIENT, "no longer valid");
+    st_free(&rc);
+    EXPECT(prosody_cursor_next(cur2, NULL, NULL, errp_), PROSODY_ERR_INVALID_ARGUMENT, "cb");
+  }
+  EXPECT(prosody_cursor_release(cur, errp_), PROSODY_OK, NULL);
+  EXPECT(prosody_cursor_release(cur2, errp_), PROSODY_OK, NULL);
+  EXPECT(prosody_cursor_release(cur2, errp_), PROSODY_ERR_INVALID_HANDLE, "released");
+  st_init(&r);
+  EXPECT(prosody_cursor_next(cur2, on_state, &r, errp_), PROSODY_ERR_INVALID_HANDLE, "released");
+  waiter_destroy(&r.w);
+
+  /* ---- event 2 again: the staged writes were discarded, the committed map kept ---- */
+  if (!next_event(consumer, PROSODY_EVENT_MESSAGE, &e2r, 20)) goto out;
+  CHECK(e2r.offset == e2.offset && e2r.event != e2.event, "the failed event is retried");
+  v = ST_OPEN(e2r.event, "v", PROSODY_STATE_VALUE);
+  m = ST_OPEN(e2r.event, "m", PROSODY_STATE_MAP);
+  d = ST_OPEN(e2r.event, "d", PROSODY_STATE_DEQUE);
+  ST_ITEM(v, PROSODY_STATE_GET, sa(), NULL, "{\"v\":1}");
+  ST_ITEM(m, PROSODY_STATE_GET, sa_key("x"), "x", "\"X\"");
+  ST_ITEM(m, PROSODY_STATE_GET, sa_key("y"), NULL, NULL);
+  ST_NUMBER(d, PROSODY_STATE_LEN, sa(), 2);
+  /* ROLLBACK drops the changes since the last commit. */
+  ST_OK(v, PROSODY_STATE_SET, sa_val("3"));
+  ST_OK(v, PROSODY_STATE_ROLLBACK, sa());
+  ST_ITEM(v, PROSODY_STATE_GET, sa(), NULL, "{\"v\":1}");
+  ST_OK(m, PROSODY_STATE_SET, sa_kv("z", "\"Z\""));
+  ST_OK(m, PROSODY_STATE_COMMIT, sa());
+  ST_OK(m, PROSODY_STATE_SET, sa_kv("w", "\"W\""));
+  ST_OK(m, PROSODY_STATE_REMOVE, sa_key("a"));
+  ST_OK(m, PROSODY_STATE_ROLLBACK, sa());
+  ST_ITEM(m, PROSODY_STATE_GET, sa_key("w"), NULL, NULL);
+  ST_ITEM(m, PROSODY_STATE_GET, sa_key("z"), "z", "\"Z\"");
+  ST_ITEM(m, PROSODY_STATE_GET, sa_key("a"), "a", "\"A\"");
+  ST_OK(v, PROSODY_STATE_SET, sa_val("4"));
+  ST_OK(m, PROSODY_STATE_CLEAR, sa());
+  ST_OK(m, PROSODY_STATE_SET, sa_kv("only", "\"O\""));
+  ST_OK(d, PROSODY_STATE_POP_BACK, sa());
+  EXPECT(prosody_event_complete(e2r.event, PROSODY_OUTCOME_OK, NULL, errp_), PROSODY_OK, NULL);
+  for (uint64_t *hs[] = {&v, &m, &d, NULL}, **p = hs; *p; p++) st_release(**p);
+
+  /* ---- event 3: committed after OK; a timer event reads it too ---- */
+  if (!next_event(consumer, PROSODY_EVENT_MESSAGE, &e3, 20)) goto out;
+  v = ST_OPEN(e3.event, "v", PROSODY_STATE_VALUE);
+  m = ST_OPEN(e3.event, "m", PROSODY_STATE_MAP);
+  d = ST_OPEN(e3.event, "d", PROSODY_STATE_DEQUE);
+  ST_ITEM(v, PROSODY_STATE_GET, sa(), NULL, "4");
+  ST_ITEM(m, PROSODY_STATE_GET, sa_key("z"), NULL, NULL);
+  ST_ITEM(m, PROSODY_STATE_GET, sa_key("only"), "only", "\"O\"");
+  ST_ITEM(d, PROSODY_STATE_PEEK_BACK, sa(), NULL, "1");
+  {
+    waiter w;
+    AWAIT(&w, prosody_event_schedule(e3.event, now_ms() - 1000, on_done, &w, &err_), 30, PROSODY_OK);
+  }
+  ST_OK(v, PROSODY_STATE_SET, sa_val("5"));
+  EXPECT(prosody_event_complete(e3.event, PROSODY_OUTCOME_OK, NULL, errp_), PROSODY_OK, NULL);
+  st_release(v);
+  st_release(d);
+  prosody_event t;
+  if (next_event(consumer, PROSODY_EVENT_TIMER, &t, 20)) {
+    uint64_t tv = ST_OPEN(t.event, "v", PROSODY_STATE_VALUE);
+    ST_ITEM(tv, PROSODY_STATE_GET, sa(), NULL, "5");
+    ST_OK(tv, PROSODY_STATE_SET, sa_val("6"));
+    EXPECT(prosody_event_complete(t.event, PROSODY_OUTCOME_OK, NULL, errp_), PROSODY_OK, NULL);
+    st_release(tv);
+  }
+
+  /* ---- event 4: releasing the client releases the handles it holds ---- */
+  send_one(sender, topic, "sk");
+  prosody_event e4;
+  if (!next_event(consumer, PROSODY_EVENT_MESSAGE, &e4, 20)) goto out;
+  v = ST_OPEN(e4.event, "v", PROSODY_STATE_VALUE);
+  ST_ITEM(v, PROSODY_STATE_GET, sa(), NULL, "6");
+  EXPECT(prosody_state_scan(m, PROSODY_STATE_FORWARD, 0, &cur, errp_), PROSODY_OK, NULL); /* e3's map */
+  /* operations queued when the client is released still report */
+  st_res late;
+  st_init(&late);
+  prosody_state_args al = sa_val("7");
+  EXPECT(prosody_state_call(v, PROSODY_STATE_SET, &al, on_state, &late, errp_), PROSODY_OK, NULL);
+  release_client(consumer);
+  consumer = 0;
+  {
+    int st = waiter_wait(&late.w, 30);
+    CHECK(st == PROSODY_OK || st == PROSODY_ERR_TRANSIENT || st == PROSODY_ERR_TERMINAL, "queued at release: %s",
+          prosody_status_name(st));
+    CHECK(late.calls == 1 && !late.bad, "queued at release: %d calls", late.calls);
+    st_free(&late);
+  }
+  st_init(&r);
+  EXPECT(prosody_state_call(v, PROSODY_STATE_GET, &a, on_state, &r, errp_), PROSODY_ERR_INVALID_HANDLE, "released");
+  EXPECT(prosody_cursor_next(cur, on_state, &r, errp_), PROSODY_ERR_INVALID_HANDLE, "released");
+  EXPECT(prosody_state_release(m, errp_), PROSODY_ERR_INVALID_HANDLE, "released");
+  EXPECT(prosody_cursor_release(cur, errp_), PROSODY_ERR_INVALID_HANDLE, "released");
+  waiter_destroy(&r.w);
+out:
+  for (int i = 0; i < BIG; i++) free(big[i]);
+  if (consumer) {
+    unsubscribe(consumer);
+    release_client(consumer);
+  }
+  release_client(sender);
+}
+
+/* An event that timed out (EXPIRED): a handle opened before and one opened
+ * after both report TRANSIENT, and change nothing. */
+static void test_state_expired(void) {
+  char topic[64], group[64], cfg[1024];
+  unique(topic, sizeof topic, "stexp");
+  unique(group, sizeof group, "stexp-g");
+  snprintf(cfg, sizeof cfg,
+           "{" MOCK ",\"group_id\":\"%s\",\"subscribed_topics\":\"%s\",\"timeout\":\"300ms\","
+           "\"retry_base\":\"10ms\",\"max_retry_delay\":\"50ms\"," STATE_COLLECTIONS "}",
+           group, topic);
+  uint64_t consumer = new_client(cfg);
+  uint64_t sender = new_client("{" MOCK ",\"source_system\":\"capi-sender\"}");
+  prosody_handler_config hc = {.size = sizeof(prosody_handler_config)};
+  subscribe(consumer, &hc);
+  send_n(sender, topic, 1, "se");
+  prosody_event m, notice, retry;
+  if (next_event(consumer, PROSODY_EVENT_MESSAGE, &m, 20)) {
+    uint64_t before = ST_OPEN(m.event, "v", PROSODY_STATE_VALUE);
+    ST_OK(before, PROSODY_STATE_SET, sa_val("1"));
+    if (next_event(consumer, PROSODY_EVENT_EXPIRED, &notice, 20)) {
+      uint64_t after = ST_OPEN(m.event, "m", PROSODY_STATE_MAP);
+      ST_STATUS(before, PROSODY_STATE_GET, sa(), PROSODY_ERR_TRANSIENT, NULL);
+      ST_STATUS(after, PROSODY_STATE_SET, sa_kv("k", "1"), PROSODY_ERR_TRANSIENT, NULL);
+      uint64_t cur = 0;
+      EXPECT(prosody_state_scan(after, PROSODY_STATE_FORWARD, 0, &cur, errp_), PROSODY_OK, NULL);
+      st_item *items;
+      size_t n, chunks;
+      int st = st_drain(__LINE__, cur, &items, &n, &chunks);
+      CHECK(st == PROSODY_ERR_TRANSIENT, "scan of an expired event: %s", prosody_status_name(st));
+      st_items_free(items, n);
+      EXPECT(prosody_cursor_release(cur, errp_), PROSODY_OK, NULL);
+      st_release(after);
+    }
+    /* The retry sees nothing of the expired attempt. */
+    if (next_event(consumer, PROSODY_EVENT_MESSAGE, &retry, 20)) {
+      uint64_t v = ST_OPEN(retry.event, "v", PROSODY_STATE_VALUE);
+      ST_ITEM(v, PROSODY_STATE_GET, sa(), NULL, NULL);
+      EXPECT(prosody_event_complete(retry.event, PROSODY_OUTCOME_OK, NULL, errp_), PROSODY_OK, NULL);
+      st_release(v);
+    }
+    EXPECT(prosody_event_complete(m.event, PROSODY_OUTCOME_OK, NULL, errp_), PROSODY_OK, NULL);
+    st_release(before);
+  }
+  unsubscribe(consumer);
+  release_client(consumer);
+  release_client(sender);
+}
+
 /* fork(): the child gets PROSODY_ERR_AFTER_FORK at once; the parent goes on. */
 static void test_fork(void) {
   uint64_t c = new_client("{" MOCK ",\"source_system\":\"capi-fork\"}");
@@ -1162,6 +1914,8 @@ int main(int argc, char **argv) {
       {"unsubscribe_in_flight", test_unsubscribe_in_flight},
       {"timers", test_timers},
       {"timers_cancelled", test_timers_cancelled},
+      {"state", test_state},
+      {"state_expired", test_state_expired},
       {"fork", test_fork},
   };
   for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {

@@ -1,0 +1,295 @@
+package state
+
+import (
+	"context"
+	"encoding/binary"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dgraph-io/ristretto/v2"
+
+	"github.com/prosody-events/prosody-go/core/config"
+	"github.com/prosody-events/prosody-go/core/statestore"
+)
+
+// DefaultReadCacheSize is the readers' cache when neither its size nor
+// the owned cache's is configured.
+const DefaultReadCacheSize = 1 << 20
+
+// Readers read the published collections of other services (or of this
+// one) through one store and one cache, for a whole client. A reader sees
+// committed state only — the store holds nothing else — and an answer from
+// the cache was the store's answer within the reader's cache window.
+type Readers struct {
+	store statestore.Store
+	ttl   time.Duration // the process setting; 0: no cache
+	cache *ristretto.Cache[string, cachedRead]
+}
+
+// cachedRead is a cached answer: an item (nil: absent) or a deque's bounds.
+type cachedRead struct {
+	item   []byte
+	bounds statestore.Bounds
+}
+
+// NewReaders returns readers over store with a cache of cacheBytes whose
+// entries live ttl by default (0: readers do not cache unless their
+// collection says so).
+func NewReaders(store statestore.Store, cacheBytes int64, ttl time.Duration) (*Readers, error) {
+	cache, err := ristretto.NewCache(&ristretto.Config[string, cachedRead]{
+		NumCounters: max(cacheBytes/64, 1024), MaxCost: max(cacheBytes, 1), BufferItems: 64,
+		IgnoreInternalCost: true,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Readers{store: store, ttl: ttl, cache: cache}, nil
+}
+
+// Close releases the cache.
+func (rs *Readers) Close() { rs.cache.Close() }
+
+// Reader reads one published collection.
+type Reader struct {
+	rs        *Readers
+	subsystem string
+	name      string
+	kind      config.CollectionKind
+	ttl       time.Duration
+
+	mu      sync.Mutex
+	route   statestore.Route
+	routeAt time.Time
+}
+
+// Open returns a reader of the collection name, of kind, that subsystem
+// publishes. ttl overrides the process cache window (Some(0): no cache).
+// The routing record is read by the first operation.
+func (rs *Readers) Open(subsystem, name string, kind config.CollectionKind, ttl config.Optional[time.Duration]) *Reader {
+	return &Reader{rs: rs, subsystem: subsystem, name: name, kind: kind, ttl: ttl.Or(rs.ttl)}
+}
+
+// namespace finds where the collection lives, from its routing record
+// (kept as long as the reader's cache window, and at least a second).
+func (r *Reader) namespace(ctx context.Context) (string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.route.Namespace != "" && time.Since(r.routeAt) < max(r.ttl, time.Second) {
+		return r.route.Namespace, nil
+	}
+	route, ok, err := r.rs.store.Route(ctx, r.subsystem, r.name)
+	if err != nil {
+		return "", storeError("reading the routing record", err)
+	}
+	if !ok {
+		return "", newError(ErrUnregistered, "subsystem %q publishes no collection %q", r.subsystem, r.name)
+	}
+	if route.Kind != r.kind || route.Payload != config.PayloadJSON {
+		return "", newError(ErrUnregistered, "subsystem %q publishes %q as a %s of %s payloads, not a %s of JSON",
+			r.subsystem, r.name, route.Kind, route.Payload, r.kind)
+	}
+	r.route, r.routeAt = route, time.Now()
+	return route.Namespace, nil
+}
+
+func (r *Reader) cacheKey(key string, parts ...string) string {
+	var b strings.Builder
+	for _, s := range append([]string{r.subsystem, r.name, key}, parts...) {
+		var n [binary.MaxVarintLen64]byte
+		b.Write(n[:binary.PutUvarint(n[:], uint64(len(s)))])
+		b.WriteString(s)
+	}
+	return b.String()
+}
+
+// cached answers from the cache, or reads with load and caches the answer.
+func (r *Reader) cached(ck string, load func() (cachedRead, error)) (cachedRead, error) {
+	if r.ttl > 0 {
+		if v, ok := r.rs.cache.Get(ck); ok {
+			return v, nil
+		}
+	}
+	v, err := load()
+	if err != nil {
+		return cachedRead{}, err
+	}
+	if r.ttl > 0 {
+		r.rs.cache.SetWithTTL(ck, v, int64(len(ck)+len(v.item)+16), r.ttl)
+	}
+	return v, nil
+}
+
+// Value reads key's value.
+func (r *Reader) Value(ctx context.Context, key string) ([]byte, bool, error) {
+	ns, err := r.namespace(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	v, err := r.cached(r.cacheKey(key), func() (cachedRead, error) {
+		item, _, err := r.rs.store.Value(ctx, statestore.Key{Namespace: ns, Key: key}, r.name)
+		return cachedRead{item: item}, storeError("reading "+r.name, err)
+	})
+	return v.item, v.item != nil, err
+}
+
+// MapGet reads key's map entries at mapKeys, nil where absent.
+func (r *Reader) MapGet(ctx context.Context, key string, mapKeys []string) ([][]byte, error) {
+	ns, err := r.namespace(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]byte, len(mapKeys))
+	for i, mk := range mapKeys {
+		v, err := r.cached(r.cacheKey(key, "m", mk), func() (cachedRead, error) {
+			got, err := r.rs.store.MapGet(ctx, statestore.Key{Namespace: ns, Key: key}, r.name, []string{mk})
+			if err != nil {
+				return cachedRead{}, storeError("reading "+r.name, err)
+			}
+			return cachedRead{item: got[0]}, nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		out[i] = v.item
+	}
+	return out, nil
+}
+
+// bounds reads key's deque bounds.
+func (r *Reader) bounds(ctx context.Context, ns, key string) (statestore.Bounds, error) {
+	v, err := r.cached(r.cacheKey(key, "b"), func() (cachedRead, error) {
+		b, err := r.rs.store.DequeBounds(ctx, statestore.Key{Namespace: ns, Key: key}, r.name)
+		return cachedRead{bounds: b}, storeError("reading "+r.name, err)
+	})
+	return v.bounds, err
+}
+
+// Len is the number of items in key's deque.
+func (r *Reader) Len(ctx context.Context, key string) (uint64, error) {
+	ns, err := r.namespace(ctx)
+	if err != nil {
+		return 0, err
+	}
+	b, err := r.bounds(ctx, ns, key)
+	return uint64(max(b.Len(), 0)), err
+}
+
+// DequeGet reads the item at index of key's deque (0 is the front).
+func (r *Reader) DequeGet(ctx context.Context, key string, index uint64) ([]byte, bool, error) {
+	ns, err := r.namespace(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	b, err := r.bounds(ctx, ns, key)
+	if err != nil || index >= uint64(max(b.Len(), 0)) {
+		return nil, false, err
+	}
+	i := b.Head + int64(index)
+	var buf [8]byte
+	binary.BigEndian.PutUint64(buf[:], uint64(i))
+	v, err := r.cached(r.cacheKey(key, "s", string(buf[:])), func() (cachedRead, error) {
+		got, err := r.rs.store.DequeSlots(ctx, statestore.Key{Namespace: ns, Key: key}, r.name,
+			statestore.Range{From: i, To: i + 1}, statestore.Forward, 1)
+		if err != nil || len(got) == 0 {
+			return cachedRead{}, storeError("reading "+r.name, err)
+		}
+		return cachedRead{item: got[0].Value}, nil
+	})
+	return v.item, v.item != nil, err
+}
+
+// PeekFront reads the front item of key's deque.
+func (r *Reader) PeekFront(ctx context.Context, key string) ([]byte, bool, error) {
+	return r.DequeGet(ctx, key, 0)
+}
+
+// PeekBack reads the back item of key's deque.
+func (r *Reader) PeekBack(ctx context.Context, key string) ([]byte, bool, error) {
+	n, err := r.Len(ctx, key)
+	if err != nil || n == 0 {
+		return nil, false, err
+	}
+	return r.DequeGet(ctx, key, n-1)
+}
+
+// Scan returns a cursor over key's map entries or deque items in order
+// (dir), read from the store (scans are not cached); its chunks are read
+// with ctx.
+func (r *Reader) Scan(ctx context.Context, key string, dir statestore.Direction, keysOnly bool) (*Cursor, error) {
+	ns, err := r.namespace(ctx)
+	if err != nil {
+		return nil, err
+	}
+	k := statestore.Key{Namespace: ns, Key: key}
+	if r.kind == config.CollectionMap {
+		s := &storeMapScan{store: r.rs.store, k: k, name: r.name, dir: dir, keysOnly: keysOnly}
+		return &Cursor{ctx: ctx, next: s.chunk}, nil
+	}
+	b, err := r.rs.store.DequeBounds(ctx, k, r.name)
+	if err != nil {
+		return nil, storeError("reading "+r.name, err)
+	}
+	s := &storeDequeScan{store: r.rs.store, k: k, name: r.name, dir: dir, b: b}
+	return &Cursor{ctx: ctx, next: s.chunk}, nil
+}
+
+// storeMapScan walks a map in the store alone.
+type storeMapScan struct {
+	store    statestore.Store
+	k        statestore.Key
+	name     string
+	dir      statestore.Direction
+	keysOnly bool
+	last     string
+	hasLast  bool
+}
+
+func (s *storeMapScan) chunk(ctx context.Context) ([]Item, error) {
+	got, err := s.store.MapScan(ctx, s.k, s.name, s.dir, s.last, s.hasLast, ChunkSize, s.keysOnly)
+	if err != nil {
+		return nil, storeError("scanning "+s.name, err)
+	}
+	out := make([]Item, len(got))
+	for i, e := range got {
+		out[i] = Item{Key: e.Key, Value: e.Value}
+	}
+	if len(got) > 0 {
+		s.last, s.hasLast = got[len(got)-1].Key, true
+	}
+	return out, nil
+}
+
+// storeDequeScan walks a deque in the store alone, within the bounds it
+// had when the scan began.
+type storeDequeScan struct {
+	store statestore.Store
+	k     statestore.Key
+	name  string
+	dir   statestore.Direction
+	b     statestore.Bounds
+}
+
+func (s *storeDequeScan) chunk(ctx context.Context) ([]Item, error) {
+	if s.b.Len() <= 0 {
+		return nil, nil
+	}
+	got, err := s.store.DequeSlots(ctx, s.k, s.name, statestore.Range{From: s.b.Head, To: s.b.Tail}, s.dir, ChunkSize)
+	if err != nil {
+		return nil, storeError("scanning "+s.name, err)
+	}
+	if len(got) == 0 {
+		s.b = statestore.Bounds{}
+		return nil, nil
+	}
+	out := make([]Item, len(got))
+	for i, sl := range got {
+		out[i] = Item{Value: sl.Value}
+	}
+	if s.dir == statestore.Forward {
+		s.b.Head = got[len(got)-1].Index + 1
+	} else {
+		s.b.Tail = got[len(got)-1].Index
+	}
+	return out, nil
+}

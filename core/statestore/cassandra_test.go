@@ -1,0 +1,200 @@
+package statestore
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/gocql/gocql"
+
+	"github.com/prosody-events/prosody-go/core/cassandra"
+	"github.com/prosody-events/prosody-go/core/internal/testservices"
+)
+
+// cassandraEnv creates a fresh keyspace, dropped when the test ends, and
+// returns an opener that connects a new session (closed at test end) each
+// time.
+func cassandraEnv(t testing.TB, opts ...CassandraOption) func(t testing.TB) *cassandraStore {
+	t.Helper()
+	o := cassandra.Options{
+		Nodes:    testservices.RequireCassandra(t),
+		Keyspace: testservices.UniqueName("state"),
+		Logger:   slog.New(slog.DiscardHandler),
+	}
+	first := connect(t, o)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := first.Query(ctx, `DROP KEYSPACE IF EXISTS `+o.Keyspace).Exec(); err != nil {
+			t.Errorf("drop keyspace: %v", err)
+		}
+	})
+	return func(t testing.TB) *cassandraStore { return NewCassandra(connect(t, o), opts...).(*cassandraStore) }
+}
+
+func connect(t testing.TB, o cassandra.Options) *cassandra.Session {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s, err := cassandra.Connect(ctx, o)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+func cassandraBackend(cacheBytes int64) backend {
+	name := "cassandra"
+	if cacheBytes > 0 {
+		name = "cassandra+cached"
+	}
+	return backend{name: name, env: func(t *testing.T) func(t *testing.T) Store {
+		open := cassandraEnv(t)
+		return func(t *testing.T) Store { return cachedFor(t, open(t), cacheBytes) }
+	}}
+}
+
+func TestCassandraConformance(t *testing.T) {
+	runConformance(t, cassandraBackend(0), conformanceCases)
+}
+
+func TestCassandraCachedConformance(t *testing.T) {
+	runConformance(t, cassandraBackend(testCacheBytes), conformanceCases)
+}
+
+var errCrash = errors.New("simulated crash")
+
+// A large write interrupted after some of its parts is listed by Pending,
+// and Settle completes it without overwriting rows written after it.
+func TestCassandraSettlesAnInterruptedLargeWrite(t *testing.T) {
+	for _, cacheBytes := range []int64{0, testCacheBytes} {
+		t.Run(map[bool]string{false: "plain", true: "cached"}[cacheBytes > 0], func(t *testing.T) {
+			raw := cassandraEnv(t, WithBatchLimit(4<<10))(t)
+			store := cachedFor(t, raw, cacheBytes)
+			h := &harness{t: t, ctx: testCtx(t), store: store, ns: testservices.UniqueName("ns")}
+			k := h.key("k")
+			h.change(k, mapPuts("m", "e00000", "old", "gone", "x"))
+			h.wantMap(store, k, "m", map[string]string{"e00000": "old", "gone": "x"})
+
+			const n, size = 300, 100
+			w := largeWrite(n, size)
+			raw.afterPart = func(part int) error {
+				if part == 1 {
+					return errCrash
+				}
+				return nil
+			}
+			if err := store.Apply(h.ctx, k, w); !errors.Is(err, errCrash) {
+				t.Fatalf("interrupted Apply = %v, want the crash", err)
+			}
+			raw.afterPart = nil
+			// The marker goes in the last part: not applied.
+			h.wantApplied(store, k, "big/0", 0, false)
+			if got := h.scanAll(store, k, "m", Forward, 256, true); len(got) == 0 || len(got) >= n {
+				t.Fatalf("after two parts the map has %d entries; want some, not all", len(got))
+			}
+
+			// Newer writes to a row of an applied part and of a part not
+			// applied yet.
+			h.change(k, mapPuts("m", "e00000", "newer-first", "e00299", "newer-last"))
+
+			pending, err := store.Pending(h.ctx, h.ns)
+			h.check(err, "Pending")
+			if len(pending) != 1 {
+				t.Fatalf("Pending = %d records, want 1", len(pending))
+			}
+			p := pending[0]
+			if p.Key != k || p.Source != "big/0" || !reflect.DeepEqual(p.Write, w) {
+				t.Fatalf("Pending record = key %+v, source %q, write equal %v", p.Key, p.Source, reflect.DeepEqual(p.Write, w))
+			}
+			if age := time.Since(p.Written); age < 0 || age > time.Minute {
+				t.Fatalf("Pending written %v ago", age)
+			}
+			for range 2 { // settling again changes nothing
+				h.check(store.Settle(h.ctx, p), "Settle")
+			}
+			pending, err = store.Pending(h.ctx, h.ns)
+			h.check(err, "Pending")
+			if len(pending) != 0 {
+				t.Fatalf("Pending after Settle = %d records", len(pending))
+			}
+			h.wantMap(store, k, "m", map[string]string{"e00000": "newer-first", "e00299": "newer-last"}, "gone")
+			got := h.scanAll(store, k, "m", Forward, 256, false)
+			if len(got) != n {
+				t.Fatalf("settled map has %d entries, want %d", len(got), n)
+			}
+			h.wantValue(store, k, "v", []byte("large"), true)
+			h.wantBounds(store, k, "d", Bounds{0, 2})
+			h.wantApplied(store, k, "big/0", 77, true)
+		})
+	}
+}
+
+// A record whose header never made it was abandoned before anything of
+// the write was applied: Pending skips it, and removes it once it is old.
+func TestCassandraPendingDropsAbandonedRecords(t *testing.T) {
+	raw := cassandraEnv(t)(t)
+	ctx := testCtx(t)
+	ns := testservices.UniqueName("ns")
+	id := gocql.UUIDFromTime(time.Now())
+	if err := raw.s.Query(ctx, raw.q.insertPending, ns, id, 1, []byte("{")).Exec(); err != nil {
+		t.Fatal(err)
+	}
+	count := func() int {
+		var n int
+		if err := raw.s.Query(ctx, `SELECT COUNT(*) FROM `+raw.s.Keyspace()+`.state_pending WHERE namespace = ?`, ns).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if p, err := raw.Pending(ctx, ns); err != nil || len(p) != 0 {
+		t.Fatalf("Pending = %+v, %v; want none", p, err)
+	}
+	if count() != 1 {
+		t.Fatal("a fresh headerless record was removed")
+	}
+	raw.clock = func() time.Time { return time.Now().Add(2 * sinceRecorded) }
+	if p, err := raw.Pending(ctx, ns); err != nil || len(p) != 0 {
+		t.Fatalf("Pending = %+v, %v; want none", p, err)
+	}
+	if n := count(); n != 0 {
+		t.Fatalf("an abandoned record kept %d rows", n)
+	}
+}
+
+// Settle re-applies with TTLs shortened by the record's age, and skips
+// puts whose TTL has run out meanwhile.
+func TestCassandraSettleShortensTTLs(t *testing.T) {
+	raw := cassandraEnv(t, WithBatchLimit(1<<10))(t)
+	h := &harness{t: t, ctx: testCtx(t), store: raw, ns: testservices.UniqueName("ns")}
+	k := h.key("k")
+	w := largeWrite(40, 100)
+	w.Changes[0].TTL = time.Hour
+	w.Changes[1].TTL = 10 * time.Minute
+	raw.afterPart = func(int) error { return errCrash }
+	if err := raw.Apply(h.ctx, k, w); !errors.Is(err, errCrash) {
+		t.Fatalf("Apply = %v", err)
+	}
+	raw.afterPart = nil
+	pending, err := raw.Pending(h.ctx, h.ns)
+	if err != nil || len(pending) != 1 {
+		t.Fatalf("Pending = %d, %v", len(pending), err)
+	}
+	raw.clock = func() time.Time { return time.Now().Add(30 * time.Minute) }
+	h.check(raw.Settle(h.ctx, pending[0]), "Settle")
+	var ttl int
+	if err := raw.s.Query(h.ctx, `SELECT TTL(value) FROM `+raw.s.Keyspace()+`.state_entries WHERE namespace = ? AND key = ? AND collection = 'm' AND item = ?`,
+		k.Namespace, k.Key, []byte("e00039")).Scan(&ttl); err != nil {
+		t.Fatal(err)
+	}
+	if ttl > 1800 || ttl < 1700 {
+		t.Fatalf("settled entry TTL = %d s, want about 1800", ttl)
+	}
+	h.wantValue(raw, k, "v", nil, false)
+	// The marker lives as long as the longest TTL (the deque has none).
+	h.wantApplied(raw, k, "big/0", 77, true)
+}
