@@ -237,6 +237,32 @@ int prosody_state_release(uint64_t state, char **error_message) {
   return prosodyGo_state_release(state, error_message);
 }
 
+int prosody_client_reader(uint64_t client, const char *subsystem, size_t subsystem_len, const char *name,
+                          size_t name_len, int kind, int64_t cache_ttl_ms, uint64_t *reader,
+                          char **error_message) {
+  PROSODY_ENTER(error_message);
+  return prosodyGo_client_reader(client, (char *)subsystem, subsystem_len, (char *)name, name_len, kind,
+                                 cache_ttl_ms, reader, error_message);
+}
+
+int prosody_reader_call(uint64_t reader, const char *key, size_t key_len, int op, const prosody_state_args *args,
+                        prosody_state_fn cb, void *user_data, char **error_message) {
+  PROSODY_ENTER(error_message);
+  return prosodyGo_reader_call(reader, (char *)key, key_len, op, (prosody_state_args *)args, cb,
+                               (uintptr_t)user_data, error_message);
+}
+
+int prosody_reader_scan(uint64_t reader, const char *key, size_t key_len, int direction, int keys_only,
+                        uint64_t *cursor, char **error_message) {
+  PROSODY_ENTER(error_message);
+  return prosodyGo_reader_scan(reader, (char *)key, key_len, direction, keys_only, cursor, error_message);
+}
+
+int prosody_reader_release(uint64_t reader, char **error_message) {
+  PROSODY_ENTER(error_message);
+  return prosodyGo_reader_release(reader, error_message);
+}
+
 /* ---- admin ---- */
 
 int prosody_admin_new(const char *config_json, uint64_t *admin, char **error_message) {

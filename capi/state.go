@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 	"unsafe"
 
+	"github.com/prosody-events/prosody-go/core/client"
 	"github.com/prosody-events/prosody-go/core/event"
 	"github.com/prosody-events/prosody-go/core/fault"
 	"github.com/prosody-events/prosody-go/core/state"
@@ -143,7 +144,7 @@ func stateError(fn string, cause func() error, err error) error {
 	switch {
 	case errors.Is(err, state.ErrNullValue):
 		status = C.PROSODY_ERR_NULL_VALUE
-	case errors.Is(err, errReleased):
+	case errors.Is(err, errReleased), errors.Is(err, client.ErrClosed):
 		status = C.PROSODY_ERR_CLOSED
 	case fault.ClassOf(err) == fault.ClassPermanent:
 		status = C.PROSODY_ERR_PERMANENT

@@ -7,10 +7,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/prosody-events/prosody-go/core/client"
 	"github.com/prosody-events/prosody-go/core/event"
 	"github.com/prosody-events/prosody-go/core/state"
 )
@@ -49,6 +52,7 @@ func TestStateErrorStatus(t *testing.T) {
 		{"cancelled by revocation", revoked, context.Canceled, wantTerminal, "revoked"},
 		{"unknown", live, errors.New("boom"), wantTransient, "boom"},
 		{"client released", live, errReleased, wantClosed, "released"},
+		{"client closed", live, client.ErrClosed, wantClosed, "closed"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -170,6 +174,22 @@ func TestStateItemsLayout(t *testing.T) {
 	for i, g := range showItems([]state.Item{{Value: []byte("1")}, {Value: []byte("[2]")}}, false) {
 		if !g.keyNull || len(g.key) != 0 || g.valueNull {
 			t.Errorf("deque item %d: %+v", i, g)
+		}
+	}
+}
+
+// A reader's cache window: the client's, none, or milliseconds, without
+// overflowing.
+func TestReaderCacheTTL(t *testing.T) {
+	if _, set := cacheTTL(-1).Get(); set {
+		t.Error("-1: want the client's window")
+	}
+	for _, tc := range []struct {
+		ms   int64
+		want time.Duration
+	}{{0, 0}, {1500, 1500 * time.Millisecond}, {math.MaxInt64, math.MaxInt64 / time.Millisecond * time.Millisecond}} {
+		if got, set := cacheTTL(tc.ms).Get(); !set || got != tc.want {
+			t.Errorf("%d ms: %v (set %v), want %v", tc.ms, got, set, tc.want)
 		}
 	}
 }

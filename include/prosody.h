@@ -725,24 +725,31 @@ int prosody_state_release(uint64_t state, char **error_message);
  * the client's state_read_cache_ttl, 0 disables the cache for this reader,
  * > 0 is the cache window in milliseconds. The routing record is read by
  * the first operation (which fails PERMANENT when the subsystem does not
- * publish the collection, or publishes another kind). Errors: INVALID_ARGUMENT,
- * INVALID_HANDLE (client), AFTER_FORK. */
+ * publish the collection, or publishes another kind); outside mock mode the
+ * client's first reader also connects to Cassandra then (TRANSIENT when it
+ * cannot). Errors: INVALID_ARGUMENT (reader NULL, subsystem or name empty,
+ * a bad kind), INVALID_HANDLE (client), AFTER_FORK. */
 int prosody_client_reader(uint64_t client, const char *subsystem, size_t subsystem_len, const char *name,
                           size_t name_len, int kind, int64_t cache_ttl_ms, uint64_t *reader,
                           char **error_message);
 
 /* Runs a read (PROSODY_STATE_GET, _CONTAINS, _GET_MANY, _LEN, _IS_EMPTY,
- * _PEEK_FRONT, _PEEK_BACK) of user key `key` through a reader; reports as
- * prosody_state_call. Errors returned at once: as prosody_state_call. */
+ * _PEEK_FRONT, _PEEK_BACK) of user key `key` (UTF-8; NULL is refused)
+ * through a reader; reports as prosody_state_call. Unlike a state
+ * handle's, a reader's reads run concurrently and may report in any order;
+ * a read still running when the client is released may fail with CLOSED.
+ * Errors returned at once: as prosody_state_call (an operation that is not
+ * a read is INVALID_ARGUMENT). */
 int prosody_reader_call(uint64_t reader, const char *key, size_t key_len, int op, const prosody_state_args *args,
                         prosody_state_fn cb, void *user_data, char **error_message);
 
 /* Opens a scan of user key `key`'s map or deque through a reader; as
- * prosody_state_scan. */
+ * prosody_state_scan (the cursor's chunks report in order). */
 int prosody_reader_scan(uint64_t reader, const char *key, size_t key_len, int direction, int keys_only,
                         uint64_t *cursor, char **error_message);
 
-/* Releases a reader. Errors: INVALID_HANDLE, AFTER_FORK. */
+/* Releases a reader (its reads still running report; its cursors stay
+ * usable until released). Errors: INVALID_HANDLE, AFTER_FORK. */
 int prosody_reader_release(uint64_t reader, char **error_message);
 
 /* ------------------------------------------------------------------------

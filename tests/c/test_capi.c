@@ -1128,12 +1128,15 @@ static prosody_state_args sa_index(uint64_t i) {
   return a;
 }
 
-/* Runs op on h and waits for its report in r (st_free it); returns the
- * status reported, or -2 when the call itself failed. */
-static int st_run(int line, uint64_t h, int op, prosody_state_args a, st_res *r, int want, const char *substr) {
+/* Runs op on state handle h, or on reader h for user key rkey (when not
+ * NULL), and waits for its report in r (st_free it); returns the status
+ * reported, or -2 when the call itself failed. */
+static int st_run_on(int line, uint64_t h, const char *rkey, int op, prosody_state_args a, st_res *r, int want,
+                     const char *substr) {
   st_init(r);
   char *err = NULL;
-  int st = prosody_state_call(h, op, &a, on_state, r, &err);
+  int st = rkey ? prosody_reader_call(h, rkey, strlen(rkey), op, &a, on_state, r, &err)
+                : prosody_state_call(h, op, &a, on_state, r, &err);
   if (st != PROSODY_OK) {
     fprintf(stderr, "line %d: prosody_state_call(op %d) = %s (%s)\n", line, op, prosody_status_name(st), err ? err : "");
     prosody_free(err);
@@ -1143,21 +1146,28 @@ static int st_run(int line, uint64_t h, int op, prosody_state_args a, st_res *r,
   return st_wait(line, r, want, substr);
 }
 
+static int st_run(int line, uint64_t h, int op, prosody_state_args a, st_res *r, int want, const char *substr) {
+  return st_run_on(line, h, NULL, op, a, r, want, substr);
+}
+
 /* The operation reports status want (and, failing, substr). */
-#define ST_STATUS(h, op, args, want, substr)                                                       \
+#define RD_STATUS(h, rkey, op, args, want, substr)                                                 \
   do {                                                                                             \
     st_res r_;                                                                                     \
-    st_run(__LINE__, (h), (op), (args), &r_, (want), (substr));                                    \
+    st_run_on(__LINE__, (h), (rkey), (op), (args), &r_, (want), (substr));                         \
     st_free(&r_);                                                                                  \
   } while (0)
+#define ST_STATUS(h, op, args, want, substr) RD_STATUS(h, NULL, op, args, want, substr)
 #define ST_OK(h, op, args) ST_STATUS(h, op, args, PROSODY_OK, NULL)
 
 /* The operation succeeds with exactly one item whose value is want (and,
  * for keyed items, whose key is key), or with none when want is NULL. */
-#define ST_ITEM(h, op, args, key, want) st_item_is(__LINE__, (h), (op), (args), (key), (want))
-static void st_item_is(int line, uint64_t h, int op, prosody_state_args a, const char *key, const char *want) {
+#define ST_ITEM(h, op, args, key, want) st_item_is(__LINE__, (h), NULL, (op), (args), (key), (want))
+#define RD_ITEM(h, rkey, op, args, key, want) st_item_is(__LINE__, (h), (rkey), (op), (args), (key), (want))
+static void st_item_is(int line, uint64_t h, const char *rkey, int op, prosody_state_args a, const char *key,
+                       const char *want) {
   st_res r;
-  if (st_run(line, h, op, a, &r, PROSODY_OK, NULL) == PROSODY_OK) {
+  if (st_run_on(line, h, rkey, op, a, &r, PROSODY_OK, NULL) == PROSODY_OK) {
     int ok = want == NULL ? r.n == 0 : r.n == 1 && r.items[0].value && strcmp(r.items[0].value, want) == 0;
     if (ok && want != NULL) ok = key == NULL ? r.items[0].key == NULL : r.items[0].key && strcmp(r.items[0].key, key) == 0;
     if (!ok || r.number != 0) {
@@ -1171,10 +1181,11 @@ static void st_item_is(int line, uint64_t h, int op, prosody_state_args a, const
 }
 
 /* The operation succeeds with no items and number want. */
-#define ST_NUMBER(h, op, args, want) st_number_is(__LINE__, (h), (op), (args), (want))
-static void st_number_is(int line, uint64_t h, int op, prosody_state_args a, uint64_t want) {
+#define ST_NUMBER(h, op, args, want) st_number_is(__LINE__, (h), NULL, (op), (args), (want))
+#define RD_NUMBER(h, rkey, op, args, want) st_number_is(__LINE__, (h), (rkey), (op), (args), (want))
+static void st_number_is(int line, uint64_t h, const char *rkey, int op, prosody_state_args a, uint64_t want) {
   st_res r;
-  if (st_run(line, h, op, a, &r, PROSODY_OK, NULL) == PROSODY_OK && (r.n != 0 || r.number != want)) {
+  if (st_run_on(line, h, rkey, op, a, &r, PROSODY_OK, NULL) == PROSODY_OK && (r.n != 0 || r.number != want)) {
     fprintf(stderr, "line %d: op %d reported n=%zu number=%llu, want number %llu\n", line, op, r.n,
             (unsigned long long)r.number, (unsigned long long)want);
     failures++;
@@ -1243,23 +1254,14 @@ static int bytes_cmp(const char *a, size_t an, const char *b, size_t bn) {
   return c != 0 ? c : (an > bn) - (an < bn);
 }
 
-/* Scans map h (direction dir) and checks that it holds exactly the keys
- * want[0..n) (given in ascending order), in order, with values "<key>!"
- * (or none, keys_only). */
-static void st_scan_map(int line, uint64_t h, int dir, int keys_only, char **want, size_t n) {
-  uint64_t cur = 0;
-  char *err = NULL;
-  int st = prosody_state_scan(h, dir, keys_only, &cur, &err);
-  if (st != PROSODY_OK) {
-    fprintf(stderr, "line %d: prosody_state_scan = %s (%s)\n", line, prosody_status_name(st), err ? err : "");
-    prosody_free(err);
-    failures++;
-    return;
-  }
+/* Reads map cursor cur (direction dir) to its end and checks that it
+ * holds exactly the keys want[0..n) (given in ascending order), in order,
+ * with values "<key>!" (or none, keys_only); then releases it. */
+static void st_check_map(int line, uint64_t cur, int dir, int keys_only, char **want, size_t n) {
   CHECK((cur & 0xff) == 5, "cursor handle kind tag %#llx", (unsigned long long)cur);
   st_item *items;
   size_t got, chunks;
-  st = st_drain(line, cur, &items, &got, &chunks);
+  int st = st_drain(line, cur, &items, &got, &chunks);
   if (st == PROSODY_OK) {
     int bad = got != n || (n > 256 && chunks < 2);
     for (size_t i = 0; !bad && i < got; i++) {
@@ -1288,11 +1290,23 @@ static void st_scan_map(int line, uint64_t h, int dir, int keys_only, char **wan
   EXPECT(prosody_cursor_release(cur, errp_), PROSODY_OK, NULL);
 }
 
-/* Scans deque h and checks that it holds the numbers from..to (from first
- * when forward), as JSON numbers. */
-static void st_scan_deque(int line, uint64_t h, int dir, int from, int to) {
+/* Scans map h as st_check_map checks. */
+static void st_scan_map(int line, uint64_t h, int dir, int keys_only, char **want, size_t n) {
   uint64_t cur = 0;
-  EXPECT(prosody_state_scan(h, dir, 0, &cur, errp_), PROSODY_OK, NULL);
+  char *err = NULL;
+  int st = prosody_state_scan(h, dir, keys_only, &cur, &err);
+  if (st != PROSODY_OK) {
+    fprintf(stderr, "line %d: prosody_state_scan = %s (%s)\n", line, prosody_status_name(st), err ? err : "");
+    prosody_free(err);
+    failures++;
+    return;
+  }
+  st_check_map(line, cur, dir, keys_only, want, n);
+}
+
+/* Reads deque cursor cur to its end and checks that it holds the numbers
+ * from..to (from first when forward), as JSON numbers; then releases it. */
+static void st_check_deque(int line, uint64_t cur, int dir, int from, int to) {
   st_item *items;
   size_t got, chunks;
   int st = st_drain(line, cur, &items, &got, &chunks);
@@ -1309,6 +1323,13 @@ static void st_scan_deque(int line, uint64_t h, int dir, int from, int to) {
   }
   st_items_free(items, got);
   EXPECT(prosody_cursor_release(cur, errp_), PROSODY_OK, NULL);
+}
+
+/* Scans deque h as st_check_deque checks. */
+static void st_scan_deque(int line, uint64_t h, int dir, int from, int to) {
+  uint64_t cur = 0;
+  EXPECT(prosody_state_scan(h, dir, 0, &cur, errp_), PROSODY_OK, NULL);
+  st_check_deque(line, cur, dir, from, to);
 }
 
 #define STATE_COLLECTIONS                                                                          \
@@ -1752,6 +1773,236 @@ static void test_state_expired(void) {
   release_client(sender);
 }
 
+static uint64_t rd_open(int line, uint64_t client, const char *sub, const char *name, int kind, int64_t ttl_ms) {
+  uint64_t h = 0;
+  char *err = NULL;
+  int st = prosody_client_reader(client, sub, strlen(sub), name, strlen(name), kind, ttl_ms, &h, &err);
+  if (st != PROSODY_OK) {
+    fprintf(stderr, "line %d: prosody_client_reader(%s) = %s (%s)\n", line, name, prosody_status_name(st), err ? err : "");
+    failures++;
+  }
+  CHECK((h & 0xff) == 6 || st != PROSODY_OK, "reader handle kind tag %#llx", (unsigned long long)h);
+  prosody_free(err);
+  return h;
+}
+#define RD_OPEN(client, sub, name, kind, ttl) rd_open(__LINE__, (client), (sub), (name), (kind), (ttl))
+
+static uint64_t rd_scan(uint64_t r, const char *key, int dir, int keys_only) {
+  uint64_t cur = 0;
+  EXPECT(prosody_reader_scan(r, key, strlen(key), dir, keys_only, &cur, errp_), PROSODY_OK, NULL);
+  return cur;
+}
+
+/* Published state read through readers of another client (one with no
+ * consumer): committed state only, every read, scans, misuse. */
+static void test_state_readers(void) {
+  char topic[64], group[64], sub[64], cfg[1536];
+  unique(topic, sizeof topic, "pub");
+  unique(group, sizeof group, "pub-g");
+  unique(sub, sizeof sub, "pub-sub");
+  snprintf(cfg, sizeof cfg,
+           "{" MOCK ",\"group_id\":\"%s\",\"subscribed_topics\":\"%s\",\"subsystem\":\"%s\",\"state_collections\":["
+           "{\"name\":\"pv\",\"kind\":\"value\",\"payload\":\"json\",\"published\":true},"
+           "{\"name\":\"pm\",\"kind\":\"map\",\"payload\":\"json\",\"published\":true},"
+           "{\"name\":\"pd\",\"kind\":\"deque\",\"payload\":\"json\",\"published\":true},"
+           "{\"name\":\"hidden\",\"kind\":\"value\",\"payload\":\"json\"}]}",
+           group, topic, sub);
+  uint64_t consumer = new_client(cfg);
+  uint64_t sender = new_client("{" MOCK ",\"source_system\":\"capi-sender\"}");
+  uint64_t rc = new_client("{" MOCK "}"); /* reads only */
+  prosody_handler_config hc = {.size = sizeof(prosody_handler_config)};
+  subscribe(consumer, &hc);
+  for (int i = 0; i < 3; i++) send_one(sender, topic, "rk");
+  char *big[BIG + 1];
+  for (int i = 0; i < BIG; i++) {
+    big[i] = malloc(8);
+    snprintf(big[i], 8, "k%03d", i);
+  }
+  uint64_t h = 0;
+
+  /* Opening checks its arguments only. */
+  EXPECT(prosody_client_reader(rc, sub, strlen(sub), "pv", 2, PROSODY_STATE_VALUE, 0, NULL, errp_),
+         PROSODY_ERR_INVALID_ARGUMENT, "reader");
+  EXPECT(prosody_client_reader(rc, NULL, 3, "pv", 2, PROSODY_STATE_VALUE, 0, &h, errp_), PROSODY_ERR_INVALID_ARGUMENT,
+         "subsystem");
+  EXPECT(prosody_client_reader(rc, "", 0, "pv", 2, PROSODY_STATE_VALUE, 0, &h, errp_), PROSODY_ERR_INVALID_ARGUMENT,
+         "subsystem must not be empty");
+  EXPECT(prosody_client_reader(rc, sub, strlen(sub), "", 0, PROSODY_STATE_VALUE, 0, &h, errp_),
+         PROSODY_ERR_INVALID_ARGUMENT, "name must not be empty");
+  EXPECT(prosody_client_reader(rc, sub, strlen(sub), "pv", 2, 0, 0, &h, errp_), PROSODY_ERR_INVALID_ARGUMENT, "kind");
+  EXPECT(prosody_client_reader(0, sub, strlen(sub), "pv", 2, PROSODY_STATE_VALUE, 0, &h, errp_),
+         PROSODY_ERR_INVALID_HANDLE, "handle 0");
+  uint64_t rv = RD_OPEN(rc, sub, "pv", PROSODY_STATE_VALUE, 0);
+  uint64_t rm = RD_OPEN(rc, sub, "pm", PROSODY_STATE_MAP, 0);
+  uint64_t rd = RD_OPEN(rc, sub, "pd", PROSODY_STATE_DEQUE, 0);
+  uint64_t rdef = RD_OPEN(rc, sub, "pv", PROSODY_STATE_VALUE, -1); /* the client's cache window */
+  uint64_t rhid = RD_OPEN(rc, sub, "hidden", PROSODY_STATE_VALUE, 0);
+  uint64_t rnone = RD_OPEN(rc, sub, "nope", PROSODY_STATE_MAP, 0);
+  uint64_t rkind = RD_OPEN(rc, sub, "pv", PROSODY_STATE_MAP, 0);
+  uint64_t rsub = RD_OPEN(rc, "no-such-subsystem", "pv", PROSODY_STATE_VALUE, 0);
+  prosody_state_args a = sa_val("1");
+  st_res r;
+  st_init(&r);
+  EXPECT(prosody_reader_call(rv, "rk", 2, PROSODY_STATE_GET, &a, NULL, &r, errp_), PROSODY_ERR_INVALID_ARGUMENT, "cb");
+  EXPECT(prosody_reader_call(rv, "rk", 2, PROSODY_STATE_GET, NULL, on_state, &r, errp_), PROSODY_ERR_INVALID_ARGUMENT,
+         "args");
+  EXPECT(prosody_reader_call(rv, NULL, 0, PROSODY_STATE_GET, &a, on_state, &r, errp_), PROSODY_ERR_INVALID_ARGUMENT, "key");
+  EXPECT(prosody_reader_call(rv, "\xff", 1, PROSODY_STATE_GET, &a, on_state, &r, errp_), PROSODY_ERR_INVALID_ARGUMENT,
+         "UTF-8");
+  EXPECT(prosody_reader_call(rv, "rk", 2, PROSODY_STATE_SET, &a, on_state, &r, errp_), PROSODY_ERR_INVALID_ARGUMENT,
+         "not a read");
+  EXPECT(prosody_reader_call(rm, "rk", 2, PROSODY_STATE_REMOVE, &a, on_state, &r, errp_), PROSODY_ERR_INVALID_ARGUMENT,
+         "not a read");
+  EXPECT(prosody_reader_call(rd, "rk", 2, PROSODY_STATE_POP_FRONT, &a, on_state, &r, errp_), PROSODY_ERR_INVALID_ARGUMENT,
+         "not a read");
+  EXPECT(prosody_reader_call(rd, "rk", 2, PROSODY_STATE_COMMIT, &a, on_state, &r, errp_), PROSODY_ERR_INVALID_ARGUMENT,
+         "not a read");
+  EXPECT(prosody_reader_call(rm, "rk", 2, PROSODY_STATE_LEN, &a, on_state, &r, errp_), PROSODY_ERR_INVALID_ARGUMENT,
+         "not an operation of a map");
+  prosody_state_args none = sa();
+  EXPECT(prosody_reader_call(rm, "rk", 2, PROSODY_STATE_GET, &none, on_state, &r, errp_), PROSODY_ERR_INVALID_ARGUMENT,
+         "key");
+  EXPECT(prosody_reader_call(rc, "rk", 2, PROSODY_STATE_GET, &a, on_state, &r, errp_), PROSODY_ERR_INVALID_HANDLE,
+         "kind client");
+  uint64_t c0 = 0;
+  EXPECT(prosody_reader_scan(rv, "rk", 2, PROSODY_STATE_FORWARD, 0, &c0, errp_), PROSODY_ERR_INVALID_ARGUMENT, "value");
+  EXPECT(prosody_reader_scan(rm, "rk", 2, 2, 0, &c0, errp_), PROSODY_ERR_INVALID_ARGUMENT, "backward");
+  EXPECT(prosody_reader_scan(rm, "rk", 2, PROSODY_STATE_FORWARD, 0, NULL, errp_), PROSODY_ERR_INVALID_ARGUMENT, "cursor");
+  EXPECT(prosody_reader_scan(rm, NULL, 0, PROSODY_STATE_FORWARD, 0, &c0, errp_), PROSODY_ERR_INVALID_ARGUMENT, "key");
+  EXPECT(prosody_reader_release(rc, errp_), PROSODY_ERR_INVALID_HANDLE, "kind client");
+  CHECK(r.calls == 0, "a refused call reported through cb");
+  waiter_destroy(&r.w);
+
+  /* The routing record decides at the first read. */
+  RD_STATUS(rhid, "rk", PROSODY_STATE_GET, sa(), PROSODY_ERR_PERMANENT, "publishes no collection");
+  RD_STATUS(rnone, "rk", PROSODY_STATE_GET, sa_key("a"), PROSODY_ERR_PERMANENT, "publishes no collection");
+  RD_STATUS(rsub, "rk", PROSODY_STATE_GET, sa(), PROSODY_ERR_PERMANENT, "publishes no collection");
+  RD_STATUS(rkind, "rk", PROSODY_STATE_CONTAINS, sa_key("a"), PROSODY_ERR_PERMANENT, "not a map");
+  uint64_t cbad = rd_scan(rnone, "rk", PROSODY_STATE_FORWARD, 0);
+  {
+    st_item *items;
+    size_t n, chunks;
+    int st = st_drain(__LINE__, cbad, &items, &n, &chunks);
+    CHECK(st == PROSODY_ERR_PERMANENT, "scan of an unpublished collection: %s", prosody_status_name(st));
+    st_items_free(items, n);
+    EXPECT(prosody_cursor_release(cbad, errp_), PROSODY_OK, NULL);
+  }
+  /* Nothing written yet. */
+  RD_ITEM(rv, "rk", PROSODY_STATE_GET, sa(), NULL, NULL);
+  RD_NUMBER(rd, "rk", PROSODY_STATE_IS_EMPTY, sa(), 1);
+
+  /* ---- event 1 writes and commits ---- */
+  prosody_event e1, e2, e3;
+  if (!next_event(consumer, PROSODY_EVENT_MESSAGE, &e1, 20)) goto out;
+  {
+    uint64_t v = ST_OPEN(e1.event, "pv", PROSODY_STATE_VALUE);
+    uint64_t m = ST_OPEN(e1.event, "pm", PROSODY_STATE_MAP);
+    uint64_t d = ST_OPEN(e1.event, "pd", PROSODY_STATE_DEQUE);
+    ST_OK(v, PROSODY_STATE_SET, sa_val("{\"n\":1}"));
+    for (int i = 0; i < BIG; i++) {
+      char val[16], item[8];
+      snprintf(val, sizeof val, "\"%s!\"", big[i]);
+      snprintf(item, sizeof item, "%d", i + 1);
+      ST_OK(m, PROSODY_STATE_SET, sa_kv(big[i], val));
+      ST_OK(d, PROSODY_STATE_PUSH_BACK, sa_val(item));
+    }
+    /* A reader never sees an attempt's staged writes. */
+    RD_ITEM(rv, "rk", PROSODY_STATE_GET, sa(), NULL, NULL);
+    RD_NUMBER(rm, "rk", PROSODY_STATE_CONTAINS, sa_key("k001"), 0);
+    EXPECT(prosody_event_complete(e1.event, PROSODY_OUTCOME_OK, NULL, errp_), PROSODY_OK, NULL);
+    st_release(v), st_release(m), st_release(d);
+  }
+  /* The commit follows the completion; the key's next event, after it. */
+  if (!next_event(consumer, PROSODY_EVENT_MESSAGE, &e2, 20)) goto out;
+  RD_ITEM(rv, "rk", PROSODY_STATE_GET, sa(), NULL, "{\"n\":1}");
+  RD_ITEM(rdef, "rk", PROSODY_STATE_GET, sa(), NULL, "{\"n\":1}");
+  RD_ITEM(rv, "other", PROSODY_STATE_GET, sa(), NULL, NULL);
+  RD_ITEM(rm, "rk", PROSODY_STATE_GET, sa_key("k001"), "k001", "\"k001!\"");
+  RD_ITEM(rm, "rk", PROSODY_STATE_GET, sa_key("zz"), NULL, NULL);
+  RD_NUMBER(rm, "rk", PROSODY_STATE_CONTAINS, sa_key("k299"), 1);
+  RD_NUMBER(rm, "rk", PROSODY_STATE_CONTAINS, sa_key("zz"), 0);
+  {
+    prosody_state_item keys[3] = {{.key = "k007", .key_len = 4}, {.key = "zz", .key_len = 2}, {.key = "k007", .key_len = 4}};
+    prosody_state_args am = sa();
+    am.keys = keys, am.keys_len = 3;
+    if (st_run_on(__LINE__, rm, "rk", PROSODY_STATE_GET_MANY, am, &r, PROSODY_OK, NULL) == PROSODY_OK) {
+      CHECK(r.n == 3 && r.items[1].value == NULL && strcmp(r.items[1].key, "zz") == 0, "reader get_many absent key");
+      for (size_t i = 0; r.n == 3 && i < 3; i += 2)
+        CHECK(strcmp(r.items[i].key, "k007") == 0 && r.items[i].value && strcmp(r.items[i].value, "\"k007!\"") == 0,
+              "reader get_many item %zu", i);
+    }
+    st_free(&r);
+  }
+  RD_NUMBER(rd, "rk", PROSODY_STATE_LEN, sa(), BIG);
+  RD_NUMBER(rd, "rk", PROSODY_STATE_IS_EMPTY, sa(), 0);
+  RD_NUMBER(rd, "other", PROSODY_STATE_LEN, sa(), 0);
+  RD_ITEM(rd, "rk", PROSODY_STATE_PEEK_FRONT, sa(), NULL, "1");
+  RD_ITEM(rd, "rk", PROSODY_STATE_PEEK_BACK, sa(), NULL, "300");
+  RD_ITEM(rd, "rk", PROSODY_STATE_GET, sa_index(9), NULL, "10");
+  RD_ITEM(rd, "rk", PROSODY_STATE_GET, sa_index(BIG), NULL, NULL);
+  RD_ITEM(rd, "other", PROSODY_STATE_PEEK_BACK, sa(), NULL, NULL);
+  st_check_map(__LINE__, rd_scan(rm, "rk", PROSODY_STATE_FORWARD, 0), PROSODY_STATE_FORWARD, 0, big, BIG);
+  st_check_map(__LINE__, rd_scan(rm, "rk", PROSODY_STATE_BACKWARD, 1), PROSODY_STATE_BACKWARD, 1, big, BIG);
+  st_check_map(__LINE__, rd_scan(rm, "other", PROSODY_STATE_FORWARD, 0), PROSODY_STATE_FORWARD, 0, big, 0);
+  st_check_deque(__LINE__, rd_scan(rd, "rk", PROSODY_STATE_FORWARD, 0), PROSODY_STATE_FORWARD, 1, BIG);
+  st_check_deque(__LINE__, rd_scan(rd, "rk", PROSODY_STATE_BACKWARD, 0), PROSODY_STATE_BACKWARD, 1, BIG);
+  /* A reader's reads may run at once; each reports exactly once. */
+  {
+    enum { N = 32 };
+    st_res rs[N];
+    for (int i = 0; i < N; i++) {
+      st_init(&rs[i]);
+      prosody_state_args ai = sa_key(big[i]);
+      EXPECT(prosody_reader_call(rm, "rk", 2, PROSODY_STATE_GET, &ai, on_state, &rs[i], errp_), PROSODY_OK, NULL);
+    }
+    for (int i = 0; i < N; i++) {
+      if (st_wait(__LINE__, &rs[i], PROSODY_OK, NULL) == PROSODY_OK)
+        CHECK(rs[i].n == 1 && strcmp(rs[i].items[0].key, big[i]) == 0, "concurrent read %d", i);
+      st_free(&rs[i]);
+    }
+  }
+
+  /* ---- event 2: committed state only, until its commit ---- */
+  {
+    uint64_t v = ST_OPEN(e2.event, "pv", PROSODY_STATE_VALUE);
+    ST_OK(v, PROSODY_STATE_SET, sa_val("{\"n\":2}"));
+    RD_ITEM(rv, "rk", PROSODY_STATE_GET, sa(), NULL, "{\"n\":1}");
+    EXPECT(prosody_event_complete(e2.event, PROSODY_OUTCOME_OK, NULL, errp_), PROSODY_OK, NULL);
+    st_release(v);
+  }
+  if (!next_event(consumer, PROSODY_EVENT_MESSAGE, &e3, 20)) goto out;
+  RD_ITEM(rv, "rk", PROSODY_STATE_GET, sa(), NULL, "{\"n\":2}");
+  EXPECT(prosody_event_complete(e3.event, PROSODY_OUTCOME_OK, NULL, errp_), PROSODY_OK, NULL);
+
+  /* A released reader: its cursors stay usable until released. */
+  uint64_t cur = rd_scan(rm, "rk", PROSODY_STATE_FORWARD, 0);
+  EXPECT(prosody_reader_release(rm, errp_), PROSODY_OK, NULL);
+  EXPECT(prosody_reader_release(rm, errp_), PROSODY_ERR_INVALID_HANDLE, "released");
+  st_init(&r);
+  EXPECT(prosody_reader_call(rm, "rk", 2, PROSODY_STATE_GET, &a, on_state, &r, errp_), PROSODY_ERR_INVALID_HANDLE,
+         "released");
+  EXPECT(prosody_reader_scan(rm, "rk", 2, PROSODY_STATE_FORWARD, 0, &c0, errp_), PROSODY_ERR_INVALID_HANDLE, "released");
+  waiter_destroy(&r.w);
+  st_check_map(__LINE__, cur, PROSODY_STATE_FORWARD, 0, big, BIG);
+
+  /* Releasing the client releases its readers and cursors. */
+  cur = rd_scan(rd, "rk", PROSODY_STATE_FORWARD, 0);
+  release_client(rc);
+  rc = 0;
+  st_init(&r);
+  EXPECT(prosody_reader_call(rv, "rk", 2, PROSODY_STATE_GET, &a, on_state, &r, errp_), PROSODY_ERR_INVALID_HANDLE,
+         "released");
+  EXPECT(prosody_cursor_next(cur, on_state, &r, errp_), PROSODY_ERR_INVALID_HANDLE, "released");
+  EXPECT(prosody_reader_release(rd, errp_), PROSODY_ERR_INVALID_HANDLE, "released");
+  waiter_destroy(&r.w);
+out:
+  for (int i = 0; i < BIG; i++) free(big[i]);
+  unsubscribe(consumer);
+  release_client(consumer);
+  release_client(sender);
+  if (rc) release_client(rc);
+}
+
 /* fork(): the child gets PROSODY_ERR_AFTER_FORK at once; the parent goes on. */
 static void test_fork(void) {
   uint64_t c = new_client("{" MOCK ",\"source_system\":\"capi-fork\"}");
@@ -1916,6 +2167,7 @@ int main(int argc, char **argv) {
       {"timers_cancelled", test_timers_cancelled},
       {"state", test_state},
       {"state_expired", test_state_expired},
+      {"state_readers", test_state_readers},
       {"fork", test_fork},
   };
   for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
