@@ -60,6 +60,8 @@ extern "Python" void _prosody_on_done(void *user_data, int status, const char *m
 extern "Python" void _prosody_on_times(void *user_data, int status, const int64_t *times_ms,
                                        size_t count, const char *message);
 extern "Python" void _prosody_on_log(void *user_data, const prosody_log_record *record);
+extern "Python" void _prosody_on_state(void *user_data, int status, const prosody_state_item *items, size_t n,
+                                       uint64_t number, const char *message);
 """
 
 # A helper for the event loop's hot path, written in C: prosody_py_complete

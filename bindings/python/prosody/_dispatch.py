@@ -82,14 +82,17 @@ class Dispatcher:
     __slots__ = (
         "loop", "_client", "_handler", "_user", "_fd", "_ffi", "_lib", "_buf", "_count",
         "_builder", "_inflight", "_expired", "_ok", "_failed", "_flush_pending",
-        "_shutdown", "_watching", "_aborted", "_orphan", "__weakref__",
+        "_shutdown", "_watching", "_aborted", "_orphan", "collections", "__weakref__",
     )
 
-    def __init__(self, client: int, loop: asyncio.AbstractEventLoop, handler: ProsodyHandler, fd: int) -> None:
+    def __init__(self, client: int, loop: asyncio.AbstractEventLoop, handler: ProsodyHandler, fd: int,
+                 collections: dict[str, tuple[str, str]] | None = None) -> None:
         global _EVENT_SIZE
         ffi, lib = _native.load()
         _EVENT_SIZE = ffi.sizeof("prosody_event")
         self.loop = loop
+        # The client's keyed-state collections: name -> (kind, payload).
+        self.collections = collections
         self._client = client
         self._handler = handler
         # The plain ProsodyHandler adds nothing to a call without trace

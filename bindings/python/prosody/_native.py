@@ -5,7 +5,7 @@ shared library is loaded and does not survive ``fork()``. It is loaded on
 first use (the first client), and the pid is recorded then; in a process
 forked after that, every use raises a clear RuntimeError instead of hanging.
 
-Completion callbacks (send, subscribe, timers, admin, ...) run on library
+Completion callbacks (send, subscribe, timers, keyed state, admin, ...) run on library
 threads. One trampoline serves them all: ``user_data`` is a small integer
 key into ``_pending``, and the result is handed to the owning event loop with
 ``call_soon_threadsafe``. Events themselves never take this path: they are
@@ -39,6 +39,7 @@ ERR_CANCELLED = 8
 ERR_CLOSED = 9
 ERR_AFTER_FORK = 10
 ERR_INTERNAL = 11
+ERR_NULL_VALUE = 12
 
 _STATUS_NAMES = {
     OK: "PROSODY_OK",
@@ -53,6 +54,7 @@ _STATUS_NAMES = {
     ERR_CLOSED: "PROSODY_ERR_CLOSED",
     ERR_AFTER_FORK: "PROSODY_ERR_AFTER_FORK",
     ERR_INTERNAL: "PROSODY_ERR_INTERNAL",
+    ERR_NULL_VALUE: "PROSODY_ERR_NULL_VALUE",
 }
 
 LIBRARY_AFTER_FORK = (
@@ -116,6 +118,15 @@ def _load() -> None:
         text = _ffi.string(message).decode("utf-8", "replace") if message else None
         _deliver(entry, status, times, text)
 
+    @extern(name="_prosody_on_state")
+    def _on_state(user_data: Any, status: int, items: Any, n: int, number: int, message: Any) -> None:
+        entry = _pending.pop(int(_ffi.cast("uintptr_t", user_data)), None)
+        if entry is None:
+            return
+        copied = state_items(_ffi, items, n) if n else []
+        text = _ffi.string(message).decode("utf-8", "replace") if message else None
+        _deliver(entry, status, (copied, int(number)), text)
+
     @extern(name="_prosody_on_log")
     def _on_log(user_data: Any, record: Any) -> None:
         try:
@@ -141,6 +152,22 @@ def _load() -> None:
         raise status_error(status, "prosody_set_log_callback failed")
     ffi, lib, _loaded_pid = _ffi, _lib, os.getpid()
     atexit.register(_at_exit)
+
+
+# One item a prosody_state_fn reported, copied: the key and the value as
+# bytes, each None when absent (NULL).
+StateItem = tuple[bytes | None, bytes | None]
+
+
+def state_items(_ffi: Any, items: Any, n: int) -> list[StateItem]:
+    """Copies the items a prosody_state_fn reported (valid only during the call)."""
+    out: list[StateItem] = []
+    for i in range(n):
+        item = items[i]
+        key = _ffi.unpack(item.key, item.key_len) if item.key else None
+        value = _ffi.buffer(item.value, item.value_len)[:] if item.value else None
+        out.append((key, value))
+    return out
 
 
 def _deliver(

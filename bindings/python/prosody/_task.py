@@ -33,6 +33,8 @@ from collections.abc import Callable
 from types import CoroutineType
 from typing import TYPE_CHECKING, Any
 
+from ._state import end_states
+
 if TYPE_CHECKING:
     from .context import Context
 
@@ -225,6 +227,8 @@ class HandlerTask(asyncio.Future[None]):
     def _succeeded(self) -> None:
         ctx = self._pctx
         ctx._done = True
+        if ctx._states is not None:
+            end_states(ctx)
         if self._waited:
             ctx._disp._complete(ctx._event, OUTCOME_OK, None, True)
         else:
@@ -240,6 +244,8 @@ class HandlerTask(asyncio.Future[None]):
     def _failed(self, e: BaseException) -> None:
         ctx = self._pctx
         ctx._done = True
+        if ctx._states is not None:
+            end_states(ctx)
         if isinstance(e, CancelledError):
             outcome, text = OUTCOME_TRANSIENT, _CANCELLED_TEXT
         elif isinstance(e, Exception):

@@ -1,13 +1,13 @@
-"""The per-call context: timers for the event's key and cancellation."""
+"""The per-call context: timers and keyed state for the event's key, and cancellation."""
 
 from __future__ import annotations
 
 import asyncio
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
-from . import _native
-from .errors import PermanentError, PermanentStateError, TransientError
+from . import _native, _state
+from .errors import PermanentError, TransientError
 
 if TYPE_CHECKING:
     from ._dispatch import Dispatcher
@@ -56,7 +56,9 @@ def _op_error(status: int, message: str | None) -> Exception:
 # What a new Context holds besides its dispatcher and event: __init__ and
 # prosody._batch (which makes the Contexts of polled events) both start
 # from this table.
-_INITIAL_SLOTS: dict[str, Any] = {"_cancelled": False, "_cancel_waiter": None, "_done": False, "_task": None}
+_INITIAL_SLOTS: dict[str, Any] = {
+    "_cancelled": False, "_cancel_waiter": None, "_done": False, "_task": None, "_states": None,
+}
 
 
 class Context:
@@ -66,13 +68,15 @@ class Context:
     must be called from the event loop the client subscribed from.
     """
 
-    __slots__ = ("_disp", "_event", "_cancelled", "_cancel_waiter", "_done", "_task")
+    __slots__ = ("_disp", "_event", "_cancelled", "_cancel_waiter", "_done", "_task", "_states")
     _disp: Dispatcher
     _event: int
     _cancelled: bool
     _cancel_waiter: asyncio.Future[None] | None
     _done: bool
     _task: HandlerTask | None  # set while the handler waits
+    # The keyed-state handles of the attempt, by (kind, payload, name); None until the first.
+    _states: dict[tuple[str, str, str], Any] | None
 
     def __init__(self, disp: Dispatcher, event: int) -> None:
         self._disp = disp
@@ -156,8 +160,16 @@ class Context:
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
-    # ---- keyed state (a later release) ----
+    # ---- keyed state ----
 
-    def state(self, definition: Any) -> NoReturn:
-        """Keyed state is not available in this release."""
-        raise PermanentStateError("keyed state is not supported by this version of prosody")
+    def state(self, definition: Any) -> Any:
+        """The event's key's handle of a registered collection, for this attempt.
+
+        Returns a ValueState, MapState or DequeState (of ``Message`` items
+        for the message_* definitions); calling it again in the attempt with
+        the same definition returns the same handle. A definition that is
+        malformed, or a context whose attempt has ended, raises
+        TransientStateError; a collection that is not registered (or is
+        registered with another kind or payload), PermanentStateError.
+        """
+        return _state.open_state(self, definition)

@@ -54,6 +54,17 @@ def _json_text(payload: Any) -> bytes:
         raise TypeError(f"send: payload cannot be represented as JSON: {e}") from None
 
 
+def _registered_collections(doc: str) -> dict[str, tuple[str, str]]:
+    """The keyed-state collections the core accepted: name -> (kind, payload)."""
+    configs = json.loads(doc).get("state_collections")
+    out: dict[str, tuple[str, str]] = {}
+    if isinstance(configs, list):
+        for c in configs:
+            if isinstance(c, dict) and isinstance(c.get("name"), str):
+                out[c["name"]] = (str(c.get("kind")), str(c.get("payload")))
+    return out
+
+
 def _is_async(fn: Any) -> bool:
     """Whether calling fn gives a coroutine: async def, also behind decorators that keep it so."""
     return inspect.iscoroutinefunction(fn)
@@ -111,6 +122,7 @@ class ProsodyClient:
             exc = ValueError if status == _native.ERR_CONFIG else RuntimeError
             raise _native.status_error(status, _native.take_error(err), exc)
         self._handle = int(out[0])
+        self._collections = _registered_collections(doc)
         fd = ffi.new("int *")
         status = lib.prosody_client_event_fd(self._handle, fd, err)
         if status != _native.OK:
@@ -200,7 +212,7 @@ class ProsodyClient:
             message_spans_follow=self._message_follows,
             timer_spans_follow=self._timer_follows,
         )
-        dispatcher = Dispatcher(self._handle, loop, wrapped, self._fd)
+        dispatcher = Dispatcher(self._handle, loop, wrapped, self._fd, self._collections)
         ffi = _native.ffi
         config = ffi.new("prosody_handler_config *")  # notify NULL: we watch the event fd
         config.size = ffi.sizeof("prosody_handler_config")

@@ -1,19 +1,22 @@
 """Keyed-state definitions and handle wrappers.
 
 The definitions register collections through ``state_collections`` (the core
-validates them). Reading and writing state from a handler
-(``Context.state``) comes with a later release; the handle wrappers below are
-the thin pure-Python layer it will use.
+validates them) and name them to ``Context.state``, which returns the
+handles below: thin pure-Python wrappers around a native handle (attribute
+``_native``; see prosody/_state.py), valid only inside the handler attempt
+that opened them. Every data operation is a coroutine; ``items``, ``keys``
+and ``values`` open their scan at once and return an async iterator.
 """
 
 from __future__ import annotations
 
 import builtins
 import enum
+import operator
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, ClassVar, Generic
+from typing import Any, ClassVar, Generic, overload
 
 from typing_extensions import TypeVar
 
@@ -32,6 +35,7 @@ T = TypeVar("T", default=JSONValue)
 V = TypeVar("V", default=JSONValue)
 P = TypeVar("P", default=JSONValue)
 R = TypeVar("R")
+D = TypeVar("D")
 
 
 class Direction(enum.Enum):
@@ -168,6 +172,30 @@ def _same(x: Any) -> Any:
     return x
 
 
+def _second(item: Any) -> Any:
+    return item[1]
+
+
+def _token(direction: Any) -> Any:
+    """What the native scan takes: a Direction's value; anything else as it is (the native layer refuses it)."""
+    return direction.value if isinstance(direction, Direction) else direction
+
+
+_U32_MAX = 0xFFFFFFFF
+
+
+def _u32(index: Any) -> int:
+    """A deque index as an unsigned 32-bit integer: TypeError for a non-integer, OverflowError out of range."""
+    if isinstance(index, float):
+        raise TypeError("a deque index must be an int, not float")
+    i = operator.index(index)  # TypeError for anything that is not an integer
+    if i < 0:
+        raise OverflowError(f"a deque index cannot be negative (got {i}): it counts from the front, 0 first")
+    if i > _U32_MAX:
+        raise OverflowError(f"a deque index must be at most {_U32_MAX}, got {i}")
+    return i
+
+
 class _State:
     """What every state handle does: clear, commit, roll back."""
 
@@ -196,7 +224,13 @@ class ValueState(_State, Generic[T]):
 
 
 class MapState(_State, Generic[V]):
+    @overload
+    async def get(self, key: str) -> V | None: ...
+    @overload
+    async def get(self, key: str, default: D) -> V | D: ...
+
     async def get(self, key: str, default: Any = None) -> Any:
+        """The entry's value; ``default`` only when there is no entry (a falsy value is returned as it is)."""
         result = await self._native.get(key)
         return default if result is None else result
 
@@ -208,29 +242,38 @@ class MapState(_State, Generic[V]):
         return result
 
     async def set(self, key: str, value: V) -> None:
+        if value is None:
+            raise NullValueError("cannot store None; use remove(key) to delete the entry")
         await self._native.set(key, value)
 
     async def remove(self, key: str) -> None:
         await self._native.remove(key)
 
     def items(self, direction: Direction = Direction.FORWARD) -> _StateScan[tuple[str, V]]:
-        return _StateScan(self._native.scan(direction.value), _same)
+        return _StateScan(self._native.scan(_token(direction)), _same)
 
     def keys(self, direction: Direction = Direction.FORWARD) -> _StateScan[str]:
-        return _StateScan(self._native.keys(direction.value), _same)
+        return _StateScan(self._native.keys(_token(direction)), _same)
 
     def values(self) -> _StateScan[V]:
-        return _StateScan(self._native.scan("forward"), lambda item: item[1])
+        return _StateScan(self._native.scan("forward"), _second)
 
     def __aiter__(self) -> AsyncIterator[str]:
         return _StateScan(self._native.keys("forward"), _same)
 
 
+_NO_NONE_ITEM = "cannot store None in a deque; pop() or clear() remove items"
+
+
 class DequeState(_State, Generic[T]):
     async def append(self, item: T) -> None:
+        if item is None:
+            raise NullValueError(_NO_NONE_ITEM)
         await self._native.push_back(item)
 
     async def appendleft(self, item: T) -> None:
+        if item is None:
+            raise NullValueError(_NO_NONE_ITEM)
         await self._native.push_front(item)
 
     async def pop(self) -> T | None:
@@ -250,7 +293,8 @@ class DequeState(_State, Generic[T]):
         return result
 
     async def get(self, index: int) -> T | None:
-        result: T | None = await self._native.get(index)
+        """The item at ``index`` (0 is the front), or None past the end."""
+        result: T | None = await self._native.get(_u32(index))
         return result
 
     async def size(self) -> int:
@@ -260,7 +304,7 @@ class DequeState(_State, Generic[T]):
         return bool(await self._native.is_empty())
 
     def values(self, direction: Direction = Direction.FORWARD) -> _StateScan[T]:
-        return _StateScan(self._native.scan(direction.value), _same)
+        return _StateScan(self._native.scan(_token(direction)), _same)
 
     def __aiter__(self) -> AsyncIterator[T]:
         return _StateScan(self._native.scan("forward"), _same)

@@ -6,7 +6,7 @@ from .message import JSONValue
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, ClassVar, Generic
+from typing import Any, ClassVar, Generic, overload
 from typing_extensions import TypeVar
 
 __all__ = ['Direction', 'ValueDefinition', 'MapDefinition', 'DequeDefinition', 'MessageValueDefinition', 'MessageMapDefinition', 'MessageDequeDefinition', 'value', 'map', 'deque', 'message_value', 'message_map', 'message_deque', 'ValueState', 'MapState', 'DequeState']
@@ -15,6 +15,7 @@ T = TypeVar('T', default=JSONValue)
 V = TypeVar('V', default=JSONValue)
 P = TypeVar('P', default=JSONValue)
 R = TypeVar('R')
+D = TypeVar('D')
 
 class Direction(enum.Enum):
     FORWARD = 'forward'
@@ -67,6 +68,7 @@ class _StateScan(Generic[R]):
     async def aclose(self) -> None: ...
 
 class _State:
+    _native: Any
     def __init__(self, native: Any) -> None: ...
     async def clear(self) -> None: ...
     async def commit(self) -> None: ...
@@ -77,7 +79,10 @@ class ValueState(_State, Generic[T]):
     async def set(self, value: T) -> None: ...
 
 class MapState(_State, Generic[V]):
-    async def get(self, key: str, default: Any = None) -> Any: ...
+    @overload
+    async def get(self, key: str) -> V | None: ...
+    @overload
+    async def get(self, key: str, default: D) -> V | D: ...
     async def contains(self, key: str) -> bool: ...
     async def get_many(self, keys: Sequence[str]) -> builtins.list[V | None]: ...
     async def set(self, key: str, value: V) -> None: ...

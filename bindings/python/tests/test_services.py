@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from prosody import AdminClient, Context, Message, ProsodyClient
+import prosody
+from prosody import AdminClient, Context, Direction, Message, ProsodyClient
 
 from conftest import KAFKA, Recorder, eventually, kafka_client, stop, unique
 
@@ -255,3 +256,34 @@ async def test_dead_letter_not_committed_before_it_is_written(kafka_topic: str) 
         producer._release()
         await admin.delete_topic(source)
         await admin.delete_topic(failures)
+
+
+async def test_keyed_state_with_real_cassandra_survives_a_restart(kafka_topic: str) -> None:
+    counter_def = prosody.value("py-counter", ttl=timedelta(days=1))
+    entries_def = prosody.map("py-entries", ttl=timedelta(days=1))
+    seen: list[tuple[int, int, str]] = []
+
+    async def on_message(ctx: Context, m: Message) -> None:
+        counter, entries = ctx.state(counter_def), ctx.state(entries_def)
+        n = (await counter.get() or 0) + 1
+        assert isinstance(n, int)
+        await counter.set(n)
+        for i in range(100):
+            await entries.set(f"{n}-{i:03d}", i)
+        keys = [k async for k in entries.keys()]
+        assert keys == sorted(keys) and len(set(keys)) == len(keys)
+        last = [k async for k in entries.keys(Direction.BACKWARD)][0]
+        seen.append((n, len(keys), last))
+
+    group = unique("g")
+    producer = kafka_client(source_system=unique("src"))
+    for round_ in range(2):
+        consumer = kafka_client(group_id=group, subscribed_topics=kafka_topic, cassandra_keyspace="prosody_py_tests",
+                                state_collections=[counter_def, entries_def])
+        await asyncio.wait_for(consumer.subscribe(Recorder(on_message=on_message)), 60)
+        for _ in range(2):
+            await producer.send(kafka_topic, "state-key", {"n": 1})
+        await eventually(lambda: len(seen) == 2 * (round_ + 1), timeout=90, what="the messages")
+        await stop(consumer)  # the next client reads what this one committed
+    producer._release()
+    assert seen == [(n, 100 * n, f"{n}-099") for n in range(1, 5)]

@@ -11,14 +11,59 @@ GOOD = textwrap.dedent(
     """
     import datetime
     from typing import TypedDict
-    from prosody import (AdminClient, Context, EventHandler, Message, ProsodyClient, Timer,
-                         ValueDefinition, permanent, value)
+    from typing_extensions import assert_type
+    from prosody import (AdminClient, Context, DequeDefinition, DequeState, Direction, EventHandler,
+                         MapDefinition, MapState, Message, MessageDequeDefinition, MessageMapDefinition,
+                         MessageValueDefinition, ProsodyClient, Timer, ValueDefinition, ValueState, deque,
+                         map, message_deque, message_map, message_value, permanent, value)
 
     class OrderEvent(TypedDict):
         order_id: str
         amount: int
 
     COUNTER: ValueDefinition[int] = value("counter", ttl=datetime.timedelta(days=30))
+    SEEN: MapDefinition[list[str]] = map("seen", keyset_limit=16)
+    RECENT: DequeDefinition[float] = deque("recent", capacity=10)
+    LAST: MessageValueDefinition[OrderEvent] = message_value("last")
+    BY_ID: MessageMapDefinition[OrderEvent] = message_map("by-id")
+    PENDING: MessageDequeDefinition[OrderEvent] = message_deque("pending", capacity=100)
+
+    async def use_state(context: Context, message: Message[OrderEvent]) -> None:
+        count = context.state(COUNTER)
+        assert_type(count, ValueState[int])
+        await count.set((await count.get() or 0) + 1)
+        await count.commit()
+        seen = context.state(SEEN)
+        assert_type(seen, MapState[list[str]])
+        tags: list[str] | None = await seen.get("a")
+        tags_or_empty: list[str] = await seen.get("a", [])
+        many: list[list[str] | None] = await seen.get_many(["a", "b"])
+        present: bool = await seen.contains("a")
+        async for key, value_ in seen.items(Direction.BACKWARD):
+            assert_type(key, str)
+            assert_type(value_, list[str])
+        async for only_key in seen:
+            assert_type(only_key, str)
+        everything = [v async for v in seen.values()]
+        assert_type(everything, list[list[str]])
+        recent = context.state(RECENT)
+        assert_type(recent, DequeState[float])
+        await recent.append(1.5)
+        latest: float | None = await recent.pop()
+        size: int = await recent.size()
+        at: float | None = await recent.get(0)
+        last = context.state(LAST)
+        assert_type(last, ValueState[Message[OrderEvent]])
+        await last.set(message)
+        previous = await last.get()
+        if previous is not None:
+            amount: int = previous.payload["amount"]
+        assert_type(context.state(BY_ID), MapState[Message[OrderEvent]])
+        pending = context.state(PENDING)
+        assert_type(pending, DequeState[Message[OrderEvent]])
+        await pending.append(message)
+        batch = [m async for m in pending.values()]
+        assert_type(batch, list[Message[OrderEvent]])
 
     class OrderHandler(EventHandler[OrderEvent]):
         @permanent(TypeError)
@@ -46,11 +91,21 @@ GOOD = textwrap.dedent(
 
 BAD = textwrap.dedent(
     """
-    from prosody import Context, EventHandler, Message, ProsodyClient, Timer
+    from prosody import (Context, EventHandler, Message, MessageDequeDefinition, ProsodyClient, Timer,
+                         ValueDefinition, message_deque, value)
     from typing import TypedDict
 
     class OrderEvent(TypedDict):
         amount: int
+
+    COUNTER: ValueDefinition[int] = value("counter")
+    PENDING: MessageDequeDefinition[OrderEvent] = message_deque("pending")
+
+    async def misuse_state(context: Context, message: Message[OrderEvent]) -> None:
+        count = context.state(COUNTER)
+        await count.set("one")  # not an int
+        label: str | None = await count.get()  # an int, not a str
+        await context.state(PENDING).append(message.payload)  # a payload, not a Message
 
     class OrderHandler(EventHandler[OrderEvent]):
         async def on_message(self, context: Context, message: Message[OrderEvent]) -> None:
@@ -86,3 +141,9 @@ def test_type_mistakes_are_reported(tmp_path: Path) -> None:
     assert 'Argument 1 to "schedule" of "Context" has incompatible type "int"' in out.stdout
     assert 'Argument "mode" to "ProsodyClient" has incompatible type' in out.stdout
     assert 'Unexpected keyword argument "max_concurency"' in out.stdout
+    # Keyed state: the handle's item type comes from the definition.
+    assert 'Argument 1 to "set" of "ValueState" has incompatible type "str"; expected "int"' in out.stdout
+    assert ('Incompatible types in assignment (expression has type "int | None", variable has type "str | None")'
+            in out.stdout)
+    assert ('Argument 1 to "append" of "DequeState" has incompatible type "OrderEvent"; '
+            'expected "Message[OrderEvent]"') in out.stdout
