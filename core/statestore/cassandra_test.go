@@ -198,3 +198,19 @@ func TestCassandraSettleShortensTTLs(t *testing.T) {
 	// The marker lives as long as the longest TTL (the deque has none).
 	h.wantApplied(raw, k, "big/0", 77, true)
 }
+
+// state_pending is one partition per namespace, read whole by Pending,
+// and every settled record leaves a tombstone: they must not be kept for
+// the default ten days.
+func TestCassandraPendingTombstonesAreShortLived(t *testing.T) {
+	raw := cassandraEnv(t)(t)
+	ctx := testCtx(t)
+	var grace int
+	if err := raw.s.Query(ctx, `SELECT gc_grace_seconds FROM system_schema.tables WHERE keyspace_name = ? AND table_name = 'state_pending'`,
+		raw.s.Keyspace()).Scan(&grace); err != nil {
+		t.Fatal(err)
+	}
+	if grace != 3600 {
+		t.Fatalf("state_pending gc_grace_seconds = %d, want 3600", grace)
+	}
+}
