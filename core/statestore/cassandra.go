@@ -100,15 +100,15 @@ func (c *cassandraStore) Register(ctx context.Context, namespace string, s Schem
 }
 
 func (c *cassandraStore) Route(ctx context.Context, subsystem, collection string) (Route, bool, error) {
-	var ns, kind, payload string
-	err := c.s.Query(ctx, c.q.selectRoute, subsystem, collection).Scan(&ns, &kind, &payload)
+	var ns, topic, kind, payload string
+	err := c.s.Query(ctx, c.q.selectRoute, subsystem, collection).Scan(&ns, &topic, &kind, &payload)
 	if errors.Is(err, gocql.ErrNotFound) {
 		return Route{}, false, nil
 	}
 	if err != nil {
 		return Route{}, false, wrap(err, "read the route of %s/%s", subsystem, collection)
 	}
-	return Route{Subsystem: subsystem, Collection: collection, Namespace: ns,
+	return Route{Subsystem: subsystem, Collection: collection, Namespace: ns, Topic: topic,
 		Kind: config.CollectionKind(kind), Payload: config.PayloadKind(payload)}, true, nil
 }
 
@@ -122,7 +122,7 @@ const setRouteAttempts = 8
 // unless a concurrent writer switched the record's existence in between.
 func (c *cassandraStore) SetRoute(ctx context.Context, r Route) error {
 	for range setRouteAttempts {
-		applied, err := c.s.Query(ctx, c.q.insertRoute, r.Subsystem, r.Collection, r.Namespace, string(r.Kind), string(r.Payload)).
+		applied, err := c.s.Query(ctx, c.q.insertRoute, r.Subsystem, r.Collection, r.Namespace, r.Topic, string(r.Kind), string(r.Payload)).
 			MapScanCAS(map[string]any{})
 		if err != nil {
 			return wrap(err, "create the route of %s/%s", r.Subsystem, r.Collection)
@@ -130,7 +130,7 @@ func (c *cassandraStore) SetRoute(ctx context.Context, r Route) error {
 		if applied {
 			return nil
 		}
-		applied, err = c.s.Query(ctx, c.q.updateRoute, r.Namespace, string(r.Kind), string(r.Payload), r.Subsystem, r.Collection).
+		applied, err = c.s.Query(ctx, c.q.updateRoute, r.Namespace, r.Topic, string(r.Kind), string(r.Payload), r.Subsystem, r.Collection).
 			MapScanCAS(map[string]any{})
 		if err != nil {
 			return wrap(err, "update the route of %s/%s", r.Subsystem, r.Collection)

@@ -355,7 +355,7 @@ var conformanceCases = []conformanceCase{
 		if _, ok, err := h.store.Route(h.ctx, sub, "cart"); err != nil || ok {
 			h.t.Fatalf("Route before any = %v, %v", ok, err)
 		}
-		r := Route{Subsystem: sub, Collection: "cart", Namespace: "group-a", Kind: config.CollectionMap, Payload: config.PayloadJSON}
+		r := Route{Subsystem: sub, Collection: "cart", Namespace: "group-a", Topic: "orders", Kind: config.CollectionMap, Payload: config.PayloadJSON}
 		h.check(h.store.SetRoute(h.ctx, r), "SetRoute")
 		wantRoute := func(want Route, wantOK bool) {
 			h.t.Helper()
@@ -367,7 +367,7 @@ var conformanceCases = []conformanceCase{
 		}
 		wantRoute(r, true)
 		r2 := r
-		r2.Namespace, r2.Kind = "group-b", config.CollectionValue
+		r2.Namespace, r2.Topic, r2.Kind = "group-b", "orders-v2", config.CollectionValue
 		h.check(h.store.SetRoute(h.ctx, r2), "SetRoute replacing")
 		wantRoute(r2, true)
 		// The old owner's delete must not remove the new owner's route.
@@ -378,6 +378,11 @@ var conformanceCases = []conformanceCase{
 		h.check(h.store.DeleteRoute(h.ctx, sub, "cart", "group-b"), "DeleteRoute of nothing")
 		h.check(h.store.SetRoute(h.ctx, r), "SetRoute after delete")
 		wantRoute(r, true)
+		// A route may name no topic; replacing one clears it.
+		r3 := r
+		r3.Topic = ""
+		h.check(h.store.SetRoute(h.ctx, r3), "SetRoute without a topic")
+		wantRoute(r3, true)
 	}},
 	{"persists across a second store", func(h *harness) {
 		k := h.key("k")

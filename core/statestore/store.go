@@ -42,14 +42,18 @@ type Schema struct {
 }
 
 // Route is a published collection's routing record: which namespace holds
-// the collection a subsystem publishes, and its schema, so a reader in
-// another service can find and check it.
+// the collection a subsystem publishes, of which topic, and its schema, so
+// a reader in another service can find and check it.
 type Route struct {
 	Subsystem  string
 	Collection string
 	Namespace  string
-	Kind       config.CollectionKind
-	Payload    config.PayloadKind
+	// Topic is the topic whose state the collection holds: a reader needs
+	// it to address the state, as keyed state's rows are keyed by topic
+	// too.
+	Topic   string
+	Kind    config.CollectionKind
+	Payload config.PayloadKind
 }
 
 // Entry is one map entry.
