@@ -175,6 +175,7 @@ func TestCassandraSettleShortensTTLs(t *testing.T) {
 	w := largeWrite(40, 100)
 	w.Changes[0].TTL = time.Hour
 	w.Changes[1].TTL = 10 * time.Minute
+	w.Marker.TTL = 2 * time.Hour
 	raw.afterPart = func(int) error { return errCrash }
 	if err := raw.Apply(h.ctx, k, w); !errors.Is(err, errCrash) {
 		t.Fatalf("Apply = %v", err)
@@ -195,8 +196,15 @@ func TestCassandraSettleShortensTTLs(t *testing.T) {
 		t.Fatalf("settled entry TTL = %d s, want about 1800", ttl)
 	}
 	h.wantValue(raw, k, "v", nil, false)
-	// The marker lives as long as the longest TTL (the deque has none).
+	// The marker keeps its own TTL, shortened like the rest.
 	h.wantApplied(raw, k, "big/0", 77, true)
+	if err := raw.s.Query(h.ctx, `SELECT TTL(value) FROM `+raw.s.Keyspace()+`.state_entries WHERE namespace = ? AND key = ? AND collection = '' AND item = ?`,
+		k.Namespace, k.Key, []byte("big/0")).Scan(&ttl); err != nil {
+		t.Fatal(err)
+	}
+	if ttl > 5400 || ttl < 5300 {
+		t.Fatalf("settled marker TTL = %d s, want about 5400", ttl)
+	}
 }
 
 // state_pending is one partition per namespace, read whole by Pending,

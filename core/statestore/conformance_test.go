@@ -264,7 +264,7 @@ var conformanceCases = []conformanceCase{
 		}, Marker: &Marker{Source: "t/0", Offset: 1}})
 		h.apply(k, Write{Changes: []Change{
 			{Collection: "m2", Kind: config.CollectionMap, TTL: ttl, Puts: []Entry{{Key: "b", Value: []byte("2")}}},
-		}, Marker: &Marker{Source: "t/1", Offset: 9}})
+		}, Marker: &Marker{Source: "t/1", Offset: 9, TTL: ttl}})
 		// Read everything once, so a cache holds it.
 		h.wantValue(h.store, k, "v", []byte("short"), true)
 		h.wantMap(h.store, k, "m", map[string]string{"a": "1"})
@@ -284,8 +284,41 @@ var conformanceCases = []conformanceCase{
 			return !ok && got[0] == nil && b == (Bounds{}) && len(sl) == 0 && len(sc) == 0 && !marked
 		})
 		h.wantValue(h.store, k, "forever", []byte("stays"), true)
-		// The first write had a change without TTL: its marker has none.
+		// The first write's marker has no TTL.
 		h.wantApplied(h.store, k, "t/0", 1, true)
+	}},
+	{"a marker lives exactly its own TTL", func(h *harness) {
+		k := h.key("k")
+		const ttl = 2 * time.Second
+		// A marked write of a long-lived collection, then one of a short-
+		// lived collection from the same source: the second marker keeps
+		// the TTL it was given (none), not one derived from its changes,
+		// so the first write stays protected.
+		h.apply(k, Write{Changes: []Change{valueChange("long", "x")}, Marker: &Marker{Source: "t/0", Offset: 1}})
+		h.apply(k, Write{Changes: []Change{{Collection: "short", Kind: config.CollectionValue, TTL: ttl, Value: []byte("y")}},
+			Marker: &Marker{Source: "t/0", Offset: 2}})
+		// A marker with a TTL expires although its changes do not.
+		h.apply(k, Write{Changes: []Change{valueChange("long", "z")}, Marker: &Marker{Source: "t/1", Offset: 5, TTL: ttl}})
+		// And a marker alone can carry one.
+		h.apply(k, Write{Marker: &Marker{Source: "t/2", Offset: 7, TTL: ttl}})
+		h.wantApplied(h.store, k, "t/1", 5, true)
+		h.wantApplied(h.store, k, "t/2", 7, true)
+		h.expire(ttl, "markers with a TTL to expire", func() bool {
+			_, ok, err := h.store.Value(h.ctx, k, "short")
+			h.check(err, "Value")
+			_, m1, err := h.store.Applied(h.ctx, k, "t/1")
+			h.check(err, "Applied")
+			_, m2, err := h.store.Applied(h.ctx, k, "t/2")
+			h.check(err, "Applied")
+			return !ok && !m1 && !m2
+		})
+		h.wantApplied(h.store, k, "t/0", 2, true)
+		h.wantValue(h.store, k, "long", []byte("z"), true)
+		for _, ttl := range []time.Duration{-time.Second, maxTTL + time.Second} {
+			if err := h.store.Apply(h.ctx, k, Write{Marker: &Marker{Source: "t/3", Offset: 1, TTL: ttl}}); err == nil {
+				h.t.Fatalf("a marker with TTL %v was accepted", ttl)
+			}
+		}
 	}},
 	{"markers", func(h *harness) {
 		k := h.key("k")

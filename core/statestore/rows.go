@@ -167,31 +167,22 @@ func compile(w Write, elapsed time.Duration) (compiled, error) {
 			return compiled{}, fault.Terminal(fmt.Errorf("statestore: collection %q has unknown kind %q", ch.Collection, ch.Kind))
 		}
 	}
-	if w.Marker != nil {
-		ttl := markerTTL(w)
+	if m := w.Marker; m != nil {
+		// The marker lives exactly as long as it was given, whatever the
+		// changes' TTLs (see Marker.TTL).
+		if m.TTL < 0 || m.TTL > maxTTL {
+			return compiled{}, fault.Terminal(fmt.Errorf("statestore: marker of %s: TTL %v outside [0, %v]", m.Source, m.TTL, maxTTL))
+		}
+		ttl := m.TTL
 		if ttl == 0 || ttl > elapsed {
 			if ttl > 0 {
 				ttl -= elapsed
 			}
-			c.puts = append(c.puts, rowOp{kind: opPut, coll: markerColl, item: w.Marker.Source,
-				value: encodeOffset(w.Marker.Offset), ttl: ttl, isMarker: true})
+			c.puts = append(c.puts, rowOp{kind: opPut, coll: markerColl, item: m.Source,
+				value: encodeOffset(m.Offset), ttl: ttl, isMarker: true})
 		}
 	}
 	return c, nil
-}
-
-// markerTTL is the longest TTL among the write's changes, or none if any
-// change has none: the marker must outlive every row it vouches for, or a
-// redelivery after the marker expired would apply the write over itself.
-func markerTTL(w Write) time.Duration {
-	var longest time.Duration
-	for _, ch := range w.Changes {
-		if ch.TTL == 0 {
-			return 0
-		}
-		longest = max(longest, ch.TTL)
-	}
-	return longest
 }
 
 // ttlSeconds rounds a TTL up to whole seconds, as both stores keep it, so

@@ -112,6 +112,13 @@ type Change struct {
 type Marker struct {
 	Source string
 	Offset int64
+	// TTL bounds how long the marker row lives (0: it never expires).
+	// Stores use exactly this, whatever the TTLs of the write's changes:
+	// a source has one marker row per key, so a marker derived from one
+	// write's changes would also end the protection of earlier writes of
+	// that source, of collections that live longer. Stores round it up to
+	// whole seconds.
+	TTL time.Duration
 }
 
 // Write is one key's committed change: every collection the attempt
