@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prosody-events/prosody-go/core/config"
+	"github.com/prosody-events/prosody-go/core/fault"
 )
 
 // testCacheBytes is the cache size of the cached backends: large enough
@@ -452,6 +453,52 @@ var conformanceCases = []conformanceCase{
 		h.check(err, "Pending")
 		if len(pending) != 0 {
 			h.t.Fatalf("Pending after a successful large write = %d records", len(pending))
+		}
+	}},
+	{"an item over MaxItemSize is refused before anything is written", func(h *harness) {
+		k := h.key("k")
+		big := bytes.Repeat([]byte("x"), MaxItemSize+1)
+		for _, tc := range []struct {
+			what string
+			ch   Change
+		}{
+			{"value", Change{Collection: "huge", Kind: config.CollectionValue, Value: big}},
+			{"map entry", Change{Collection: "huge", Kind: config.CollectionMap,
+				Puts: []Entry{{Key: "small", Value: []byte("1")}, {Key: "k", Value: big[:MaxItemSize]}}}},
+			{"deque slot", Change{Collection: "huge", Kind: config.CollectionDeque, Bounds: &Bounds{0, 2},
+				Slots: []Slot{{Index: 0, Value: []byte("1")}, {Index: 1, Value: big}}}},
+		} {
+			// A small change of the same write goes first: it must not
+			// land either.
+			err := h.store.Apply(h.ctx, k, Write{Changes: []Change{valueChange("v", tc.what), tc.ch},
+				Marker: &Marker{Source: "t/0", Offset: 1}})
+			if !fault.IsPermanent(err) {
+				h.t.Fatalf("%s of %d bytes: Apply = %v, want a permanent error", tc.what, MaxItemSize+1, err)
+			}
+			if msg := err.Error(); !strings.Contains(msg, `"huge"`) || !strings.Contains(msg, fmt.Sprint(MaxItemSize+1)) {
+				h.t.Fatalf("%s: the error %q names neither the collection nor the size", tc.what, msg)
+			}
+			h.wantValue(h.store, k, "v", nil, false)
+			h.wantApplied(h.store, k, "t/0", 0, false)
+		}
+		h.wantValue(h.store, k, "huge", nil, false)
+		h.wantMap(h.store, k, "huge", nil, "small", "k")
+		h.wantBounds(h.store, k, "huge", Bounds{})
+		pending, err := h.store.Pending(h.ctx, h.ns)
+		h.check(err, "Pending")
+		if len(pending) != 0 {
+			h.t.Fatalf("a refused write left %d pending records", len(pending))
+		}
+		// Items of exactly MaxItemSize are fine.
+		h.change(k, Change{Collection: "v", Kind: config.CollectionValue, Value: big[:MaxItemSize]},
+			Change{Collection: "m", Kind: config.CollectionMap, Puts: []Entry{{Key: "k", Value: big[:MaxItemSize-1]}}})
+		v, ok, err := h.store.Value(h.ctx, k, "v")
+		h.check(err, "Value")
+		if !ok || len(v) != MaxItemSize {
+			h.t.Fatalf("value of MaxItemSize bytes read back as %d bytes, %v", len(v), ok)
+		}
+		if got := h.mapGet(h.store, k, "m", "k"); len(got[0]) != MaxItemSize-1 {
+			h.t.Fatalf("map entry of MaxItemSize bytes read back as %d bytes", len(got[0]))
 		}
 	}},
 	{"namespaces and keys are isolated", func(h *harness) {

@@ -181,7 +181,9 @@ type Store interface {
 
 	// Applied is the offset of the last marker written for k from source.
 	Applied(ctx context.Context, k Key, source string) (offset int64, ok bool, err error)
-	// Apply commits w for k atomically.
+	// Apply commits w for k atomically. A write holding an item larger
+	// than MaxItemSize is refused with a permanent error before anything
+	// of it is written.
 	Apply(ctx context.Context, k Key, w Write) error
 
 	// Lease is the highest offset of source for which the namespace may
