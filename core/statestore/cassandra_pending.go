@@ -6,20 +6,10 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/goccy/go-json"
 	"github.com/gocql/gocql"
 
 	"github.com/prosody-events/prosody-go/core/fault"
 )
-
-// pendingRecord is what state_pending keeps of a large write. JSON keeps
-// nil and empty byte slices apart (null and ""), which Change relies on
-// (a nil Value leaves a value unchanged).
-type pendingRecord struct {
-	Key   Key
-	Write Write
-	TS    int64 // deletions at TS, insertions at TS+1
-}
 
 // handleBytes is the length of Pending.id: the record's timeuuid and its
 // write timestamp, so Settle needs no second read.
@@ -38,15 +28,13 @@ func parseHandle(h []byte) (gocql.UUID, int64, error) {
 	return id, int64(binary.BigEndian.Uint64(h[16:])), nil
 }
 
-// record writes the serialized write in chunks of at most the batch
-// limit, then the header (chunk 0: the chunk count). Only a record with
-// its header is pending: the header goes in after every chunk, and
-// nothing of the write is applied before it.
+// record writes the serialized write (encodeRecord, with ts: deletions at
+// ts, insertions at ts+1) in chunks of at most the batch limit, then the
+// header (chunk 0: the chunk count). Only a record with its header is
+// pending: the header goes in after every chunk, and nothing of the write
+// is applied before it.
 func (c *cassandraStore) record(ctx context.Context, k Key, w Write, ts int64) (gocql.UUID, error) {
-	data, err := json.Marshal(pendingRecord{Key: k, Write: w, TS: ts})
-	if err != nil {
-		return gocql.UUID{}, fault.Terminal(fmt.Errorf("statestore: serialize a large write to %q: %w", k.Key, err))
-	}
+	data := encodeRecord(k, w, ts)
 	id := gocql.UUIDFromTime(c.now())
 	n := 0
 	for start := 0; start < len(data); start += c.batchLimit {
@@ -113,17 +101,17 @@ func (c *cassandraStore) Pending(ctx context.Context, namespace string) ([]Pendi
 			}
 			continue
 		}
-		var rec pendingRecord
 		var all []byte
 		for _, ch := range r.chunks {
 			all = append(all, ch...)
 		}
-		if err := json.Unmarshal(all, &rec); err != nil {
+		k, w, ts, err := decodeRecord(all)
+		if err != nil {
 			return nil, fault.Terminal(fmt.Errorf("statestore: pending write %v of %q: %w", r.id, namespace, err))
 		}
-		p := Pending{Key: rec.Key, Write: rec.Write, Written: r.id.Time(), id: makeHandle(r.id, rec.TS)}
-		if rec.Write.Marker != nil {
-			p.Source = rec.Write.Marker.Source
+		p := Pending{Key: k, Write: w, Written: r.id.Time(), id: makeHandle(r.id, ts)}
+		if w.Marker != nil {
+			p.Source = w.Marker.Source
 		}
 		out = append(out, p)
 	}
