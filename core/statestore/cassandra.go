@@ -57,8 +57,12 @@ type cassandraStore struct {
 	clock      func() time.Time
 
 	// afterPart, when set (tests), runs after each part of a write applied
-	// in parts; an error stops the write there, as a crash would.
+	// in parts; an error stops the write there, as a failed part would.
 	afterPart func(part int) error
+	// afterRecord, when set (tests), runs after the header of a large
+	// write's record is written; an error is taken for the header's
+	// failure (its reply lost: the header may or may not be in).
+	afterRecord func(id gocql.UUID) error
 }
 
 // wrap adds context to a Cassandra error and gives it a fault class

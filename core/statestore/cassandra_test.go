@@ -1,10 +1,12 @@
 package statestore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"reflect"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 
 	"github.com/prosody-events/prosody-go/core/cassandra"
 	"github.com/prosody-events/prosody-go/core/config"
+	"github.com/prosody-events/prosody-go/core/fault"
 	"github.com/prosody-events/prosody-go/core/internal/testservices"
 )
 
@@ -93,8 +96,10 @@ func TestCassandraSettlesAnInterruptedLargeWrite(t *testing.T) {
 				}
 				return nil
 			}
-			if err := store.Apply(h.ctx, k, w); !errors.Is(err, errCrash) {
-				t.Fatalf("interrupted Apply = %v, want the crash", err)
+			// Part 1 fails every time, so settling at once fails too.
+			var pe *PartialWriteError
+			if err := store.Apply(h.ctx, k, w); !errors.Is(err, errCrash) || !errors.As(err, &pe) {
+				t.Fatalf("interrupted Apply = %v, want a PartialWriteError of the crash", err)
 			}
 			raw.afterPart = nil
 			// The marker goes in the last part: not applied.
@@ -113,6 +118,9 @@ func TestCassandraSettlesAnInterruptedLargeWrite(t *testing.T) {
 				t.Fatalf("Pending = %d records, want 1", len(pending))
 			}
 			p := pending[0]
+			if !reflect.DeepEqual(p, pe.Pending) {
+				t.Fatalf("Pending lists %+v, the PartialWriteError holds %+v", p, pe.Pending)
+			}
 			if p.Key != k || p.Source != "big/0" || !reflect.DeepEqual(p.Write, w) {
 				t.Fatalf("Pending record = key %+v, source %q, write equal %v", p.Key, p.Source, reflect.DeepEqual(p.Write, w))
 			}
@@ -227,4 +235,139 @@ func TestCassandraPendingTombstonesAreShortLived(t *testing.T) {
 	if grace != 3600 {
 		t.Fatalf("state_pending gc_grace_seconds = %d, want 3600", grace)
 	}
+}
+
+// push is one attempt's PushBack(item) of a deque, as the state package
+// computes it from the committed bounds: over a 4 KiB batch limit, it is
+// applied in three parts (bounds, slot, marker).
+func push(h *harness, s Store, k Key) Write {
+	h.t.Helper()
+	b, err := s.DequeBounds(h.ctx, k, "d")
+	h.check(err, "DequeBounds")
+	item := bytes.Repeat([]byte("x"), 5000)
+	nb := Bounds{b.Head, b.Tail + 1}
+	return Write{Changes: []Change{{Collection: "d", Kind: config.CollectionDeque, Bounds: &nb,
+		Slots: []Slot{{Index: b.Tail, Value: item}}}}, Marker: &Marker{Source: "t/0", Offset: 9}}
+}
+
+// wantPushedOnce checks that the deque holds exactly one pushed item, its
+// marker is in, and no record is pending.
+func wantPushedOnce(h *harness, s Store, k Key) {
+	h.t.Helper()
+	b, err := s.DequeBounds(h.ctx, k, "d")
+	h.check(err, "DequeBounds")
+	sl, err := s.DequeSlots(h.ctx, k, "d", Range{b.Head, b.Tail}, Forward, 10)
+	h.check(err, "DequeSlots")
+	if b != (Bounds{0, 1}) || len(sl) != 1 || len(sl[0].Value) != 5000 {
+		h.t.Fatalf("deque bounds %+v, %d slots; want one pushed item", b, len(sl))
+	}
+	h.wantApplied(s, k, "t/0", 9, true)
+	pending, err := s.Pending(h.ctx, h.ns)
+	h.check(err, "Pending")
+	if len(pending) != 0 {
+		h.t.Fatalf("%d records pending", len(pending))
+	}
+}
+
+func storeVariants(t *testing.T, run func(t *testing.T, raw *cassandraStore, h *harness)) {
+	for _, cacheBytes := range []int64{0, testCacheBytes} {
+		t.Run(map[bool]string{false: "plain", true: "cached"}[cacheBytes > 0], func(t *testing.T) {
+			raw := cassandraEnv(t, WithBatchLimit(4<<10))(t)
+			run(t, raw, &harness{t: t, ctx: testCtx(t), store: cachedFor(t, raw, cacheBytes), ns: testservices.UniqueName("ns")})
+		})
+	}
+}
+
+// A part that fails once is not left half-applied for the caller's retry
+// to run on: Apply settles the write at once, and it is applied whole.
+func TestCassandraLargeWriteFailureIsSettledAtOnce(t *testing.T) {
+	storeVariants(t, func(t *testing.T, raw *cassandraStore, h *harness) {
+		k := h.key("k")
+		var failed atomic.Bool
+		raw.afterPart = func(part int) error {
+			if part == 0 && !failed.Swap(true) {
+				return errCrash
+			}
+			return nil
+		}
+		h.check(h.store.Apply(h.ctx, k, push(h, h.store, k)), "Apply with a failing part")
+		if !failed.Load() {
+			t.Fatal("no part failed")
+		}
+		wantPushedOnce(h, h.store, k)
+	})
+}
+
+// When settling at once fails too, Apply says the write is half applied
+// and hands over its record, with which Settle completes it later.
+func TestCassandraLargeWriteLeftHalfAppliedIsReported(t *testing.T) {
+	storeVariants(t, func(t *testing.T, raw *cassandraStore, h *harness) {
+		k := h.key("\xff\xfek")
+		w := push(h, h.store, k)
+		raw.afterPart = func(int) error { return errCrash }
+		err := h.store.Apply(h.ctx, k, w)
+		raw.afterPart = nil
+		var pe *PartialWriteError
+		if !errors.As(err, &pe) || !errors.Is(err, errCrash) {
+			t.Fatalf("Apply = %v, want a PartialWriteError of the crash", err)
+		}
+		if pe.Pending.Key != k || pe.Pending.Source != "t/0" || !reflect.DeepEqual(pe.Pending.Write, w) {
+			t.Fatalf("PartialWriteError.Pending = key %q, source %q, write equal %v", pe.Pending.Key, pe.Pending.Source, reflect.DeepEqual(pe.Pending.Write, w))
+		}
+		if fault.ClassOf(err) != fault.ClassTransient {
+			t.Fatalf("class %v, want transient", fault.ClassOf(err))
+		}
+		// Half applied: the bounds (part 0) are in, the marker is not.
+		h.wantBounds(h.store, k, "d", Bounds{0, 1})
+		h.wantApplied(h.store, k, "t/0", 0, false)
+		pending, err := h.store.Pending(h.ctx, h.ns)
+		h.check(err, "Pending")
+		if len(pending) != 1 || pending[0].Key != k {
+			t.Fatalf("Pending = %+v, want the write's record", pending)
+		}
+		h.check(h.store.Settle(h.ctx, pe.Pending), "Settle")
+		wantPushedOnce(h, h.store, k)
+	})
+}
+
+// The reply to the record's header may be lost although the header
+// landed: the write may be pending then, and is treated as a failed
+// part. Settling writes the header again first, so that a settle cut
+// short leaves a record that Pending lists, whether or not the first
+// header landed.
+func TestCassandraLargeWriteWhoseRecordReplyIsLost(t *testing.T) {
+	t.Run("settled at once", func(t *testing.T) {
+		storeVariants(t, func(t *testing.T, raw *cassandraStore, h *harness) {
+			k := h.key("k")
+			raw.afterRecord = func(gocql.UUID) error { return errLost }
+			h.check(h.store.Apply(h.ctx, k, push(h, h.store, k)), "Apply")
+			wantPushedOnce(h, h.store, k)
+		})
+	})
+	t.Run("header never landed, settle cut short", func(t *testing.T) {
+		storeVariants(t, func(t *testing.T, raw *cassandraStore, h *harness) {
+			k := h.key("k")
+			raw.afterRecord = func(id gocql.UUID) error {
+				if err := raw.s.Query(h.ctx, `DELETE FROM `+raw.s.Keyspace()+`.state_pending WHERE namespace = ? AND id = ? AND chunk = 0`,
+					k.Namespace, id).Exec(); err != nil {
+					t.Error(err)
+				}
+				return errLost
+			}
+			raw.afterPart = func(int) error { return errCrash }
+			err := h.store.Apply(h.ctx, k, push(h, h.store, k))
+			raw.afterRecord, raw.afterPart = nil, nil
+			var pe *PartialWriteError
+			if !errors.As(err, &pe) || !errors.Is(err, errLost) || !errors.Is(err, errCrash) {
+				t.Fatalf("Apply = %v, want a PartialWriteError of both failures", err)
+			}
+			pending, err := h.store.Pending(h.ctx, h.ns)
+			h.check(err, "Pending")
+			if len(pending) != 1 {
+				t.Fatalf("Pending = %d records, want the half-applied write's", len(pending))
+			}
+			h.check(h.store.Settle(h.ctx, pending[0]), "Settle")
+			wantPushedOnce(h, h.store, k)
+		})
+	})
 }
