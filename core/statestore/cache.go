@@ -109,10 +109,10 @@ const (
 	kindEntry  = 'm'
 )
 
-func (c *cachedStore) rowKey(kind byte, k Key, collection string) []byte {
+func rowKey(kind byte, epoch uint64, k Key, collection string) []byte {
 	b := make([]byte, 0, 1+10+3*4+len(k.Namespace)+len(k.Key)+len(collection)+10+16)
 	b = append(b, kind)
-	b = binary.AppendUvarint(b, c.epoch(k.Namespace))
+	b = binary.AppendUvarint(b, epoch)
 	for _, s := range [3]string{k.Namespace, k.Key, collection} {
 		b = binary.BigEndian.AppendUint32(b, uint32(len(s)))
 		b = append(b, s...)
@@ -120,18 +120,21 @@ func (c *cachedStore) rowKey(kind byte, k Key, collection string) []byte {
 	return b
 }
 
-func (c *cachedStore) valueKey(k Key, collection string) string {
-	return string(c.rowKey(kindValue, k, collection))
+// The key functions take the namespace's epoch: readers pass the current
+// one, Apply the one it started under.
+
+func valueKey(epoch uint64, k Key, collection string) string {
+	return string(rowKey(kindValue, epoch, k, collection))
 }
 
-func (c *cachedStore) boundsKey(k Key, collection string) string {
-	return string(c.rowKey(kindBounds, k, collection))
+func boundsKey(epoch uint64, k Key, collection string) string {
+	return string(rowKey(kindBounds, epoch, k, collection))
 }
 
 // entryPrefix is the part of a map entry's key shared by the whole map
 // at its current generation; the map key is appended to it.
-func (c *cachedStore) entryPrefix(k Key, collection string) []byte {
-	b := c.rowKey(kindEntry, k, collection)
+func (c *cachedStore) entryPrefix(epoch uint64, k Key, collection string) []byte {
+	b := rowKey(kindEntry, epoch, k, collection)
 	return binary.AppendUvarint(b, c.guard.gen(k, collection).Load())
 }
 
@@ -160,7 +163,7 @@ func (c *cachedStore) set(key string, e cacheEntry) {
 }
 
 func (c *cachedStore) Value(ctx context.Context, k Key, collection string) ([]byte, bool, error) {
-	key := c.valueKey(k, collection)
+	key := valueKey(c.epoch(k.Namespace), k, collection)
 	if e, ok := c.get(key); ok {
 		return slices.Clone(e.value), e.present, nil
 	}
@@ -177,7 +180,7 @@ func (c *cachedStore) Value(ctx context.Context, k Key, collection string) ([]by
 }
 
 func (c *cachedStore) DequeBounds(ctx context.Context, k Key, collection string) (Bounds, error) {
-	key := c.boundsKey(k, collection)
+	key := boundsKey(c.epoch(k.Namespace), k, collection)
 	if e, ok := c.get(key); ok {
 		return e.bounds, nil
 	}
@@ -194,7 +197,7 @@ func (c *cachedStore) DequeBounds(ctx context.Context, k Key, collection string)
 }
 
 func (c *cachedStore) MapGet(ctx context.Context, k Key, collection string, keys []string) ([][]byte, error) {
-	prefix := c.entryPrefix(k, collection)
+	prefix := c.entryPrefix(c.epoch(k.Namespace), k, collection)
 	out := make([][]byte, len(keys))
 	var missing []string
 	missed := map[string][]int{} // map key → positions in keys
@@ -251,18 +254,24 @@ func (c *cachedStore) MapGet(ctx context.Context, k Key, collection string, keys
 // are set only then, and no fill can queue another old answer meanwhile
 // (the guard refuses fills while the write runs and for reads begun
 // before it).
+//
+// The cache keys are computed before the store is called, with the
+// namespace's epoch of then: a write that is in flight when the namespace
+// is forgotten belongs to the time before, and caching its answers under
+// the new epoch would hide what another owner wrote since. Its answers
+// are not cached at all then.
 func (c *cachedStore) Apply(ctx context.Context, k Key, w Write) error {
 	st := c.guard.stripe(k)
 	st.begin()
 	defer st.end()
-	start := c.rows.now()
+	epoch := c.epoch(k.Namespace)
+	rows := c.touched(k, epoch, w.Changes, c.rows.now())
 	err := c.Store.Apply(ctx, k, w)
-	rows := c.touched(k, w.Changes, start)
 	for key := range rows {
 		c.cache.Del(key)
 	}
 	c.cache.Wait()
-	if err != nil {
+	if err != nil || c.epoch(k.Namespace) != epoch {
 		return err
 	}
 	for key, e := range rows {
@@ -279,8 +288,9 @@ func (c *cachedStore) Settle(ctx context.Context, p Pending) error {
 	st := c.guard.stripe(p.Key)
 	st.begin()
 	defer st.end()
+	rows := c.touched(p.Key, c.epoch(p.Key.Namespace), p.Write.Changes, c.rows.now())
 	err := c.Store.Settle(ctx, p)
-	for key := range c.touched(p.Key, p.Write.Changes, c.rows.now()) {
+	for key := range rows {
 		c.cache.Del(key)
 	}
 	c.cache.Wait()
@@ -293,19 +303,19 @@ func (c *cachedStore) Settle(ctx context.Context, p Pending) error {
 // which cannot be listed, are unreachable from then on; values and bounds
 // have one row each and are simply replaced. As in the stores, deletions
 // come before puts.
-func (c *cachedStore) touched(k Key, changes []Change, start time.Time) map[string]*cacheEntry {
+func (c *cachedStore) touched(k Key, epoch uint64, changes []Change, start time.Time) map[string]*cacheEntry {
 	rows := map[string]*cacheEntry{}
 	absent := &cacheEntry{}
 	for _, ch := range changes {
 		if ch.Clear {
 			c.guard.gen(k, ch.Collection).Add(1)
-			rows[c.valueKey(k, ch.Collection)] = absent
-			rows[c.boundsKey(k, ch.Collection)] = absent
+			rows[valueKey(epoch, k, ch.Collection)] = absent
+			rows[boundsKey(epoch, k, ch.Collection)] = absent
 		}
 	}
 	for _, ch := range changes {
 		if ch.Kind == config.CollectionMap {
-			prefix := c.entryPrefix(k, ch.Collection)
+			prefix := c.entryPrefix(epoch, k, ch.Collection)
 			for _, mk := range ch.Removes {
 				rows[entryKey(prefix, mk)] = absent
 			}
@@ -330,10 +340,10 @@ func (c *cachedStore) touched(k Key, changes []Change, start time.Time) map[stri
 		switch ch.Kind {
 		case config.CollectionValue:
 			if ch.Value != nil {
-				put(c.valueKey(k, ch.Collection), cacheEntry{value: slices.Clone(ch.Value), present: true})
+				put(valueKey(epoch, k, ch.Collection), cacheEntry{value: slices.Clone(ch.Value), present: true})
 			}
 		case config.CollectionMap:
-			prefix := c.entryPrefix(k, ch.Collection)
+			prefix := c.entryPrefix(epoch, k, ch.Collection)
 			for _, e := range ch.Puts {
 				v := e.Value
 				if v == nil {
@@ -343,7 +353,7 @@ func (c *cachedStore) touched(k Key, changes []Change, start time.Time) map[stri
 			}
 		case config.CollectionDeque:
 			if ch.Bounds != nil {
-				put(c.boundsKey(k, ch.Collection), cacheEntry{bounds: *ch.Bounds, present: *ch.Bounds != Bounds{}})
+				put(boundsKey(epoch, k, ch.Collection), cacheEntry{bounds: *ch.Bounds, present: *ch.Bounds != Bounds{}})
 			}
 		}
 	}

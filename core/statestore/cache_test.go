@@ -22,6 +22,9 @@ type probeStore struct {
 	reads     atomic.Int64
 	yield     bool
 	failAfter atomic.Bool
+	// afterApply, when set, runs once an Apply is applied and before it
+	// returns: what happens while the reply is on its way.
+	afterApply func()
 }
 
 var errLost = errors.New("reply lost")
@@ -60,6 +63,9 @@ func (p *probeStore) boundsUntil(ctx context.Context, k Key, c string) (Bounds, 
 func (p *probeStore) Apply(ctx context.Context, k Key, w Write) error {
 	if err := p.memoryStore.Apply(ctx, k, w); err != nil {
 		return err
+	}
+	if p.afterApply != nil {
+		p.afterApply()
 	}
 	if p.failAfter.Load() {
 		return errLost
@@ -140,6 +146,31 @@ func TestCacheForgetsANamespace(t *testing.T) {
 	h.store.(Forgetter).Forget(k.Namespace)
 	h.wantValue(h.store, k, "v", []byte("theirs"), true)
 	h.wantValue(h.store, other, "v", []byte("mine"), true)
+}
+
+// A write in flight when its namespace is forgotten belongs to the time
+// before: what it wrote must not be cached as an answer of the time after,
+// when another owner may have written the key since.
+func TestCacheForgetDuringAWrite(t *testing.T) {
+	p, h := newCachedProbe(t)
+	k := h.key("k")
+	p.afterApply = func() {
+		h.store.(Forgetter).Forget(k.Namespace)
+		// The partition's next owner writes the key.
+		if err := p.memoryStore.Apply(h.ctx, k, Write{Changes: []Change{valueChange("v", "theirs"), mapPuts("m", "a", "theirs"),
+			{Collection: "d", Kind: config.CollectionDeque, Bounds: &Bounds{0, 2}}}}); err != nil {
+			t.Error(err)
+		}
+	}
+	h.change(k, valueChange("v", "mine"), mapPuts("m", "a", "mine"),
+		Change{Collection: "d", Kind: config.CollectionDeque, Bounds: &Bounds{0, 1}})
+	p.afterApply = nil
+	time.Sleep(10 * time.Millisecond) // let the cache admit whatever it was given
+	for range 3 {
+		h.wantValue(h.store, k, "v", []byte("theirs"), true)
+		h.wantMap(h.store, k, "m", map[string]string{"a": "theirs"})
+		h.wantBounds(h.store, k, "d", Bounds{0, 2})
+	}
 }
 
 // TTL'd answers end with the row even when the cache holds them.

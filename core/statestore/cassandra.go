@@ -57,8 +57,12 @@ type cassandraStore struct {
 	clock      func() time.Time
 
 	// afterPart, when set (tests), runs after each part of a write applied
-	// in parts; an error stops the write there, as a crash would.
+	// in parts; an error stops the write there, as a failed part would.
 	afterPart func(part int) error
+	// afterRecord, when set (tests), runs after the header of a large
+	// write's record is written; an error is taken for the header's
+	// failure (its reply lost: the header may or may not be in).
+	afterRecord func(id gocql.UUID) error
 }
 
 // wrap adds context to a Cassandra error and gives it a fault class
@@ -100,15 +104,15 @@ func (c *cassandraStore) Register(ctx context.Context, namespace string, s Schem
 }
 
 func (c *cassandraStore) Route(ctx context.Context, subsystem, collection string) (Route, bool, error) {
-	var ns, kind, payload string
-	err := c.s.Query(ctx, c.q.selectRoute, subsystem, collection).Scan(&ns, &kind, &payload)
+	var ns, topic, kind, payload string
+	err := c.s.Query(ctx, c.q.selectRoute, subsystem, collection).Scan(&ns, &topic, &kind, &payload)
 	if errors.Is(err, gocql.ErrNotFound) {
 		return Route{}, false, nil
 	}
 	if err != nil {
 		return Route{}, false, wrap(err, "read the route of %s/%s", subsystem, collection)
 	}
-	return Route{Subsystem: subsystem, Collection: collection, Namespace: ns,
+	return Route{Subsystem: subsystem, Collection: collection, Namespace: ns, Topic: topic,
 		Kind: config.CollectionKind(kind), Payload: config.PayloadKind(payload)}, true, nil
 }
 
@@ -122,7 +126,7 @@ const setRouteAttempts = 8
 // unless a concurrent writer switched the record's existence in between.
 func (c *cassandraStore) SetRoute(ctx context.Context, r Route) error {
 	for range setRouteAttempts {
-		applied, err := c.s.Query(ctx, c.q.insertRoute, r.Subsystem, r.Collection, r.Namespace, string(r.Kind), string(r.Payload)).
+		applied, err := c.s.Query(ctx, c.q.insertRoute, r.Subsystem, r.Collection, r.Namespace, r.Topic, string(r.Kind), string(r.Payload)).
 			MapScanCAS(map[string]any{})
 		if err != nil {
 			return wrap(err, "create the route of %s/%s", r.Subsystem, r.Collection)
@@ -130,7 +134,7 @@ func (c *cassandraStore) SetRoute(ctx context.Context, r Route) error {
 		if applied {
 			return nil
 		}
-		applied, err = c.s.Query(ctx, c.q.updateRoute, r.Namespace, string(r.Kind), string(r.Payload), r.Subsystem, r.Collection).
+		applied, err = c.s.Query(ctx, c.q.updateRoute, r.Namespace, r.Topic, string(r.Kind), string(r.Payload), r.Subsystem, r.Collection).
 			MapScanCAS(map[string]any{})
 		if err != nil {
 			return wrap(err, "update the route of %s/%s", r.Subsystem, r.Collection)

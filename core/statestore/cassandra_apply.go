@@ -111,18 +111,32 @@ func (c *cassandraStore) parts(stmts []stmt) [][]stmt {
 }
 
 // applyLarge records the write, applies it part by part and removes the
-// record. A failure leaves the record for Pending and Settle: every part
-// carries the recorded timestamps, so re-applying it later rewrites the
-// same cells and loses to anything written since.
+// record. Every part carries the recorded timestamps, so re-applying the
+// record rewrites the same cells and loses to anything written since.
+//
+// Once the record may be pending (its header written, even if that write
+// failed), a failure can leave part of the write visible; the caller must
+// not go on from there, as its retry would run on half-applied state. So
+// the write is settled at once, in this call: if that succeeds, the write
+// is applied whole and Apply succeeds; if not, Apply returns a
+// PartialWriteError with the record, to be settled before the key is used
+// again (or, after a crash, by whoever lists it with Pending).
 func (c *cassandraStore) applyLarge(ctx context.Context, k Key, w Write, ts int64, stmts []stmt) error {
-	id, err := c.record(ctx, k, w, ts)
-	if err != nil {
-		return err
+	h, err := c.record(ctx, k, w, ts)
+	if h == nil {
+		return err // nothing is pending, nothing was applied
 	}
-	if err := c.applyParts(ctx, k, stmts); err != nil {
-		return err
+	id, _, _, _ := parseHandle(h)
+	if err == nil {
+		if err = c.applyParts(ctx, k, stmts); err == nil {
+			return c.forget(ctx, k.Namespace, id)
+		}
 	}
-	return c.forget(ctx, k.Namespace, id)
+	p := newPending(k, w, id, h)
+	if serr := c.Settle(ctx, p); serr != nil {
+		return &PartialWriteError{Pending: p, Err: fmt.Errorf("%w; settling it at once failed too: %w", err, serr)}
+	}
+	return nil
 }
 
 func (c *cassandraStore) applyParts(ctx context.Context, k Key, stmts []stmt) error {
@@ -141,14 +155,19 @@ func (c *cassandraStore) applyParts(ctx context.Context, k Key, stmts []stmt) er
 
 // Settle re-applies the recorded write with its recorded timestamps and
 // TTLs shortened by the time since it was recorded, then removes the
-// record.
+// record. It writes the record's header again first: a record handed
+// over by Apply (PartialWriteError) may lack it, and a settle cut short
+// must leave a record that Pending lists.
 func (c *cassandraStore) Settle(ctx context.Context, p Pending) error {
-	id, ts, err := parseHandle(p.id)
+	id, ts, chunks, err := parseHandle(p.id)
 	if err != nil {
 		return err
 	}
 	cw, err := compile(p.Write, max(c.now().Sub(p.Written), 0))
 	if err != nil {
+		return err
+	}
+	if err := c.writeHeader(ctx, p.Key.Namespace, id, chunks); err != nil {
 		return err
 	}
 	if stmts := c.statements(p.Key, cw, ts); len(stmts) > 0 {

@@ -6,61 +6,66 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/goccy/go-json"
 	"github.com/gocql/gocql"
 
 	"github.com/prosody-events/prosody-go/core/fault"
 )
 
-// pendingRecord is what state_pending keeps of a large write. JSON keeps
-// nil and empty byte slices apart (null and ""), which Change relies on
-// (a nil Value leaves a value unchanged).
-type pendingRecord struct {
-	Key   Key
-	Write Write
-	TS    int64 // deletions at TS, insertions at TS+1
+// handleBytes is the length of Pending.id: the record's timeuuid, its
+// write timestamp and its chunk count, so Settle needs no second read.
+const handleBytes = 16 + 8 + 4
+
+func makeHandle(id gocql.UUID, ts int64, chunks int) []byte {
+	h := binary.BigEndian.AppendUint64(append([]byte(nil), id[:]...), uint64(ts))
+	return binary.BigEndian.AppendUint32(h, uint32(chunks))
 }
 
-// handleBytes is the length of Pending.id: the record's timeuuid and its
-// write timestamp, so Settle needs no second read.
-const handleBytes = 16 + 8
-
-func makeHandle(id gocql.UUID, ts int64) []byte {
-	return binary.BigEndian.AppendUint64(append([]byte(nil), id[:]...), uint64(ts))
-}
-
-func parseHandle(h []byte) (gocql.UUID, int64, error) {
+func parseHandle(h []byte) (id gocql.UUID, ts int64, chunks int, err error) {
 	if len(h) != handleBytes {
-		return gocql.UUID{}, 0, fault.Terminal(errors.New("statestore: not a pending write of the Cassandra store"))
+		return gocql.UUID{}, 0, 0, fault.Terminal(errors.New("statestore: not a pending write of the Cassandra store"))
 	}
-	var id gocql.UUID
 	copy(id[:], h)
-	return id, int64(binary.BigEndian.Uint64(h[16:])), nil
+	return id, int64(binary.BigEndian.Uint64(h[16:])), int(binary.BigEndian.Uint32(h[24:])), nil
 }
 
-// record writes the serialized write in chunks of at most the batch
-// limit, then the header (chunk 0: the chunk count). Only a record with
-// its header is pending: the header goes in after every chunk, and
-// nothing of the write is applied before it.
-func (c *cassandraStore) record(ctx context.Context, k Key, w Write, ts int64) (gocql.UUID, error) {
-	data, err := json.Marshal(pendingRecord{Key: k, Write: w, TS: ts})
-	if err != nil {
-		return gocql.UUID{}, fault.Terminal(fmt.Errorf("statestore: serialize a large write to %q: %w", k.Key, err))
-	}
+// record writes the serialized write (encodeRecord, with ts: deletions at
+// ts, insertions at ts+1) in chunks of at most the batch limit, then the
+// header (chunk 0: the chunk count). Only a record with its header is
+// pending: the header goes in after every chunk, and nothing of the write
+// is applied before it.
+//
+// It returns the record's handle once every chunk is in. An error without
+// a handle means nothing is pending; with one, that the header's write
+// failed, which may have landed all the same: the record may be pending.
+func (c *cassandraStore) record(ctx context.Context, k Key, w Write, ts int64) ([]byte, error) {
+	data := encodeRecord(k, w, ts)
 	id := gocql.UUIDFromTime(c.now())
 	n := 0
 	for start := 0; start < len(data); start += c.batchLimit {
 		n++
 		chunk := data[start:min(start+c.batchLimit, len(data))]
 		if err := c.s.Query(ctx, c.q.insertPending, k.Namespace, id, n, chunk).Exec(); err != nil {
-			return gocql.UUID{}, wrap(err, "record chunk %d of a large write to %q of %q", n, k.Key, k.Namespace)
+			return nil, wrap(err, "record chunk %d of a large write to %q of %q", n, k.Key, k.Namespace)
 		}
 	}
-	header := binary.BigEndian.AppendUint32(nil, uint32(n))
-	if err := c.s.Query(ctx, c.q.insertPending, k.Namespace, id, 0, header).Exec(); err != nil {
-		return gocql.UUID{}, wrap(err, "record a large write to %q of %q", k.Key, k.Namespace)
+	h := makeHandle(id, ts, n)
+	err := c.writeHeader(ctx, k.Namespace, id, n)
+	if err == nil && c.afterRecord != nil {
+		if err = c.afterRecord(id); err != nil {
+			err = fmt.Errorf("statestore: after the record's header: %w", err)
+		}
 	}
-	return id, nil
+	return h, err
+}
+
+// writeHeader writes chunk 0 of a record, which makes it pending. Writing
+// it again is harmless: it is the same cell with the same value.
+func (c *cassandraStore) writeHeader(ctx context.Context, namespace string, id gocql.UUID, chunks int) error {
+	header := binary.BigEndian.AppendUint32(nil, uint32(chunks))
+	if err := c.s.Query(ctx, c.q.insertPending, namespace, id, 0, header).Exec(); err != nil {
+		return wrap(err, "write the header of large write %v of %q", id, namespace)
+	}
+	return nil
 }
 
 func (c *cassandraStore) forget(ctx context.Context, namespace string, id gocql.UUID) error {
@@ -113,19 +118,23 @@ func (c *cassandraStore) Pending(ctx context.Context, namespace string) ([]Pendi
 			}
 			continue
 		}
-		var rec pendingRecord
 		var all []byte
 		for _, ch := range r.chunks {
 			all = append(all, ch...)
 		}
-		if err := json.Unmarshal(all, &rec); err != nil {
+		k, w, ts, err := decodeRecord(all)
+		if err != nil {
 			return nil, fault.Terminal(fmt.Errorf("statestore: pending write %v of %q: %w", r.id, namespace, err))
 		}
-		p := Pending{Key: rec.Key, Write: rec.Write, Written: r.id.Time(), id: makeHandle(r.id, rec.TS)}
-		if rec.Write.Marker != nil {
-			p.Source = rec.Write.Marker.Source
-		}
-		out = append(out, p)
+		out = append(out, newPending(k, w, r.id, makeHandle(r.id, ts, r.count)))
 	}
 	return out, nil
+}
+
+func newPending(k Key, w Write, id gocql.UUID, handle []byte) Pending {
+	p := Pending{Key: k, Write: w, Written: id.Time(), id: handle}
+	if w.Marker != nil {
+		p.Source = w.Marker.Source
+	}
+	return p
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prosody-events/prosody-go/core/config"
+	"github.com/prosody-events/prosody-go/core/fault"
 )
 
 // testCacheBytes is the cache size of the cached backends: large enough
@@ -264,7 +265,7 @@ var conformanceCases = []conformanceCase{
 		}, Marker: &Marker{Source: "t/0", Offset: 1}})
 		h.apply(k, Write{Changes: []Change{
 			{Collection: "m2", Kind: config.CollectionMap, TTL: ttl, Puts: []Entry{{Key: "b", Value: []byte("2")}}},
-		}, Marker: &Marker{Source: "t/1", Offset: 9}})
+		}, Marker: &Marker{Source: "t/1", Offset: 9, TTL: ttl}})
 		// Read everything once, so a cache holds it.
 		h.wantValue(h.store, k, "v", []byte("short"), true)
 		h.wantMap(h.store, k, "m", map[string]string{"a": "1"})
@@ -284,8 +285,41 @@ var conformanceCases = []conformanceCase{
 			return !ok && got[0] == nil && b == (Bounds{}) && len(sl) == 0 && len(sc) == 0 && !marked
 		})
 		h.wantValue(h.store, k, "forever", []byte("stays"), true)
-		// The first write had a change without TTL: its marker has none.
+		// The first write's marker has no TTL.
 		h.wantApplied(h.store, k, "t/0", 1, true)
+	}},
+	{"a marker lives exactly its own TTL", func(h *harness) {
+		k := h.key("k")
+		const ttl = 2 * time.Second
+		// A marked write of a long-lived collection, then one of a short-
+		// lived collection from the same source: the second marker keeps
+		// the TTL it was given (none), not one derived from its changes,
+		// so the first write stays protected.
+		h.apply(k, Write{Changes: []Change{valueChange("long", "x")}, Marker: &Marker{Source: "t/0", Offset: 1}})
+		h.apply(k, Write{Changes: []Change{{Collection: "short", Kind: config.CollectionValue, TTL: ttl, Value: []byte("y")}},
+			Marker: &Marker{Source: "t/0", Offset: 2}})
+		// A marker with a TTL expires although its changes do not.
+		h.apply(k, Write{Changes: []Change{valueChange("long", "z")}, Marker: &Marker{Source: "t/1", Offset: 5, TTL: ttl}})
+		// And a marker alone can carry one.
+		h.apply(k, Write{Marker: &Marker{Source: "t/2", Offset: 7, TTL: ttl}})
+		h.wantApplied(h.store, k, "t/1", 5, true)
+		h.wantApplied(h.store, k, "t/2", 7, true)
+		h.expire(ttl, "markers with a TTL to expire", func() bool {
+			_, ok, err := h.store.Value(h.ctx, k, "short")
+			h.check(err, "Value")
+			_, m1, err := h.store.Applied(h.ctx, k, "t/1")
+			h.check(err, "Applied")
+			_, m2, err := h.store.Applied(h.ctx, k, "t/2")
+			h.check(err, "Applied")
+			return !ok && !m1 && !m2
+		})
+		h.wantApplied(h.store, k, "t/0", 2, true)
+		h.wantValue(h.store, k, "long", []byte("z"), true)
+		for _, ttl := range []time.Duration{-time.Second, maxTTL + time.Second} {
+			if err := h.store.Apply(h.ctx, k, Write{Marker: &Marker{Source: "t/3", Offset: 1, TTL: ttl}}); err == nil {
+				h.t.Fatalf("a marker with TTL %v was accepted", ttl)
+			}
+		}
 	}},
 	{"markers", func(h *harness) {
 		k := h.key("k")
@@ -355,7 +389,7 @@ var conformanceCases = []conformanceCase{
 		if _, ok, err := h.store.Route(h.ctx, sub, "cart"); err != nil || ok {
 			h.t.Fatalf("Route before any = %v, %v", ok, err)
 		}
-		r := Route{Subsystem: sub, Collection: "cart", Namespace: "group-a", Kind: config.CollectionMap, Payload: config.PayloadJSON}
+		r := Route{Subsystem: sub, Collection: "cart", Namespace: "group-a", Topic: "orders", Kind: config.CollectionMap, Payload: config.PayloadJSON}
 		h.check(h.store.SetRoute(h.ctx, r), "SetRoute")
 		wantRoute := func(want Route, wantOK bool) {
 			h.t.Helper()
@@ -367,7 +401,7 @@ var conformanceCases = []conformanceCase{
 		}
 		wantRoute(r, true)
 		r2 := r
-		r2.Namespace, r2.Kind = "group-b", config.CollectionValue
+		r2.Namespace, r2.Topic, r2.Kind = "group-b", "orders-v2", config.CollectionValue
 		h.check(h.store.SetRoute(h.ctx, r2), "SetRoute replacing")
 		wantRoute(r2, true)
 		// The old owner's delete must not remove the new owner's route.
@@ -378,6 +412,11 @@ var conformanceCases = []conformanceCase{
 		h.check(h.store.DeleteRoute(h.ctx, sub, "cart", "group-b"), "DeleteRoute of nothing")
 		h.check(h.store.SetRoute(h.ctx, r), "SetRoute after delete")
 		wantRoute(r, true)
+		// A route may name no topic; replacing one clears it.
+		r3 := r
+		r3.Topic = ""
+		h.check(h.store.SetRoute(h.ctx, r3), "SetRoute without a topic")
+		wantRoute(r3, true)
 	}},
 	{"persists across a second store", func(h *harness) {
 		k := h.key("k")
@@ -414,6 +453,52 @@ var conformanceCases = []conformanceCase{
 		h.check(err, "Pending")
 		if len(pending) != 0 {
 			h.t.Fatalf("Pending after a successful large write = %d records", len(pending))
+		}
+	}},
+	{"an item over MaxItemSize is refused before anything is written", func(h *harness) {
+		k := h.key("k")
+		big := bytes.Repeat([]byte("x"), MaxItemSize+1)
+		for _, tc := range []struct {
+			what string
+			ch   Change
+		}{
+			{"value", Change{Collection: "huge", Kind: config.CollectionValue, Value: big}},
+			{"map entry", Change{Collection: "huge", Kind: config.CollectionMap,
+				Puts: []Entry{{Key: "small", Value: []byte("1")}, {Key: "k", Value: big[:MaxItemSize]}}}},
+			{"deque slot", Change{Collection: "huge", Kind: config.CollectionDeque, Bounds: &Bounds{0, 2},
+				Slots: []Slot{{Index: 0, Value: []byte("1")}, {Index: 1, Value: big}}}},
+		} {
+			// A small change of the same write goes first: it must not
+			// land either.
+			err := h.store.Apply(h.ctx, k, Write{Changes: []Change{valueChange("v", tc.what), tc.ch},
+				Marker: &Marker{Source: "t/0", Offset: 1}})
+			if !fault.IsPermanent(err) {
+				h.t.Fatalf("%s of %d bytes: Apply = %v, want a permanent error", tc.what, MaxItemSize+1, err)
+			}
+			if msg := err.Error(); !strings.Contains(msg, `"huge"`) || !strings.Contains(msg, fmt.Sprint(MaxItemSize+1)) {
+				h.t.Fatalf("%s: the error %q names neither the collection nor the size", tc.what, msg)
+			}
+			h.wantValue(h.store, k, "v", nil, false)
+			h.wantApplied(h.store, k, "t/0", 0, false)
+		}
+		h.wantValue(h.store, k, "huge", nil, false)
+		h.wantMap(h.store, k, "huge", nil, "small", "k")
+		h.wantBounds(h.store, k, "huge", Bounds{})
+		pending, err := h.store.Pending(h.ctx, h.ns)
+		h.check(err, "Pending")
+		if len(pending) != 0 {
+			h.t.Fatalf("a refused write left %d pending records", len(pending))
+		}
+		// Items of exactly MaxItemSize are fine.
+		h.change(k, Change{Collection: "v", Kind: config.CollectionValue, Value: big[:MaxItemSize]},
+			Change{Collection: "m", Kind: config.CollectionMap, Puts: []Entry{{Key: "k", Value: big[:MaxItemSize-1]}}})
+		v, ok, err := h.store.Value(h.ctx, k, "v")
+		h.check(err, "Value")
+		if !ok || len(v) != MaxItemSize {
+			h.t.Fatalf("value of MaxItemSize bytes read back as %d bytes, %v", len(v), ok)
+		}
+		if got := h.mapGet(h.store, k, "m", "k"); len(got[0]) != MaxItemSize-1 {
+			h.t.Fatalf("map entry of MaxItemSize bytes read back as %d bytes", len(got[0]))
 		}
 	}},
 	{"namespaces and keys are isolated", func(h *harness) {

@@ -31,6 +31,16 @@ const (
 	offsetBytes = 8
 )
 
+// MaxItemSize is the largest item a Write may hold: a value, a map entry
+// (key and value) or a deque slot. Apply refuses a write with a larger
+// one, before writing anything, with a permanent error. An item is one
+// mutation of its own at least, and Cassandra refuses a mutation over
+// max_mutation_size (by default half the 32 MiB commit-log segment, and
+// 4 MiB on small test servers with 8 MiB segments); one over it could be
+// recorded as pending but never applied. 1 MiB stays well under both,
+// with room for the row's other cells and the mutation's overhead.
+const MaxItemSize = 1 << 20
+
 // maxTTL is Cassandra's limit on a TTL (20 years); the memory store
 // enforces it too, so a write one store accepts the other does not refuse.
 const maxTTL = 630720000 * time.Second
@@ -125,6 +135,9 @@ func compile(w Write, elapsed time.Duration) (compiled, error) {
 		if ch.TTL < 0 || ch.TTL > maxTTL {
 			return compiled{}, fault.Terminal(fmt.Errorf("statestore: collection %q: TTL %v outside [0, %v]", ch.Collection, ch.TTL, maxTTL))
 		}
+		if err := checkItemSizes(ch); err != nil {
+			return compiled{}, err
+		}
 		if ch.Clear {
 			c.deletes = append(c.deletes, rowOp{kind: opDeleteCollection, coll: ch.Collection})
 		}
@@ -167,31 +180,45 @@ func compile(w Write, elapsed time.Duration) (compiled, error) {
 			return compiled{}, fault.Terminal(fmt.Errorf("statestore: collection %q has unknown kind %q", ch.Collection, ch.Kind))
 		}
 	}
-	if w.Marker != nil {
-		ttl := markerTTL(w)
+	if m := w.Marker; m != nil {
+		// The marker lives exactly as long as it was given, whatever the
+		// changes' TTLs (see Marker.TTL).
+		if m.TTL < 0 || m.TTL > maxTTL {
+			return compiled{}, fault.Terminal(fmt.Errorf("statestore: marker of %s: TTL %v outside [0, %v]", m.Source, m.TTL, maxTTL))
+		}
+		ttl := m.TTL
 		if ttl == 0 || ttl > elapsed {
 			if ttl > 0 {
 				ttl -= elapsed
 			}
-			c.puts = append(c.puts, rowOp{kind: opPut, coll: markerColl, item: w.Marker.Source,
-				value: encodeOffset(w.Marker.Offset), ttl: ttl, isMarker: true})
+			c.puts = append(c.puts, rowOp{kind: opPut, coll: markerColl, item: m.Source,
+				value: encodeOffset(m.Offset), ttl: ttl, isMarker: true})
 		}
 	}
 	return c, nil
 }
 
-// markerTTL is the longest TTL among the write's changes, or none if any
-// change has none: the marker must outlive every row it vouches for, or a
-// redelivery after the marker expired would apply the write over itself.
-func markerTTL(w Write) time.Duration {
-	var longest time.Duration
-	for _, ch := range w.Changes {
-		if ch.TTL == 0 {
-			return 0
-		}
-		longest = max(longest, ch.TTL)
+// checkItemSizes refuses a change holding an item over MaxItemSize. The
+// error is permanent: the same write fails the same way every time.
+func checkItemSizes(ch Change) error {
+	tooLarge := func(what string, size int) error {
+		return fault.Permanent(fmt.Errorf("statestore: collection %q: %s of %d bytes exceeds the limit of %d (MaxItemSize)",
+			ch.Collection, what, size, MaxItemSize))
 	}
-	return longest
+	if len(ch.Value) > MaxItemSize {
+		return tooLarge("value", len(ch.Value))
+	}
+	for _, e := range ch.Puts {
+		if n := len(e.Key) + len(e.Value); n > MaxItemSize {
+			return tooLarge(fmt.Sprintf("map entry (key of %d bytes and value)", len(e.Key)), n)
+		}
+	}
+	for _, sl := range ch.Slots {
+		if len(sl.Value) > MaxItemSize {
+			return tooLarge(fmt.Sprintf("deque slot %d", sl.Index), len(sl.Value))
+		}
+	}
+	return nil
 }
 
 // ttlSeconds rounds a TTL up to whole seconds, as both stores keep it, so

@@ -32,9 +32,9 @@ func newStatements(ks string) statements {
 		selectCollections:  `SELECT name, kind, payload FROM ` + ks + `.state_collections WHERE namespace = ?`,
 		registerCollection: `INSERT INTO ` + ks + `.state_collections (namespace, name, kind, payload) VALUES (?, ?, ?, ?) IF NOT EXISTS`,
 
-		selectRoute: `SELECT namespace, kind, payload FROM ` + ks + `.state_routes WHERE subsystem = ? AND collection = ?`,
-		insertRoute: `INSERT INTO ` + ks + `.state_routes (subsystem, collection, namespace, kind, payload) VALUES (?, ?, ?, ?, ?) IF NOT EXISTS`,
-		updateRoute: `UPDATE ` + ks + `.state_routes SET namespace = ?, kind = ?, payload = ? WHERE subsystem = ? AND collection = ? IF EXISTS`,
+		selectRoute: `SELECT namespace, topic, kind, payload FROM ` + ks + `.state_routes WHERE subsystem = ? AND collection = ?`,
+		insertRoute: `INSERT INTO ` + ks + `.state_routes (subsystem, collection, namespace, topic, kind, payload) VALUES (?, ?, ?, ?, ?, ?) IF NOT EXISTS`,
+		updateRoute: `UPDATE ` + ks + `.state_routes SET namespace = ?, topic = ?, kind = ?, payload = ? WHERE subsystem = ? AND collection = ? IF EXISTS`,
 		deleteRoute: `DELETE FROM ` + ks + `.state_routes WHERE subsystem = ? AND collection = ? IF namespace = ?`,
 
 		selectLease: `SELECT high FROM ` + ks + `.state_leases WHERE namespace = ? AND source = ?`,

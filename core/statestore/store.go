@@ -12,6 +12,7 @@ package statestore
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/prosody-events/prosody-go/core/config"
@@ -42,14 +43,18 @@ type Schema struct {
 }
 
 // Route is a published collection's routing record: which namespace holds
-// the collection a subsystem publishes, and its schema, so a reader in
-// another service can find and check it.
+// the collection a subsystem publishes, of which topic, and its schema, so
+// a reader in another service can find and check it.
 type Route struct {
 	Subsystem  string
 	Collection string
 	Namespace  string
-	Kind       config.CollectionKind
-	Payload    config.PayloadKind
+	// Topic is the topic whose state the collection holds: a reader needs
+	// it to address the state, as keyed state's rows are keyed by topic
+	// too.
+	Topic   string
+	Kind    config.CollectionKind
+	Payload config.PayloadKind
 }
 
 // Entry is one map entry.
@@ -108,21 +113,33 @@ type Change struct {
 type Marker struct {
 	Source string
 	Offset int64
+	// TTL bounds how long the marker row lives (0: it never expires).
+	// Stores use exactly this, whatever the TTLs of the write's changes:
+	// a source has one marker row per key, so a marker derived from one
+	// write's changes would also end the protection of earlier writes of
+	// that source, of collections that live longer. Stores round it up to
+	// whole seconds.
+	TTL time.Duration
 }
 
 // Write is one key's committed change: every collection the attempt
 // touched, and the attempt's marker (nil: none). A store applies a Write
 // atomically: a reader, a crash or a failed call never leaves part of it
-// visible (the Cassandra store settles a write too large for one batch
-// through Pending, see there).
+// visible, with one exception. The Cassandra store applies a write too
+// large for one batch in parts; a crash between them, or a failed call
+// that returned a PartialWriteError, leaves it half applied until it is
+// settled (see Pending).
 type Write struct {
 	Changes []Change
 	Marker  *Marker
 }
 
-// Pending is a write that a crash may have left half-applied: the
-// Cassandra store records a write too large for one batch before applying
-// it in parts, and removes the record when all parts are in.
+// Pending is a write that may be half-applied: the Cassandra store
+// records a write too large for one batch before applying it in parts,
+// and removes the record when all parts are in. A crash leaves the record
+// for Store.Pending to list; a failed part that could not be settled at
+// once hands it to the caller in a PartialWriteError. Either way, Settle
+// completes it.
 type Pending struct {
 	Key     Key
 	Source  string
@@ -130,6 +147,26 @@ type Pending struct {
 	Written time.Time // when it was recorded
 	id      []byte    // the store's handle on the record
 }
+
+// PartialWriteError is Apply's error when a write too large for one batch
+// failed after part of it may have become visible, and settling it at
+// once, in the same call, failed too. The key's state may then show some
+// of the write's effects and not others: a retry, or any read or write of
+// the key, would run on half-applied state. Settle Pending (the write's
+// record, also listed by Store.Pending) before the key is used again. Err
+// is what failed (the part, and the settle); the error's fault class is
+// Err's. The memory store never returns it.
+type PartialWriteError struct {
+	Pending Pending
+	Err     error
+}
+
+func (e *PartialWriteError) Error() string {
+	return fmt.Sprintf("statestore: a large write to %q of %q is half applied and must be settled before the key is used again: %v",
+		e.Pending.Key.Key, e.Pending.Key.Namespace, e.Err)
+}
+
+func (e *PartialWriteError) Unwrap() error { return e.Err }
 
 // Store is the durable side of keyed state. Every method is safe for
 // concurrent use; the engine never runs two writes of one key at a time.
@@ -170,7 +207,18 @@ type Store interface {
 
 	// Applied is the offset of the last marker written for k from source.
 	Applied(ctx context.Context, k Key, source string) (offset int64, ok bool, err error)
-	// Apply commits w for k atomically.
+	// Apply commits w for k atomically. A write holding an item larger
+	// than MaxItemSize is refused with a permanent error before anything
+	// of it is written.
+	//
+	// A write too large for one batch (Cassandra) is recorded and applied
+	// in parts. When a part fails, Apply settles the record at once (the
+	// same write, with the same timestamps) and succeeds if that does. If
+	// settling fails too, it returns a *PartialWriteError: part of w may
+	// be visible, and its Pending must be settled (Settle) before k is
+	// read or written again, retries of w included. Any other error
+	// leaves nothing of w visible, though w may have been applied whole
+	// (a lost reply).
 	Apply(ctx context.Context, k Key, w Write) error
 
 	// Lease is the highest offset of source for which the namespace may
@@ -187,6 +235,7 @@ type Store interface {
 	Pending(ctx context.Context, namespace string) ([]Pending, error)
 	// Settle applies p fully (again: applying is idempotent, and a part
 	// applied before is not applied over a newer write) and removes its
-	// record.
+	// record. p comes from Pending or from a PartialWriteError. Settling
+	// it again changes nothing.
 	Settle(ctx context.Context, p Pending) error
 }
