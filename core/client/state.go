@@ -55,14 +55,15 @@ func (c *Client) keyedStateLocked() (*keyedState, error) {
 	k.svc = state.NewService(store, c.cfg.GroupID, c.cfg.Subsystem.Or(""), c.cfg.StateCollections, c.cfg.Mock, c.log)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := k.svc.Register(ctx); err != nil {
+	if err := k.svc.Register(ctx, c.cfg.SubscribedTopics); err != nil {
 		ws.Release()
 		return nil, fmt.Errorf("state_collections: %w", err)
 	}
 	if !c.cfg.Mock {
+		// A sweep that fails is retried by the running sweep; each
+		// partition also settles its own keys' records when assigned.
 		if _, err := k.svc.Recover(ctx, c.cfg.StateRecoveryDelay); err != nil {
-			ws.Release()
-			return nil, err
+			c.log.Warn("keyed-state recovery sweep failed; retrying while subscribed", "error", err)
 		}
 	}
 	c.keyed = k
@@ -148,6 +149,15 @@ func (c *Client) Reader(subsystem, name string, kind config.CollectionKind, ttl 
 			return nil, fmt.Errorf("state_read_cache_size: %w", err)
 		}
 		c.readers = rs
+	}
+	if _, set := ttl.Get(); !set {
+		// A collection this client registers says how stale its own
+		// reads may be (read_cache).
+		for _, sc := range c.cfg.StateCollections {
+			if sc.Name == name {
+				ttl = sc.ReadCache
+			}
+		}
 	}
 	return c.readers.Open(subsystem, name, kind, ttl), nil
 }

@@ -131,7 +131,7 @@ func newParityEnv() *parityEnv {
 	e.stateKV = statestore.NewMemory()
 	svc := state.NewService(e.stateKV, "group", "", []config.StateCollection{
 		{Name: "v", Kind: config.CollectionValue, Payload: config.PayloadJSON}}, true, e.log)
-	_ = svc.Register(ctx)
+	_ = svc.Register(ctx, []string{"orders"})
 	e.state, _ = svc.Partition(ctx, "orders", 3)
 	e.part = deferral.NewPartition(&deferral.Partition{Topic: "orders", ID: 3, Messages: msgs, Timers: tms, Retries: e.retries, Logger: e.log,
 		Load: func(context.Context, int64) (*event.Message, error) { return parityMessage(), nil }}, nil, nil)
@@ -183,7 +183,7 @@ func (e *parityEnv) deferredState() string {
 
 // committedState is the key's committed keyed state.
 func (e *parityEnv) committedState() string {
-	v, ok, err := e.stateKV.Value(context.Background(), statestore.Key{Namespace: "group", Key: "k"}, "v")
+	v, ok, err := e.stateKV.Value(context.Background(), stateKey, "v")
 	return fmt.Sprintf("%s %v %v", v, ok, err)
 }
 

@@ -69,7 +69,7 @@ func ModeStacks(cfg *config.Config, h event.Handler, svc Services) Stacks {
 		svc.Timeouts,
 	}
 	if svc.KeyedState {
-		inner = append(inner, &Transaction{Logger: svc.Logger})
+		inner = append(inner, &Transaction{Logger: svc.Logger, OwnAttempt: svc.Timeouts == nil || !svc.Timeouts.Enabled()})
 	}
 	if svc.Broadcast != nil {
 		inner = append(inner, NewTelemetry(svc.Broadcast))

@@ -99,6 +99,10 @@ func (t *Timeouts) Stop() {
 	t.stopped.Wait()
 }
 
+// Enabled reports whether attempts are timed (and so each gets a context
+// of its own from this layer).
+func (t *Timeouts) Enabled() bool { return t.limit > 0 }
+
 // UsesSlot implements Stateful: the slot holds the attempt's entry in
 // the watchdog's table.
 func (t *Timeouts) UsesSlot() {}

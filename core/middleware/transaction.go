@@ -16,22 +16,41 @@ import (
 //
 // Before an attempt it recognises a message that an earlier attempt
 // already applied — a redelivery after the offset commit was lost in a
-// crash, or a retry after a commit whose outcome is unknown — by its key's
-// marker, and ends it as a success without calling the handler: its
-// writes are in, and applying them again would count the message twice.
-// Only messages at or below the lease an earlier owner left, and those
-// after an unknown commit outcome, are checked, so the common attempt
-// reads nothing.
+// crash, or a retry after a commit that landed and something outside it
+// failed — by its key's marker, and ends it as a success without calling
+// the handler: its writes are in, and applying them again would count the
+// message twice. Only messages up to the lease an earlier owner left, and
+// retries (failure demand), are checked, so a first attempt reads nothing.
 type Transaction struct {
 	Logger *slog.Logger
+	// OwnAttempt: no layer outside gives each attempt a context of its own
+	// (the handler timeout is off), so this one does. A handle must end
+	// with its attempt, not live on into the next.
+	OwnAttempt bool
 }
 
 // Before implements Layer.
 func (t *Transaction) Before(r *Run) Step {
 	p := state.PartitionOf(r.ctx)
-	m, ok := r.ev.(*event.Message)
-	if p == nil || !ok || !p.NeedsCheck(m.Key, m.Offset) {
+	if p == nil {
 		return Continue
+	}
+	m, ok := r.ev.(*event.Message)
+	if !ok {
+		// A timer runs on settled state too (no marker: timers are not
+		// redelivered by Kafka).
+		if key := r.ev.EventKey(); p.HasPartial(key) {
+			return r.io(p.Local(), func(ctx context.Context) Step {
+				if err := p.SettlePartial(ctx, key); err != nil {
+					return Result(err)
+				}
+				return t.enter(r)
+			})
+		}
+		return t.enter(r)
+	}
+	if !p.NeedsCheck(m.Key, m.Offset, r.demand == Failure) {
+		return t.enter(r)
 	}
 	return r.io(p.Local(), func(ctx context.Context) Step {
 		applied, err := p.Applied(ctx, m.Key, m.Offset)
@@ -39,14 +58,20 @@ func (t *Transaction) Before(r *Run) Step {
 			return Result(err)
 		}
 		if applied {
-			p.Settled(m.Key, m.Offset)
 			t.logger().Debug("message already applied to keyed state; not handled again",
 				slog.String("topic", m.Topic), slog.Int("partition", int(m.Partition)),
 				slog.Int64("offset", m.Offset), slog.String("key", m.Key))
 			return Result(nil)
 		}
-		return Continue
+		return t.enter(r)
 	})
+}
+
+func (t *Transaction) enter(r *Run) Step {
+	if t.OwnAttempt {
+		r.call = r.ctx.Attempt()
+	}
+	return Continue
 }
 
 // After implements Layer.
@@ -55,9 +80,25 @@ func (t *Transaction) After(r *Run, err error) Step {
 	if p == nil {
 		return Result(err)
 	}
-	tx := p.Take(r.call)
+	// The attempt ends before it is settled: a handle opened or used from
+	// now on (a host task left running) fails instead of writing into a
+	// transaction nobody will commit.
+	attempt := r.call
+	if attempt != r.ctx {
+		attempt.Invalidate()
+	}
+	if t.OwnAttempt {
+		r.call = r.ctx
+	}
+	tx := p.Take(attempt)
 	if tx == nil {
 		return Result(err)
+	}
+	if err == nil && r.ctx.Err() != nil {
+		// Revoked or shut down: the partition may have a new owner
+		// already, whose handling of the redelivered event must not race
+		// this commit.
+		err = r.ctx.Cause()
 	}
 	if err != nil {
 		tx.Discard()
@@ -67,20 +108,10 @@ func (t *Transaction) After(r *Run, err error) Step {
 		return Result(nil)
 	}
 	offset := int64(-1)
-	m, isMessage := r.ev.(*event.Message)
-	if isMessage {
+	if m, ok := r.ev.(*event.Message); ok {
 		offset = m.Offset
 	}
-	return r.io(p.Local(), func(ctx context.Context) Step {
-		cerr := tx.Commit(ctx, offset)
-		if cerr != nil && isMessage {
-			// The write may have landed: the retry checks the marker.
-			p.Unsure(m.Key, m.Offset)
-		} else if isMessage {
-			p.Settled(m.Key, m.Offset)
-		}
-		return Result(cerr)
-	})
+	return r.io(p.Local(), func(ctx context.Context) Step { return Result(tx.Commit(ctx, offset)) })
 }
 
 func (t *Transaction) logger() *slog.Logger {

@@ -128,22 +128,95 @@ func (d *Deque) end(front, remove bool) ([]byte, bool, error) {
 		return nil, false, nil
 	}
 	i := q.cur.Tail - 1
+	dir := statestore.Backward
 	if front {
-		i = q.cur.Head
+		i, dir = q.cur.Head, statestore.Forward
 	}
 	v, err := d.slot(i)
 	if err != nil {
 		return nil, false, err
 	}
+	if v == nil {
+		// Items of a collection with a TTL expire one by one: the end
+		// is the first item still there.
+		live, err := d.live(d.t.ctx, i, dir, 1)
+		if err != nil {
+			return nil, false, err
+		}
+		i = q.cur.Head // none left: the removal empties it
+		if front {
+			i = q.cur.Tail - 1
+		}
+		if len(live) > 0 {
+			i, v = live[0].Index, live[0].Value
+		}
+	}
 	if remove {
 		delete(q.slots, i)
 		if front {
-			q.cur.Head++
+			q.cur.Head = i + 1
 		} else {
-			q.cur.Tail--
+			q.cur.Tail = i
 		}
 	}
 	return v, v != nil, nil
+}
+
+// holes reports whether the deque can have gaps: its items expire one by
+// one when the collection has a TTL.
+func (d *Deque) holes() bool {
+	_, ok := d.s.def.TTL.Get()
+	return ok && !d.s.cleared
+}
+
+// live returns up to limit items still there, from absolute index from
+// on, in direction dir, within the current bounds. The caller holds t.mu.
+func (d *Deque) live(ctx context.Context, from int64, dir statestore.Direction, limit int) ([]statestore.Slot, error) {
+	q := &d.s.dq
+	var out []statestore.Slot
+	for pos := from; len(out) < limit; {
+		var a, b int64
+		if dir == statestore.Forward {
+			a, b = max(pos, q.cur.Head), min(pos+ChunkSize, q.cur.Tail)
+		} else {
+			a, b = max(pos-ChunkSize+1, q.cur.Head), min(pos+1, q.cur.Tail)
+		}
+		if a >= b {
+			return out, nil
+		}
+		stored := map[int64][]byte{}
+		if ra, rb := max(a, q.base.Head), min(b, q.base.Tail); !d.s.cleared && ra < rb {
+			got, err := d.t.p.svc.store.DequeSlots(ctx, d.t.key(), d.s.def.Name, statestore.Range{From: ra, To: rb},
+				dir, ChunkSize)
+			if err != nil {
+				return nil, storeError("reading "+d.s.def.Name, err)
+			}
+			for _, sl := range got {
+				stored[sl.Index] = sl.Value
+			}
+		}
+		add := func(i int64) {
+			v, ok := q.slots[i]
+			if !ok {
+				v = stored[i]
+			}
+			if v != nil && len(out) < limit {
+				out = append(out, statestore.Slot{Index: i, Value: v})
+			}
+		}
+		if dir == statestore.Forward {
+			for i := a; i < b; i++ {
+				add(i)
+			}
+			pos = b
+		} else {
+			for i := b - 1; i >= a; i-- {
+				add(i)
+			}
+			pos = a - 1
+		}
+	}
+	return out, nil
 }
 
 // Get returns the item at index (0 is the front); ok is false past the
@@ -160,6 +233,13 @@ func (d *Deque) Get(index uint64) ([]byte, bool, error) {
 	if index >= uint64(max(q.cur.Len(), 0)) {
 		return nil, false, nil
 	}
+	if d.holes() {
+		live, err := d.live(d.t.ctx, q.cur.Head, statestore.Forward, int(index)+1)
+		if err != nil || uint64(len(live)) <= index {
+			return nil, false, err
+		}
+		return live[index].Value, true, nil
+	}
 	v, err := d.slot(q.cur.Head + int64(index))
 	return v, v != nil, err
 }
@@ -173,7 +253,12 @@ func (d *Deque) Len() (uint64, error) {
 	if err := d.load(); err != nil {
 		return 0, err
 	}
-	return uint64(max(d.s.dq.cur.Len(), 0)), nil
+	n := max(d.s.dq.cur.Len(), 0)
+	if d.holes() && n > 0 {
+		live, err := d.live(d.t.ctx, d.s.dq.cur.Head, statestore.Forward, int(n))
+		return uint64(len(live)), err
+	}
+	return uint64(n), nil
 }
 
 // IsEmpty reports whether the deque has no items.

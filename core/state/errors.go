@@ -22,6 +22,9 @@ var (
 	// ErrExpired: a handle, scan or context used after its attempt ended.
 	// Transient.
 	ErrExpired = fault.Transient(errors.New("prosody: the keyed-state handle is no longer valid because its event attempt has ended"))
+	// ErrTooLarge: an item larger than statestore.MaxItemSize. Permanent:
+	// no retry makes it fit.
+	ErrTooLarge = fault.Permanent(errors.New("prosody: keyed-state item too large"))
 	// ErrStore: the store failed; the operation may succeed if retried.
 	// Transient.
 	ErrStore = fault.Transient(errors.New("prosody: keyed-state store failure"))

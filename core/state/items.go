@@ -8,6 +8,7 @@ import (
 
 	"github.com/prosody-events/prosody-go/core/config"
 	"github.com/prosody-events/prosody-go/core/event"
+	"github.com/prosody-events/prosody-go/core/statestore"
 )
 
 // An item of a JSON collection is JSON text. An item of a message
@@ -49,6 +50,10 @@ var null = []byte("null")
 
 // checkItem says why item cannot be written to a collection of payload p.
 func checkItem(p config.PayloadKind, item []byte) error {
+	if len(item) > statestore.MaxItemSize {
+		return newError(ErrTooLarge, "keyed state: an item of %d bytes is larger than the %d bytes one item may take",
+			len(item), statestore.MaxItemSize)
+	}
 	trimmed := bytes.TrimSpace(item)
 	if len(trimmed) == 0 || bytes.Equal(trimmed, null) {
 		return ErrNullValue

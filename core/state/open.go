@@ -33,6 +33,9 @@ func open(ctx *event.Context, name string, kind config.CollectionKind) (handle, 
 		return handle{}, err
 	}
 	t := p.txn(inv)
+	if t == nil {
+		return handle{}, ErrExpired
+	}
 	return handle{t: t, s: t.stage(c)}, nil
 }
 

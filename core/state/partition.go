@@ -2,6 +2,7 @@ package state
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -19,8 +20,8 @@ const LeaseAhead = 4096
 
 // Partition is the keyed state of one assigned partition: which of its
 // messages may have been applied by an earlier owner (up to the lease it
-// found), the lease it holds, and the transactions of the attempts under
-// way.
+// found), the lease it holds, the transactions of the attempts under way,
+// and the writes of its keys that were cut short.
 type Partition struct {
 	svc    *Service
 	topic  string
@@ -41,11 +42,18 @@ type Partition struct {
 	txns sync.Map // *invocation.Context → *Txn
 	live atomic.Int64
 
-	unsure unsure
+	// partial are the writes of this partition's keys that failed after
+	// some of their parts were applied, by key: a key's next attempt
+	// settles its write before it runs.
+	partialMu sync.Mutex
+	partial   map[string]statestore.Pending
+	partials  atomic.Int32
 }
 
-// Partition opens the keyed state of a partition, reading the lease an
-// earlier owner left.
+// Partition opens the keyed state of a partition: it settles the writes of
+// the partition's keys that a crash cut short (a record is applied again
+// with its own timestamps, so settling one a live writer is still applying
+// does no harm), and reads the lease an earlier owner left.
 func (s *Service) Partition(ctx context.Context, topic string, partition int32) (*Partition, error) {
 	// What this process cached of the group's keys may predate another
 	// owner's writes to this partition's keys.
@@ -54,6 +62,9 @@ func (s *Service) Partition(ctx context.Context, topic string, partition int32) 
 	}
 	p := &Partition{svc: s, topic: topic, id: partition, source: topic + "/" + strconv.Itoa(int(partition)), found: -1}
 	p.leased.Store(-1)
+	if err := s.settlePending(ctx, func(pd statestore.Pending) bool { return pd.Source == p.source }); err != nil {
+		return nil, err
+	}
 	high, ok, err := s.store.Lease(ctx, s.namespace, p.source)
 	if err != nil {
 		return nil, fmt.Errorf("reading the keyed-state lease of %s: %w", p.source, err)
@@ -68,14 +79,94 @@ func (s *Service) Partition(ctx context.Context, topic string, partition int32) 
 // Local reports whether the partition's store works in memory.
 func (p *Partition) Local() bool { return p.svc.local }
 
-// Applied reports whether the state writes of the message at offset with
-// key were already applied (its key's marker is at or past it).
+// rowKey is where the state of the partition's key lives: keyed state is
+// kept per topic (one key's events on two topics may run at once, in two
+// partitions), and no topic name contains a NUL.
+func (p *Partition) rowKey(key string) statestore.Key {
+	return statestore.Key{Namespace: p.svc.namespace, Key: p.topic + "\x00" + key}
+}
+
+// NeedsCheck reports whether the message at offset with key must have its
+// marker checked before it runs: an earlier owner may have applied it, the
+// attempt is a retry (failure demand: an earlier attempt's commit may have
+// landed before something else failed), or a write of the key was cut
+// short.
+func (p *Partition) NeedsCheck(key string, offset int64, retry bool) bool {
+	if retry || offset <= p.found {
+		return true
+	}
+	return p.HasPartial(key)
+}
+
+// HasPartial reports whether a write of key was cut short and is not
+// settled yet.
+func (p *Partition) HasPartial(key string) bool { return p.partials.Load() != 0 && p.hasPartial(key) }
+
+func (p *Partition) hasPartial(key string) bool {
+	p.partialMu.Lock()
+	defer p.partialMu.Unlock()
+	_, ok := p.partial[key]
+	return ok
+}
+
+// Applied settles a cut-short write of key, then reports whether the state
+// writes of the message at offset with key were already applied (its
+// key's marker is at or past it).
 func (p *Partition) Applied(ctx context.Context, key string, offset int64) (bool, error) {
-	at, ok, err := p.svc.store.Applied(ctx, statestore.Key{Namespace: p.svc.namespace, Key: key}, p.source)
+	if err := p.settlePartial(ctx, key); err != nil {
+		return false, err
+	}
+	at, ok, err := p.svc.store.Applied(ctx, p.rowKey(key), p.source)
 	if err != nil {
 		return false, storeError("reading the applied marker", err)
 	}
 	return ok && at >= offset, nil
+}
+
+// SettlePartial settles a write of key that was cut short, if any: a
+// timer's attempt must not run on half-applied state either.
+func (p *Partition) SettlePartial(ctx context.Context, key string) error {
+	if p.partials.Load() == 0 {
+		return nil
+	}
+	return p.settlePartial(ctx, key)
+}
+
+func (p *Partition) settlePartial(ctx context.Context, key string) error {
+	p.partialMu.Lock()
+	pd, ok := p.partial[key]
+	p.partialMu.Unlock()
+	if !ok {
+		return nil
+	}
+	if err := p.svc.store.Settle(ctx, pd); err != nil {
+		return storeError("settling a write that was cut short", err)
+	}
+	p.partialMu.Lock()
+	if cur, still := p.partial[key]; still && cur.Written.Equal(pd.Written) {
+		delete(p.partial, key)
+		p.partials.Add(-1)
+	}
+	p.partialMu.Unlock()
+	return nil
+}
+
+// notePartial records a write of key that failed after some of its parts
+// were applied.
+func (p *Partition) notePartial(key string, err error) {
+	var pw *statestore.PartialWriteError
+	if !errors.As(err, &pw) {
+		return
+	}
+	p.partialMu.Lock()
+	defer p.partialMu.Unlock()
+	if p.partial == nil {
+		p.partial = make(map[string]statestore.Pending)
+	}
+	if _, ok := p.partial[key]; !ok {
+		p.partials.Add(1)
+	}
+	p.partial[key] = pw.Pending
 }
 
 // lease makes sure the partition's lease covers offset before a marked
@@ -97,20 +188,31 @@ func (p *Partition) lease(ctx context.Context, offset int64) error {
 	return nil
 }
 
-// txn returns the transaction of the attempt ctx, made on first use.
+// txn returns the transaction of the attempt ctx, made on first use; nil
+// once the attempt has ended (its transaction was taken).
 func (p *Partition) txn(ctx *invocation.Context) *Txn {
 	if t, ok := p.txns.Load(ctx); ok {
 		return t.(*Txn)
 	}
 	t, loaded := p.txns.LoadOrStore(ctx, &Txn{p: p, ctx: ctx, colls: make(map[string]*staged, 2)})
-	if !loaded {
-		p.live.Add(1)
+	if loaded {
+		return t.(*Txn)
+	}
+	p.live.Add(1)
+	// The layer invalidates an attempt before it takes its transaction:
+	// one made after that would never be committed.
+	if !ctx.Valid() {
+		if p.txns.CompareAndDelete(ctx, t) {
+			p.live.Add(-1)
+		}
+		return nil
 	}
 	return t.(*Txn)
 }
 
 // Take removes and returns the transaction of the attempt ctx, nil when
-// the attempt used no keyed state. The attempt's handles expire.
+// the attempt used no keyed state. Invalidate ctx first; the attempt's
+// handles expire.
 func (p *Partition) Take(ctx *invocation.Context) *Txn {
 	if p.live.Load() == 0 {
 		return nil
@@ -125,55 +227,4 @@ func (p *Partition) Take(ctx *invocation.Context) *Txn {
 	tx.ended = true
 	tx.mu.Unlock()
 	return tx
-}
-
-// unsure are the messages whose commit failed with an unknown outcome, by
-// key: their next attempt checks the marker first.
-type unsure struct {
-	mu sync.Mutex
-	m  map[string]int64
-	n  atomic.Int32
-}
-
-// NeedsCheck reports whether the message at offset with key must have its
-// marker checked before it runs: an earlier owner may have applied it, or
-// an earlier attempt's commit may have landed.
-func (p *Partition) NeedsCheck(key string, offset int64) bool {
-	if offset <= p.found {
-		return true
-	}
-	if p.unsure.n.Load() == 0 {
-		return false
-	}
-	p.unsure.mu.Lock()
-	defer p.unsure.mu.Unlock()
-	at, ok := p.unsure.m[key]
-	return ok && at == offset
-}
-
-// Unsure records that the commit of the message at offset failed and may
-// have landed.
-func (p *Partition) Unsure(key string, offset int64) {
-	p.unsure.mu.Lock()
-	defer p.unsure.mu.Unlock()
-	if p.unsure.m == nil {
-		p.unsure.m = make(map[string]int64)
-	}
-	if _, ok := p.unsure.m[key]; !ok {
-		p.unsure.n.Add(1)
-	}
-	p.unsure.m[key] = offset
-}
-
-// Settled records that the message at offset is applied (or found so).
-func (p *Partition) Settled(key string, offset int64) {
-	if p.unsure.n.Load() == 0 {
-		return
-	}
-	p.unsure.mu.Lock()
-	defer p.unsure.mu.Unlock()
-	if at, ok := p.unsure.m[key]; ok && at == offset {
-		delete(p.unsure.m, key)
-		p.unsure.n.Add(-1)
-	}
 }

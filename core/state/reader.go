@@ -59,7 +59,7 @@ type Reader struct {
 	ttl       time.Duration
 
 	mu      sync.Mutex
-	route   statestore.Route
+	rt      statestore.Route
 	routeAt time.Time
 }
 
@@ -70,32 +70,41 @@ func (rs *Readers) Open(subsystem, name string, kind config.CollectionKind, ttl 
 	return &Reader{rs: rs, subsystem: subsystem, name: name, kind: kind, ttl: ttl.Or(rs.ttl)}
 }
 
-// namespace finds where the collection lives, from its routing record
-// (kept as long as the reader's cache window, and at least a second).
-func (r *Reader) namespace(ctx context.Context) (string, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.route.Namespace != "" && time.Since(r.routeAt) < max(r.ttl, time.Second) {
-		return r.route.Namespace, nil
-	}
-	route, ok, err := r.rs.store.Route(ctx, r.subsystem, r.name)
+// where finds the rows of key's state, from the collection's routing
+// record (kept as long as the reader's cache window, and at least a
+// second): the owner's namespace, and the key within its topic.
+func (r *Reader) where(ctx context.Context, key string) (statestore.Key, error) {
+	ns, topic, err := r.route(ctx)
 	if err != nil {
-		return "", storeError("reading the routing record", err)
+		return statestore.Key{}, err
 	}
-	if !ok {
-		return "", newError(ErrUnregistered, "subsystem %q publishes no collection %q", r.subsystem, r.name)
-	}
-	if route.Kind != r.kind || route.Payload != config.PayloadJSON {
-		return "", newError(ErrUnregistered, "subsystem %q publishes %q as a %s of %s payloads, not a %s of JSON",
-			r.subsystem, r.name, route.Kind, route.Payload, r.kind)
-	}
-	r.route, r.routeAt = route, time.Now()
-	return route.Namespace, nil
+	return statestore.Key{Namespace: ns, Key: topic + "\x00" + key}, nil
 }
 
-func (r *Reader) cacheKey(key string, parts ...string) string {
+func (r *Reader) route(ctx context.Context) (namespace, topic string, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.rt.Namespace != "" && time.Since(r.routeAt) < max(r.ttl, time.Second) {
+		return r.rt.Namespace, r.rt.Topic, nil
+	}
+	rt, ok, err := r.rs.store.Route(ctx, r.subsystem, r.name)
+	if err != nil {
+		return "", "", storeError("reading the routing record", err)
+	}
+	if !ok {
+		return "", "", newError(ErrUnregistered, "subsystem %q publishes no collection %q", r.subsystem, r.name)
+	}
+	if rt.Kind != r.kind || rt.Payload != config.PayloadJSON {
+		return "", "", newError(ErrUnregistered, "subsystem %q publishes %q as a %s of %s payloads, not a %s of JSON",
+			r.subsystem, r.name, rt.Kind, rt.Payload, r.kind)
+	}
+	r.rt, r.routeAt = rt, time.Now()
+	return rt.Namespace, rt.Topic, nil
+}
+
+func (r *Reader) cacheKey(k statestore.Key, parts ...string) string {
 	var b strings.Builder
-	for _, s := range append([]string{r.subsystem, r.name, key}, parts...) {
+	for _, s := range append([]string{r.subsystem, r.name, k.Namespace, k.Key}, parts...) {
 		var n [binary.MaxVarintLen64]byte
 		b.Write(n[:binary.PutUvarint(n[:], uint64(len(s)))])
 		b.WriteString(s)
@@ -122,12 +131,12 @@ func (r *Reader) cached(ck string, load func() (cachedRead, error)) (cachedRead,
 
 // Value reads key's value.
 func (r *Reader) Value(ctx context.Context, key string) ([]byte, bool, error) {
-	ns, err := r.namespace(ctx)
+	k, err := r.where(ctx, key)
 	if err != nil {
 		return nil, false, err
 	}
-	v, err := r.cached(r.cacheKey(key), func() (cachedRead, error) {
-		item, _, err := r.rs.store.Value(ctx, statestore.Key{Namespace: ns, Key: key}, r.name)
+	v, err := r.cached(r.cacheKey(k), func() (cachedRead, error) {
+		item, _, err := r.rs.store.Value(ctx, k, r.name)
 		return cachedRead{item: item}, storeError("reading "+r.name, err)
 	})
 	return v.item, v.item != nil, err
@@ -135,14 +144,14 @@ func (r *Reader) Value(ctx context.Context, key string) ([]byte, bool, error) {
 
 // MapGet reads key's map entries at mapKeys, nil where absent.
 func (r *Reader) MapGet(ctx context.Context, key string, mapKeys []string) ([][]byte, error) {
-	ns, err := r.namespace(ctx)
+	k, err := r.where(ctx, key)
 	if err != nil {
 		return nil, err
 	}
 	out := make([][]byte, len(mapKeys))
 	for i, mk := range mapKeys {
-		v, err := r.cached(r.cacheKey(key, "m", mk), func() (cachedRead, error) {
-			got, err := r.rs.store.MapGet(ctx, statestore.Key{Namespace: ns, Key: key}, r.name, []string{mk})
+		v, err := r.cached(r.cacheKey(k, "m", mk), func() (cachedRead, error) {
+			got, err := r.rs.store.MapGet(ctx, k, r.name, []string{mk})
 			if err != nil {
 				return cachedRead{}, storeError("reading "+r.name, err)
 			}
@@ -156,10 +165,10 @@ func (r *Reader) MapGet(ctx context.Context, key string, mapKeys []string) ([][]
 	return out, nil
 }
 
-// bounds reads key's deque bounds.
-func (r *Reader) bounds(ctx context.Context, ns, key string) (statestore.Bounds, error) {
-	v, err := r.cached(r.cacheKey(key, "b"), func() (cachedRead, error) {
-		b, err := r.rs.store.DequeBounds(ctx, statestore.Key{Namespace: ns, Key: key}, r.name)
+// bounds reads a deque's bounds.
+func (r *Reader) bounds(ctx context.Context, k statestore.Key) (statestore.Bounds, error) {
+	v, err := r.cached(r.cacheKey(k, "b"), func() (cachedRead, error) {
+		b, err := r.rs.store.DequeBounds(ctx, k, r.name)
 		return cachedRead{bounds: b}, storeError("reading "+r.name, err)
 	})
 	return v.bounds, err
@@ -167,29 +176,29 @@ func (r *Reader) bounds(ctx context.Context, ns, key string) (statestore.Bounds,
 
 // Len is the number of items in key's deque.
 func (r *Reader) Len(ctx context.Context, key string) (uint64, error) {
-	ns, err := r.namespace(ctx)
+	k, err := r.where(ctx, key)
 	if err != nil {
 		return 0, err
 	}
-	b, err := r.bounds(ctx, ns, key)
+	b, err := r.bounds(ctx, k)
 	return uint64(max(b.Len(), 0)), err
 }
 
 // DequeGet reads the item at index of key's deque (0 is the front).
 func (r *Reader) DequeGet(ctx context.Context, key string, index uint64) ([]byte, bool, error) {
-	ns, err := r.namespace(ctx)
+	k, err := r.where(ctx, key)
 	if err != nil {
 		return nil, false, err
 	}
-	b, err := r.bounds(ctx, ns, key)
+	b, err := r.bounds(ctx, k)
 	if err != nil || index >= uint64(max(b.Len(), 0)) {
 		return nil, false, err
 	}
 	i := b.Head + int64(index)
 	var buf [8]byte
 	binary.BigEndian.PutUint64(buf[:], uint64(i))
-	v, err := r.cached(r.cacheKey(key, "s", string(buf[:])), func() (cachedRead, error) {
-		got, err := r.rs.store.DequeSlots(ctx, statestore.Key{Namespace: ns, Key: key}, r.name,
+	v, err := r.cached(r.cacheKey(k, "s", string(buf[:])), func() (cachedRead, error) {
+		got, err := r.rs.store.DequeSlots(ctx, k, r.name,
 			statestore.Range{From: i, To: i + 1}, statestore.Forward, 1)
 		if err != nil || len(got) == 0 {
 			return cachedRead{}, storeError("reading "+r.name, err)
@@ -217,11 +226,10 @@ func (r *Reader) PeekBack(ctx context.Context, key string) ([]byte, bool, error)
 // (dir), read from the store (scans are not cached); its chunks are read
 // with ctx.
 func (r *Reader) Scan(ctx context.Context, key string, dir statestore.Direction, keysOnly bool) (*Cursor, error) {
-	ns, err := r.namespace(ctx)
+	k, err := r.where(ctx, key)
 	if err != nil {
 		return nil, err
 	}
-	k := statestore.Key{Namespace: ns, Key: key}
 	if r.kind == config.CollectionMap {
 		s := &storeMapScan{store: r.rs.store, k: k, name: r.name, dir: dir, keysOnly: keysOnly}
 		return &Cursor{ctx: ctx, next: s.chunk}, nil

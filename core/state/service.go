@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/prosody-events/prosody-go/core/config"
@@ -17,6 +18,10 @@ type Service struct {
 	store     statestore.Store
 	namespace string
 	subsystem string // "" when the client publishes nothing
+	// markerTTL is how long a key's marker lives: as long as the longest
+	// lived of the collections it protects (0: forever), whichever of
+	// them the marked write touched.
+	markerTTL time.Duration
 	byName    map[string]*collection
 	logger    *slog.Logger
 	// local: the store does not wait on the network (memory), so layers
@@ -42,8 +47,17 @@ func NewService(store statestore.Store, namespace, subsystem string, defs []conf
 	}
 	s := &Service{store: store, namespace: namespace, subsystem: subsystem, byName: make(map[string]*collection, len(defs)),
 		logger: logger, local: local}
+	forever := false
 	for _, d := range defs {
 		s.byName[d.Name] = &collection{def: d}
+		if ttl, ok := d.TTL.Get(); !ok {
+			forever = true
+		} else {
+			s.markerTTL = max(s.markerTTL, ttl)
+		}
+	}
+	if forever {
+		s.markerTTL = 0
 	}
 	return s
 }
@@ -61,7 +75,11 @@ func (s *Service) Store() statestore.Store { return s.store }
 // registered collection no longer published has its record removed — the
 // way to retire a published collection (keep it registered, and the
 // subsystem set, for one deployment with published off).
-func (s *Service) Register(ctx context.Context) error {
+//
+// topics are the subscribed topics. Keyed state is kept per topic, and a
+// reader names no topic, so the owner of a published collection must
+// subscribe exactly one topic, named literally.
+func (s *Service) Register(ctx context.Context, topics []string) error {
 	if err := s.register(ctx); err != nil {
 		return err
 	}
@@ -69,10 +87,17 @@ func (s *Service) Register(ctx context.Context) error {
 		return nil
 	}
 	for _, c := range s.byName {
+		if c.def.Published && (len(topics) != 1 || strings.HasPrefix(topics[0], "^")) {
+			return fmt.Errorf("state_collections: %q is published, and its owner must subscribe exactly one topic "+
+				"named literally (keyed state is kept per topic; readers name no topic), got subscribed_topics %q",
+				c.def.Name, topics)
+		}
+	}
+	for _, c := range s.byName {
 		var err error
 		if c.def.Published && c.bad == nil {
 			err = s.store.SetRoute(ctx, statestore.Route{Subsystem: s.subsystem, Collection: c.def.Name,
-				Namespace: s.namespace, Kind: c.def.Kind, Payload: c.def.Payload})
+				Namespace: s.namespace, Topic: topics[0], Kind: c.def.Kind, Payload: c.def.Payload})
 		} else if !c.def.Published {
 			err = s.store.DeleteRoute(ctx, s.subsystem, c.def.Name, s.namespace)
 		}
@@ -129,27 +154,43 @@ func (s *Service) Collection(name string) (config.StateCollection, bool) {
 // Recover settles the namespace's writes that a crash may have left
 // half-applied, those recorded at least delay ago (a younger one may still
 // be in the hands of a live writer), and returns how long until the next
-// younger one is due (0: none is left).
+// younger one is due (0: none is left). A record that cannot be settled is
+// logged and left for the next sweep; the others are settled all the same.
 func (s *Service) Recover(ctx context.Context, delay time.Duration) (time.Duration, error) {
+	var next time.Duration
+	err := s.settlePending(ctx, func(p statestore.Pending) bool {
+		age := time.Since(p.Written)
+		if age >= delay {
+			return true
+		}
+		if wait := delay - age; next == 0 || wait < next {
+			next = wait
+		}
+		return false
+	})
+	return next, err
+}
+
+// settlePending settles the namespace's pending writes that pick selects.
+// Only listing them can fail it: a record that does not settle is logged
+// and skipped, so that one bad record cannot hold back the others.
+func (s *Service) settlePending(ctx context.Context, pick func(statestore.Pending) bool) error {
 	pending, err := s.store.Pending(ctx, s.namespace)
 	if err != nil {
-		return 0, fmt.Errorf("listing keyed-state writes to recover: %w", err)
+		return fmt.Errorf("listing keyed-state writes to recover: %w", err)
 	}
-	var next time.Duration
 	for _, p := range pending {
-		age := time.Since(p.Written)
-		if age < delay {
-			if wait := delay - age; next == 0 || wait < next {
-				next = wait
-			}
+		if !pick(p) {
 			continue
 		}
 		if err := s.store.Settle(ctx, p); err != nil {
-			return 0, fmt.Errorf("recovering a keyed-state write of key %q: %w", p.Key.Key, err)
+			s.logger.Error("a keyed-state write a crash cut short could not be settled; retrying at the next sweep",
+				slog.String("source", p.Source), slog.Any("error", err))
+			continue
 		}
-		s.logger.Info("recovered a keyed-state write a crash left half-applied", slog.String("key", p.Key.Key))
+		s.logger.Info("settled a keyed-state write a crash cut short", slog.String("source", p.Source))
 	}
-	return next, nil
+	return nil
 }
 
 // RunRecovery is the recovery sweep: Recover now, and again every delay

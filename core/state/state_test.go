@@ -41,7 +41,7 @@ func newFixture(t *testing.T, store statestore.Store) *fixture {
 	t.Helper()
 	svc := NewService(store, "group", "", collections(), true, nil)
 	ctx := context.Background()
-	if err := svc.Register(ctx); err != nil {
+	if err := svc.Register(ctx, []string{"topic"}); err != nil {
 		t.Fatal(err)
 	}
 	p, err := svc.Partition(ctx, "topic", 0)
@@ -181,7 +181,7 @@ func TestReadUncommittedIsWrittenWithoutMarker(t *testing.T) {
 	if got := f.attempt("k").get("loose"); got != "1" {
 		t.Fatalf("read_uncommitted value = %s", got)
 	}
-	if _, ok, _ := f.store.Applied(context.Background(), statestore.Key{Namespace: "group", Key: "k"}, "topic/0"); ok {
+	if _, ok, _ := f.store.Applied(context.Background(), f.p.rowKey("k"), "topic/0"); ok {
 		t.Fatal("an attempt that wrote only read_uncommitted state left a marker")
 	}
 }
@@ -239,7 +239,7 @@ func TestDurableSchemaMismatchIsPermanent(t *testing.T) {
 	newFixture(t, store)
 	defs := []config.StateCollection{{Name: "counter", Kind: config.CollectionMap, Payload: config.PayloadJSON}}
 	svc := NewService(store, "group", "", defs, true, nil)
-	if err := svc.Register(context.Background()); err != nil {
+	if err := svc.Register(context.Background(), []string{"topic"}); err != nil {
 		t.Fatal(err)
 	}
 	p := must(svc.Partition(context.Background(), "topic", 0))
@@ -528,19 +528,14 @@ func TestMarkersAndLease(t *testing.T) {
 
 	// The next owner of the partition checks offsets up to the lease.
 	next := must(f.svc.Partition(ctx, "topic", 0))
-	if !next.NeedsCheck("k", 7) || !next.NeedsCheck("x", 7+LeaseAhead) || next.NeedsCheck("x", 8+LeaseAhead) {
+	if !next.NeedsCheck("k", 7, false) || !next.NeedsCheck("x", 7+LeaseAhead, false) || next.NeedsCheck("x", 8+LeaseAhead, false) {
 		t.Fatal("the next owner's check window is not [.., lease]")
 	}
-	if f.p.NeedsCheck("k", 8) {
-		t.Fatal("the owner that wrote the lease checks its own messages")
+	if f.p.NeedsCheck("k", 8, false) {
+		t.Fatal("the owner that wrote the lease checks its own first attempts")
 	}
-	f.p.Unsure("k", 9)
-	if !f.p.NeedsCheck("k", 9) || f.p.NeedsCheck("k", 10) {
-		t.Fatal("an unsure commit's message is not checked")
-	}
-	f.p.Settled("k", 9)
-	if f.p.NeedsCheck("k", 9) {
-		t.Fatal("a settled message is still checked")
+	if !f.p.NeedsCheck("k", 8, true) {
+		t.Fatal("a retry is not checked")
 	}
 }
 
@@ -553,7 +548,7 @@ func TestReaderSeesCommittedStateOnly(t *testing.T) {
 	}
 	svc := NewService(store, "owners", "checkout", defs, true, nil)
 	ctx := context.Background()
-	check(t, svc.Register(ctx))
+	check(t, svc.Register(ctx, []string{"topic"}))
 	p := must(svc.Partition(ctx, "topic", 0))
 	f := &fixture{t: t, store: store, svc: svc, p: p}
 
@@ -595,7 +590,7 @@ func TestReaderSeesCommittedStateOnly(t *testing.T) {
 
 	// Retiring: registered, not published, subsystem kept.
 	defs[0].Published = false
-	check(t, NewService(store, "owners", "checkout", defs, true, nil).Register(ctx))
+	check(t, NewService(store, "owners", "checkout", defs, true, nil).Register(ctx, []string{"topic"}))
 	if _, ok, _ := store.Route(ctx, "checkout", "order"); ok {
 		t.Fatal("the retired collection's routing record is still there")
 	}

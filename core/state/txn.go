@@ -24,6 +24,10 @@ type Txn struct {
 	mu    sync.Mutex
 	ended bool // the attempt is over: handles expire
 	colls map[string]*staged
+	// early: a collection was committed before the attempt ended (Commit
+	// on a handle), so the attempt's marker is due even if nothing is
+	// left to write at its end.
+	early bool
 }
 
 // staged is what an attempt wrote to one collection since its last
@@ -54,9 +58,7 @@ type deque struct {
 	slots     map[int64][]byte
 }
 
-func (t *Txn) key() statestore.Key {
-	return statestore.Key{Namespace: t.p.svc.namespace, Key: t.ctx.Key()}
-}
+func (t *Txn) key() statestore.Key { return t.p.rowKey(t.ctx.Key()) }
 
 // stage returns the staged part of collection c.
 func (t *Txn) stage(c *collection) *staged {
@@ -162,9 +164,13 @@ func (t *Txn) commitOne(ctx context.Context, s *staged) error {
 		return nil
 	}
 	if err := t.p.svc.store.Apply(ctx, t.key(), statestore.Write{Changes: []statestore.Change{c}}); err != nil {
+		t.p.notePartial(t.ctx.Key(), err)
 		return storeError("committing "+s.def.Name, err)
 	}
 	s.reset(true)
+	if !s.def.ReadUncommitted {
+		t.early = true
+	}
 	return nil
 }
 
@@ -190,25 +196,30 @@ func (t *Txn) Commit(ctx context.Context, offset int64) error {
 			w.Changes = append(w.Changes, c)
 		}
 	}
-	if len(w.Changes) == 0 {
+	if len(w.Changes) == 0 && (!t.early || offset < 0) {
 		return nil
 	}
 	if offset >= 0 {
 		if err := t.p.lease(ctx, offset); err != nil {
 			return err
 		}
-		w.Marker = &statestore.Marker{Source: t.p.source, Offset: offset}
+		w.Marker = &statestore.Marker{Source: t.p.source, Offset: offset, TTL: t.p.svc.markerTTL}
 	}
 	if err := t.p.svc.store.Apply(ctx, t.key(), w); err != nil {
+		t.p.notePartial(t.ctx.Key(), err)
 		return storeError("committing the attempt's writes", err)
 	}
 	return nil
 }
 
-// Pending reports whether the attempt staged anything to write.
+// Pending reports whether the attempt has anything to write: staged
+// changes, or the marker of an early commit.
 func (t *Txn) Pending() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.early {
+		return true
+	}
 	for _, s := range t.colls {
 		if _, ok := s.change(); ok {
 			return true

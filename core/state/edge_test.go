@@ -1,0 +1,264 @@
+package state
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/prosody-events/prosody-go/core/config"
+	"github.com/prosody-events/prosody-go/core/internal/invocation"
+	"github.com/prosody-events/prosody-go/core/internal/testservices"
+	"github.com/prosody-events/prosody-go/core/statestore"
+)
+
+// Items of a deque with a TTL expire one by one (each write refreshes the
+// bounds, not the older items): once an old item is gone, Len counts and
+// PopFront reaches only the items still there.
+func TestDequeItemsExpireOneByOne(t *testing.T) {
+	store := statestore.NewMemory()
+	svc := NewService(store, "group", "", []config.StateCollection{
+		{Name: "q", Kind: config.CollectionDeque, Payload: config.PayloadJSON, TTL: config.Some(time.Second)}}, true, nil)
+	ctx := context.Background()
+	check(t, svc.Register(ctx, []string{"topic"}))
+	p := must(svc.Partition(ctx, "topic", 0))
+	f := &fixture{t: t, store: store, svc: svc, p: p}
+	a := f.attempt("k")
+	check(t, a.deque("q").PushBack([]byte(`"a"`)))
+	a.succeed(0)
+	written := time.Now()
+	// "b" goes in well after "a", so that there is a while when only "a"
+	// has expired; the clock passing is the state waited on.
+	testservices.WaitFor(t, 5*time.Second, "600 ms to pass", func() bool { return time.Since(written) > 600*time.Millisecond })
+	b := f.attempt("k")
+	check(t, b.deque("q").PushBack([]byte(`"b"`)))
+	b.succeed(1)
+	testservices.WaitFor(t, 5*time.Second, `"a" to expire`, func() bool {
+		got := must(store.DequeSlots(ctx, p.rowKey("k"), "q", statestore.Range{From: 0, To: 1}, statestore.Forward, 1))
+		return len(got) == 0
+	})
+	if got := must(store.DequeSlots(ctx, p.rowKey("k"), "q", statestore.Range{From: 1, To: 2}, statestore.Forward, 1)); len(got) == 0 {
+		t.Skip("the machine was too slow to see one item expire before the other")
+	}
+	c := f.attempt("k")
+	d := c.deque("q")
+	n := must(d.Len())
+	v, ok, err := d.PopFront()
+	if err != nil || n != 1 || !ok || string(v) != `"b"` {
+		t.Errorf("Len %d and PopFront %s %v %v with one live item left", n, v, ok, err)
+	}
+}
+
+// Model-checked map scans across chunk boundaries, staged puts/removes,
+// clears and both directions.
+func TestMapScanFuzz(t *testing.T) {
+	for seed := 0; seed < 40; seed++ {
+		store := statestore.NewMemory()
+		f := newFixture(t, store)
+		model := map[string]string{}
+		r := newRand(uint64(seed))
+		a := f.attempt("k")
+		m := a.mapOf("m")
+		for i := 0; i < 600; i++ {
+			k := keyN(r.IntN(900))
+			check(t, m.Set(k, []byte(`1`)))
+			model[k] = "1"
+		}
+		a.succeed(int64(seed))
+		b := f.attempt("k")
+		m = b.mapOf("m")
+		if seed%5 == 0 {
+			check(t, m.Clear())
+			model = map[string]string{}
+		}
+		for i := 0; i < 400; i++ {
+			k := keyN(r.IntN(900))
+			if r.IntN(2) == 0 {
+				check(t, m.Remove(k))
+				delete(model, k)
+			} else {
+				check(t, m.Set(k, []byte(`2`)))
+				model[k] = "2"
+			}
+		}
+		for _, dir := range []statestore.Direction{statestore.Forward, statestore.Backward} {
+			cur := must(m.Scan(dir, false))
+			var got []Item
+			for {
+				ch := must(cur.Next())
+				if ch == nil {
+					break
+				}
+				if len(ch) > ChunkSize {
+					t.Fatal("chunk too big")
+				}
+				got = append(got, ch...)
+			}
+			if len(got) != len(model) {
+				t.Fatalf("seed %d dir %d: %d items, want %d", seed, dir, len(got), len(model))
+			}
+			for i, it := range got {
+				if model[it.Key] != string(it.Value) {
+					t.Fatalf("seed %d: %q = %s, want %s", seed, it.Key, it.Value, model[it.Key])
+				}
+				if i > 0 && !before(dir, got[i-1].Key, it.Key) {
+					t.Fatalf("seed %d: out of order at %d", seed, i)
+				}
+			}
+		}
+		b.fail()
+	}
+}
+
+func newRand(s uint64) *rand.Rand { return rand.New(rand.NewPCG(s, 99)) }
+func keyN(n int) string           { return fmt.Sprintf("k%04d", n) }
+
+func TestDequeCommitRollbackFuzz(t *testing.T) {
+	for _, name := range []string{"d", "capped"} {
+		for seed := uint64(0); seed < 30; seed++ {
+			f := newFixture(t, statestore.NewMemory())
+			limit := 0
+			if name == "capped" {
+				limit = 3
+			}
+			rng := newRand(seed)
+			var committed []string
+			n := 0
+			for round := 0; round < 15; round++ {
+				a := f.attempt("k")
+				d := a.deque(name)
+				view := append([]string(nil), committed...)
+				last := append([]string(nil), committed...) // at last handle commit
+				for i := 0; i < 40; i++ {
+					n++
+					v := strconv.Itoa(n)
+					switch r := rng.IntN(16); {
+					case r < 4:
+						check(t, d.PushBack([]byte(v)))
+						view = append(view, v)
+						if limit > 0 && len(view) > limit {
+							view = view[1:]
+						}
+					case r < 6:
+						check(t, d.PushFront([]byte(v)))
+						view = append([]string{v}, view...)
+						if limit > 0 && len(view) > limit {
+							view = view[:limit]
+						}
+					case r < 8:
+						_, _, _ = d.PopFront()
+						if len(view) > 0 {
+							view = view[1:]
+						}
+					case r < 10:
+						_, _, _ = d.PopBack()
+						if len(view) > 0 {
+							view = view[:len(view)-1]
+						}
+					case r < 11:
+						check(t, d.Clear())
+						view = nil
+					case r < 13:
+						check(t, d.Commit())
+						last = append([]string(nil), view...)
+					case r < 14:
+						check(t, d.Rollback())
+						view = append([]string(nil), last...)
+					default:
+						checkDeque(t, d, view)
+					}
+				}
+				checkDeque(t, d, view)
+				if rng.IntN(3) == 0 {
+					a.fail()
+					committed = last
+				} else {
+					a.succeed(int64(round))
+					committed = view
+				}
+				checkDeque(t, f.attempt("k").deque(name), committed)
+			}
+		}
+	}
+}
+
+// Keyed state is kept per topic: the same key on two topics of one group
+// (whose partitions run it concurrently) has two states, and neither
+// attempt's increment is lost.
+func TestStateIsPerTopic(t *testing.T) {
+	store := statestore.NewMemory()
+	f := newFixture(t, store)
+	ctx := context.Background()
+	pb := must(f.svc.Partition(ctx, "other-topic", 0))
+	a := f.attempt("k")
+	b := &attempt{f: &fixture{t: t, store: store, svc: f.svc, p: pb}, ctx: nil}
+	b.ctx = invocationFor(pb, "k")
+	incr := func(x *attempt) {
+		v := x.value("counter")
+		item, ok, _ := v.Get()
+		n := 0
+		if ok {
+			n, _ = strconv.Atoi(string(item))
+		}
+		check(t, v.Set([]byte(strconv.Itoa(n+1))))
+	}
+	incr(a)
+	incr(b) // concurrently, on the other topic's partition
+	a.succeed(1)
+	b.succeed(1)
+	if got := f.attempt("k").get("counter"); got != "1" {
+		t.Errorf("the first topic's count is %s, want 1", got)
+	}
+	if got := (&attempt{f: b.f, ctx: invocationFor(pb, "k")}).get("counter"); got != "1" {
+		t.Errorf("the other topic's count is %s, want 1", got)
+	}
+}
+
+func invocationFor(p *Partition, key string) *invocation.Context {
+	ctx := invocation.NewContext(context.Background(), key)
+	ctx.SetEnv(&invocation.Env{State: p}, nil)
+	return ctx
+}
+
+// A marked write of only TTL'd collections replaces the key's marker with
+// one that expires: the earlier message's (non-TTL) writes lose their
+// protection.
+func TestMarkerOutlivesAShortLivedWrite(t *testing.T) {
+	store := statestore.NewMemory()
+	svc := NewService(store, "group", "", []config.StateCollection{
+		{Name: "forever", Kind: config.CollectionValue, Payload: config.PayloadJSON},
+		{Name: "short", Kind: config.CollectionValue, Payload: config.PayloadJSON, TTL: config.Some(time.Second)}}, true, nil)
+	ctx := context.Background()
+	check(t, svc.Register(ctx, []string{"topic"}))
+	p := must(svc.Partition(ctx, "topic", 0))
+	f := &fixture{t: t, store: store, svc: svc, p: p}
+	a := f.attempt("k")
+	check(t, a.value("forever").Set([]byte("1")))
+	a.succeed(10)
+	b := f.attempt("k")
+	check(t, b.value("short").Set([]byte("1")))
+	b.succeed(11)
+	testservices.WaitFor(t, 5*time.Second, "the short value to expire", func() bool {
+		_, ok := must2(t)(store.Value(ctx, p.rowKey("k"), "short"))
+		return !ok
+	})
+	if !must(p.Applied(ctx, "k", 10)) {
+		t.Error("offset 10's non-TTL write is no longer marked applied after offset 11's TTL'd marker expired")
+	}
+}
+
+// A handler whose writes all went through an explicit Commit succeeds
+// with nothing left staged: no marker, so its redelivery applies again.
+func TestExplicitCommitIsMarked(t *testing.T) {
+	f := newFixture(t, statestore.NewMemory())
+	a := f.attempt("k")
+	v := a.value("counter")
+	check(t, v.Set([]byte("1")))
+	check(t, v.Commit())
+	a.succeed(3)
+	if !must(f.p.Applied(context.Background(), "k", 3)) {
+		t.Error("a succeeded message whose writes were committed explicitly is not marked applied")
+	}
+}
