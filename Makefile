@@ -62,7 +62,7 @@ test-node: ## build the Node package (addon + libprosody.so); tsc --strict, node
 	bindings/node/run-tests.sh
 	bindings/node/pack-check.sh
 
-demo: ## mock-mode demos: Go (two clients, per-key order, timers), then the Python and Node quick starts
+demo: ## mock-mode demos: Go (two clients, per-key order, timers), then the Python and Node quick starts and keyed-state examples
 	$(GO) run ./cmd/prosody-demo
 	bindings/python/run-demo.sh
 	bindings/node/run-demo.sh

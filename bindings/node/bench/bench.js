@@ -27,6 +27,10 @@
 //               auto-commit). key and value are Buffers, not decoded.
 //   confluent   its KafkaJS-compatible consumer.run({ eachMessage }), same
 //               defaults; key and value are Buffers copied from librdkafka.
+// prosody-state (in --only) is Prosody with a handler that reads and
+// increments one keyed-state value per message (value("count"), kept in
+// Cassandra), reporting the handler's p50 and p99 latency too; run it
+// beside prosody to see what keyed state costs.
 // --handler noop (the default) counts the message and returns, the
 // benchmark of the issue. --handler read makes every handler read what an
 // application reads: the key as a string and the parsed payload (for
@@ -145,6 +149,37 @@ async function benchProsody(topic) {
   return r;
 }
 
+async function benchProsodyState(topic) {
+  const c = counter();
+  const COUNT = prosody.value("count", { ttlSeconds: 86400 });
+  const client = new prosody.ProsodyClient({
+    bootstrapServers: brokers,
+    cassandraNodes: opt.cassandra,
+    groupId: run("bench-prosody-state"),
+    subscribedTopics: topic,
+    probePort: null,
+    telemetryEnabled: false,
+    stateCollections: [COUNT],
+  });
+  const latencies = new Float64Array(N);
+  let i = 0;
+  await client.subscribe({
+    async onMessage(ctx) {
+      const start = performance.now();
+      const count = ctx.state(COUNT);
+      await count.set(((await count.get()) ?? 0) + 1);
+      if (i < N) latencies[i++] = performance.now() - start;
+      c.hit();
+    },
+  });
+  const r = await c.finished;
+  await client.shutdown();
+  const sorted = latencies.slice(0, i).sort();
+  r.p50 = sorted[Math.floor(sorted.length / 2)];
+  r.p99 = sorted[Math.floor(sorted.length * 0.99)];
+  return r;
+}
+
 async function benchKafkajs(topic) {
   const { Kafka, logLevel } = require("kafkajs");
   const c = counter();
@@ -171,22 +206,25 @@ async function benchConfluent(topic) {
   return r;
 }
 
-const BENCHES = { kafkajs: benchKafkajs, prosody: benchProsody, confluent: benchConfluent };
+const BENCHES = { kafkajs: benchKafkajs, prosody: benchProsody, confluent: benchConfluent, "prosody-state": benchProsodyState };
 
 async function main() {
   const topic = opt.topic ?? run("bench-node");
   if (!opt.topic) await fill(topic);
   const names = opt.only.split(",");
   const results = {};
+  const latency = {};
   for (let round = 0; round < Number(opt.rounds); round++) {
     // Alternate the order between rounds so no client always goes first.
     const order = round % 2 === 0 ? names : [...names].reverse();
     for (const name of order) {
-      const { rate, busy, cores } = await BENCHES[name](topic);
+      const { rate, busy, cores, p50, p99 } = await BENCHES[name](topic);
       (results[name] ??= []).push(rate);
+      if (p99 !== undefined) (latency[name] ??= []).push([p50, p99]);
+      const lat = p99 !== undefined ? `, handler p50 ${p50.toFixed(2)} ms p99 ${p99.toFixed(2)} ms` : "";
       console.error(
         `round ${round + 1} ${name}: ${Math.round(rate).toLocaleString("en-US")} msg/s ` +
-          `(JS thread busy ${Math.round(busy * 100)}%, process ${cores.toFixed(2)} cores)`,
+          `(JS thread busy ${Math.round(busy * 100)}%, process ${cores.toFixed(2)} cores${lat})`,
       );
     }
   }
@@ -200,7 +238,10 @@ async function main() {
   for (const [name, rates] of Object.entries(results)) {
     const m = median(rates);
     const ratio = base ? ` (${(m / base).toFixed(2)}x kafkajs)` : "";
-    console.log(`${name.padEnd(10)} ${Math.round(m).toLocaleString("en-US").padStart(10)} msg/s${ratio}`);
+    const lat = latency[name]
+      ? `, handler p50 ${median(latency[name].map((l) => l[0])).toFixed(2)} ms p99 ${median(latency[name].map((l) => l[1])).toFixed(2)} ms`
+      : "";
+    console.log(`${name.padEnd(14)} ${Math.round(m).toLocaleString("en-US").padStart(10)} msg/s${ratio}${lat}`);
   }
   if (sink < 0) console.log(sink);
   process.exit(0);
