@@ -111,11 +111,19 @@ func calls(t *testing.T, path string) map[string]int {
 // none, "1" for always, else a file whose existence makes them fail).
 func startDeferChild(t *testing.T, topic, group, out, fail string) *exec.Cmd {
 	t.Helper()
-	child := exec.Command(os.Args[0], "-test.run=^$")
-	child.Env = append(os.Environ(), deferChildEnv+"=1", "DEFER_TOPIC="+topic, "DEFER_GROUP="+group, "DEFER_OUT="+out)
+	env := []string{deferChildEnv + "=1", "DEFER_TOPIC=" + topic, "DEFER_GROUP=" + group, "DEFER_OUT=" + out}
 	if fail != "" {
-		child.Env = append(child.Env, "DEFER_FAIL="+fail)
+		env = append(env, "DEFER_FAIL="+fail)
 	}
+	return startTestChild(t, env...)
+}
+
+// startTestChild runs this test binary as a child process with env added
+// (TestMain dispatches on it), killed when the test ends.
+func startTestChild(t *testing.T, env ...string) *exec.Cmd {
+	t.Helper()
+	child := exec.Command(os.Args[0], "-test.run=^$")
+	child.Env = append(os.Environ(), env...)
 	child.Stderr = os.Stderr
 	if err := child.Start(); err != nil {
 		t.Fatal(err)

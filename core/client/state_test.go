@@ -159,23 +159,7 @@ func runStateChild() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	cfg, err := config.Load(func(c *config.Config) {
-		c.BootstrapServers = testservices.KafkaAddrs()
-		c.CassandraNodes = testservices.CassandraNodes()
-		c.GroupID, c.SubscribedTopics = os.Getenv("STATE_GROUP"), []string{os.Getenv("STATE_TOPIC")}
-		c.StateCollections = counterDefs()
-		c.Subsystem = config.Some(os.Getenv("STATE_SUBSYSTEM"))
-		c.DeferEnabled = false
-		c.PollInterval, c.CommitInterval = 50*time.Millisecond, 500*time.Millisecond
-		c.RetryBase, c.MaxRetryDelay = 5*time.Millisecond, 50*time.Millisecond
-		c.ProbePort = config.None[int]()
-		c.TelemetryEnabled = false
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	c, err := New(cfg, WithLogger(quietLogger()))
+	c, err := childClient(counterDefs())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -191,24 +175,36 @@ func runStateChild() int {
 	select {} // until killed
 }
 
+// childClient is a child's client: real Kafka and Cassandra, STATE_TOPIC
+// in STATE_GROUP, the collections defs published by STATE_SUBSYSTEM,
+// failures retried in place.
+func childClient(defs []config.StateCollection) (*Client, error) {
+	cfg, err := config.Load(func(c *config.Config) {
+		c.BootstrapServers = testservices.KafkaAddrs()
+		c.CassandraNodes = testservices.CassandraNodes()
+		c.GroupID, c.SubscribedTopics = os.Getenv("STATE_GROUP"), []string{os.Getenv("STATE_TOPIC")}
+		c.StateCollections = defs
+		c.Subsystem = config.Some(os.Getenv("STATE_SUBSYSTEM"))
+		c.DeferEnabled = false
+		c.PollInterval, c.CommitInterval = 50*time.Millisecond, 500*time.Millisecond
+		c.RetryBase, c.MaxRetryDelay = 5*time.Millisecond, 50*time.Millisecond
+		c.ProbePort = config.None[int]()
+		c.TelemetryEnabled = false
+	})
+	if err != nil {
+		return nil, err
+	}
+	return New(cfg, WithLogger(quietLogger()))
+}
+
 func startStateChild(t *testing.T, topic, group, subsystem, out string) *exec.Cmd {
 	return startChild(t, "count", topic, group, subsystem, out)
 }
 
 func startChild(t *testing.T, kind, topic, group, subsystem, out string) *exec.Cmd {
 	t.Helper()
-	child := exec.Command(os.Args[0], "-test.run=^$")
-	child.Env = append(os.Environ(), stateChildEnv+"="+kind, "STATE_TOPIC="+topic, "STATE_GROUP="+group,
+	return startTestChild(t, stateChildEnv+"="+kind, "STATE_TOPIC="+topic, "STATE_GROUP="+group,
 		"STATE_SUBSYSTEM="+subsystem, "STATE_OUT="+out)
-	child.Stderr = os.Stderr
-	if err := child.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = child.Process.Signal(syscall.SIGKILL)
-		_ = child.Wait()
-	})
-	return child
 }
 
 // kill -9 of the counting consumer in the middle of the run, then a new
@@ -250,22 +246,7 @@ func TestKeyedStateCountsAcrossAKill(t *testing.T) {
 // STATE_OUT/release and fails.
 func runInFlightChild() int {
 	dir := os.Getenv("STATE_OUT")
-	cfg, err := config.Load(func(c *config.Config) {
-		c.BootstrapServers = testservices.KafkaAddrs()
-		c.CassandraNodes = testservices.CassandraNodes()
-		c.GroupID, c.SubscribedTopics = os.Getenv("STATE_GROUP"), []string{os.Getenv("STATE_TOPIC")}
-		c.StateCollections = []config.StateCollection{{Name: "order", Kind: config.CollectionValue, Payload: config.PayloadJSON, Published: true}}
-		c.Subsystem = config.Some(os.Getenv("STATE_SUBSYSTEM"))
-		c.DeferEnabled = false
-		c.RetryBase, c.MaxRetryDelay = 5*time.Millisecond, 50*time.Millisecond
-		c.ProbePort = config.None[int]()
-		c.TelemetryEnabled = false
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	c, err := New(cfg, WithLogger(quietLogger()))
+	c, err := childClient([]config.StateCollection{{Name: "order", Kind: config.CollectionValue, Payload: config.PayloadJSON, Published: true}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
