@@ -4,46 +4,53 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prosody-events/prosody-go/core/config"
 	"github.com/prosody-events/prosody-go/core/internal/invocation"
-	"github.com/prosody-events/prosody-go/core/internal/testservices"
 	"github.com/prosody-events/prosody-go/core/statestore"
 )
+
+// fakeClock is a clock a test steps by hand.
+type fakeClock struct{ now atomic.Int64 }
+
+func newFakeClock() *fakeClock {
+	c := &fakeClock{}
+	c.now.Store(time.Unix(1_700_000_000, 0).UnixNano())
+	return c
+}
+
+func (c *fakeClock) Now() time.Time          { return time.Unix(0, c.now.Load()) }
+func (c *fakeClock) advance(d time.Duration) { c.now.Add(int64(d)) }
+func (c *fakeClock) store() statestore.Store { return statestore.NewMemoryClock(c.Now) }
+func fixtureOf(t *testing.T, store statestore.Store, defs ...config.StateCollection) *fixture {
+	t.Helper()
+	svc := NewService(store, "group", "", defs, true, nil)
+	ctx := context.Background()
+	check(t, svc.Register(ctx, []string{"topic"}))
+	return &fixture{t: t, store: store, svc: svc, p: must(svc.Partition(ctx, "topic", 0))}
+}
 
 // Items of a deque with a TTL expire one by one (each write refreshes the
 // bounds, not the older items): once an old item is gone, Len counts and
 // PopFront reaches only the items still there.
 func TestDequeItemsExpireOneByOne(t *testing.T) {
-	store := statestore.NewMemory()
-	svc := NewService(store, "group", "", []config.StateCollection{
-		{Name: "q", Kind: config.CollectionDeque, Payload: config.PayloadJSON, TTL: config.Some(time.Second)}}, true, nil)
-	ctx := context.Background()
-	check(t, svc.Register(ctx, []string{"topic"}))
-	p := must(svc.Partition(ctx, "topic", 0))
-	f := &fixture{t: t, store: store, svc: svc, p: p}
+	clock := newFakeClock()
+	f := fixtureOf(t, clock.store(),
+		config.StateCollection{Name: "q", Kind: config.CollectionDeque, Payload: config.PayloadJSON, TTL: config.Some(time.Second)})
 	a := f.attempt("k")
 	check(t, a.deque("q").PushBack([]byte(`"a"`)))
 	a.succeed(0)
-	written := time.Now()
-	// "b" goes in well after "a", so that there is a while when only "a"
-	// has expired; the clock passing is the state waited on.
-	testservices.WaitFor(t, 5*time.Second, "600 ms to pass", func() bool { return time.Since(written) > 600*time.Millisecond })
+	clock.advance(600 * time.Millisecond)
 	b := f.attempt("k")
 	check(t, b.deque("q").PushBack([]byte(`"b"`)))
 	b.succeed(1)
-	testservices.WaitFor(t, 5*time.Second, `"a" to expire`, func() bool {
-		got := must(store.DequeSlots(ctx, p.rowKey("k"), "q", statestore.Range{From: 0, To: 1}, statestore.Forward, 1))
-		return len(got) == 0
-	})
-	if got := must(store.DequeSlots(ctx, p.rowKey("k"), "q", statestore.Range{From: 1, To: 2}, statestore.Forward, 1)); len(got) == 0 {
-		t.Skip("the machine was too slow to see one item expire before the other")
-	}
-	c := f.attempt("k")
-	d := c.deque("q")
+	clock.advance(700 * time.Millisecond) // "a" has expired, "b" has not
+	d := f.attempt("k").deque("q")
 	n := must(d.Len())
 	v, ok, err := d.PopFront()
 	if err != nil || n != 1 || !ok || string(v) != `"b"` {
@@ -129,47 +136,33 @@ func TestDequeCommitRollbackFuzz(t *testing.T) {
 			for round := 0; round < 15; round++ {
 				a := f.attempt("k")
 				d := a.deque(name)
-				view := append([]string(nil), committed...)
-				last := append([]string(nil), committed...) // at last handle commit
-				for i := 0; i < 40; i++ {
+				q := &dequeModel{t: t, d: d, view: slices.Clone(committed), limit: limit}
+				last := slices.Clone(committed) // at the last handle commit
+				for range 40 {
 					n++
 					v := strconv.Itoa(n)
 					switch r := rng.IntN(16); {
 					case r < 4:
-						check(t, d.PushBack([]byte(v)))
-						view = append(view, v)
-						if limit > 0 && len(view) > limit {
-							view = view[1:]
-						}
+						q.pushBack(v)
 					case r < 6:
-						check(t, d.PushFront([]byte(v)))
-						view = append([]string{v}, view...)
-						if limit > 0 && len(view) > limit {
-							view = view[:limit]
-						}
+						q.pushFront(v)
 					case r < 8:
-						_, _, _ = d.PopFront()
-						if len(view) > 0 {
-							view = view[1:]
-						}
+						q.popFront()
 					case r < 10:
-						_, _, _ = d.PopBack()
-						if len(view) > 0 {
-							view = view[:len(view)-1]
-						}
+						q.popBack()
 					case r < 11:
-						check(t, d.Clear())
-						view = nil
+						q.clear()
 					case r < 13:
 						check(t, d.Commit())
-						last = append([]string(nil), view...)
+						last = slices.Clone(q.view)
 					case r < 14:
 						check(t, d.Rollback())
-						view = append([]string(nil), last...)
+						q.view = slices.Clone(last)
 					default:
-						checkDeque(t, d, view)
+						checkDeque(t, d, q.view)
 					}
 				}
+				view := q.view
 				checkDeque(t, d, view)
 				if rng.IntN(3) == 0 {
 					a.fail()
@@ -222,35 +215,32 @@ func invocationFor(p *Partition, key string) *invocation.Context {
 	return ctx
 }
 
-// A marked write of only TTL'd collections replaces the key's marker with
-// one that expires: the earlier message's (non-TTL) writes lose their
-// protection.
+// A key's marker lives as long as the longest lived collection it
+// protects: a later marked write of only a short-lived collection must not
+// let the marker of an earlier write to a lasting one expire.
 func TestMarkerOutlivesAShortLivedWrite(t *testing.T) {
-	store := statestore.NewMemory()
-	svc := NewService(store, "group", "", []config.StateCollection{
-		{Name: "forever", Kind: config.CollectionValue, Payload: config.PayloadJSON},
-		{Name: "short", Kind: config.CollectionValue, Payload: config.PayloadJSON, TTL: config.Some(time.Second)}}, true, nil)
-	ctx := context.Background()
-	check(t, svc.Register(ctx, []string{"topic"}))
-	p := must(svc.Partition(ctx, "topic", 0))
-	f := &fixture{t: t, store: store, svc: svc, p: p}
+	clock := newFakeClock()
+	f := fixtureOf(t, clock.store(),
+		config.StateCollection{Name: "forever", Kind: config.CollectionValue, Payload: config.PayloadJSON},
+		config.StateCollection{Name: "short", Kind: config.CollectionValue, Payload: config.PayloadJSON, TTL: config.Some(time.Second)})
 	a := f.attempt("k")
 	check(t, a.value("forever").Set([]byte("1")))
 	a.succeed(10)
 	b := f.attempt("k")
 	check(t, b.value("short").Set([]byte("1")))
 	b.succeed(11)
-	testservices.WaitFor(t, 5*time.Second, "the short value to expire", func() bool {
-		_, ok := must2(t)(store.Value(ctx, p.rowKey("k"), "short"))
-		return !ok
-	})
-	if !must(p.Applied(ctx, "k", 10)) {
+	clock.advance(2 * time.Second)
+	if got := f.attempt("k").get("short"); got != "<absent>" {
+		t.Fatalf("the short-lived value is still there: %s", got)
+	}
+	if !must(f.p.Applied(context.Background(), "k", 10)) {
 		t.Error("offset 10's non-TTL write is no longer marked applied after offset 11's TTL'd marker expired")
 	}
 }
 
 // A handler whose writes all went through an explicit Commit succeeds
-// with nothing left staged: no marker, so its redelivery applies again.
+// with nothing left staged, and is still marked applied, so that its
+// redelivery does not apply again.
 func TestExplicitCommitIsMarked(t *testing.T) {
 	f := newFixture(t, statestore.NewMemory())
 	a := f.attempt("k")

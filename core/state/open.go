@@ -56,12 +56,6 @@ func PartitionOf(c *invocation.Context) *Partition {
 	return p
 }
 
-// Name is the collection's name.
-func (h handle) Name() string { return h.s.def.Name }
-
-// Payload is what the collection stores.
-func (h handle) Payload() config.PayloadKind { return h.s.def.Payload }
-
 // Commit writes this collection's staged changes now: they stay even if
 // the attempt later fails.
 func (h handle) Commit() error {

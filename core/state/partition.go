@@ -113,7 +113,7 @@ func (p *Partition) hasPartial(key string) bool {
 // writes of the message at offset with key were already applied (its
 // key's marker is at or past it).
 func (p *Partition) Applied(ctx context.Context, key string, offset int64) (bool, error) {
-	if err := p.settlePartial(ctx, key); err != nil {
+	if err := p.SettlePartial(ctx, key); err != nil {
 		return false, err
 	}
 	at, ok, err := p.svc.store.Applied(ctx, p.rowKey(key), p.source)
@@ -129,10 +129,6 @@ func (p *Partition) SettlePartial(ctx context.Context, key string) error {
 	if p.partials.Load() == 0 {
 		return nil
 	}
-	return p.settlePartial(ctx, key)
-}
-
-func (p *Partition) settlePartial(ctx context.Context, key string) error {
 	p.partialMu.Lock()
 	pd, ok := p.partial[key]
 	p.partialMu.Unlock()

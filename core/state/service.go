@@ -142,15 +142,6 @@ func (s *Service) lookup(name string, kind config.CollectionKind) (*collection, 
 	return c, nil
 }
 
-// Collection returns the registered definition of name.
-func (s *Service) Collection(name string) (config.StateCollection, bool) {
-	c, ok := s.byName[name]
-	if !ok {
-		return config.StateCollection{}, false
-	}
-	return c.def, true
-}
-
 // Recover settles the namespace's writes that a crash may have left
 // half-applied, those recorded at least delay ago (a younger one may still
 // be in the hands of a live writer), and returns how long until the next

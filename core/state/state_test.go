@@ -39,16 +39,7 @@ func collections() []config.StateCollection {
 
 func newFixture(t *testing.T, store statestore.Store) *fixture {
 	t.Helper()
-	svc := NewService(store, "group", "", collections(), true, nil)
-	ctx := context.Background()
-	if err := svc.Register(ctx, []string{"topic"}); err != nil {
-		t.Fatal(err)
-	}
-	p, err := svc.Partition(ctx, "topic", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &fixture{t: t, store: store, svc: svc, p: p}
+	return fixtureOf(t, store, collections()...)
 }
 
 // attempt is one attempt of an event of key: its context, and settling it.
@@ -403,52 +394,36 @@ func TestDequeAgainstModel(t *testing.T) {
 			for round := range 20 {
 				a := f.attempt("k")
 				d := a.deque(name)
-				view := slices.Clone(committed)
+				q := &dequeModel{t: t, d: d, view: slices.Clone(committed), limit: limit}
 				for range 60 {
 					n++
 					v := strconv.Itoa(n)
 					switch r := rng.IntN(13); {
 					case r < 4:
-						check(t, d.PushBack([]byte(v)))
-						view = append(view, v)
-						if limit > 0 && len(view) > limit {
-							view = view[1:]
-						}
+						q.pushBack(v)
 					case r < 6:
-						check(t, d.PushFront([]byte(v)))
-						view = append([]string{v}, view...)
-						if limit > 0 && len(view) > limit {
-							view = view[:limit]
-						}
+						q.pushFront(v)
 					case r < 8:
-						got, ok := must2(t)(d.PopFront())
-						checkEnd(t, "pop front", got, ok, view, true)
-						if len(view) > 0 {
-							view = view[1:]
-						}
+						q.popFront()
 					case r < 10:
-						got, ok := must2(t)(d.PopBack())
-						checkEnd(t, "pop back", got, ok, view, false)
-						if len(view) > 0 {
-							view = view[:len(view)-1]
-						}
+						q.popBack()
 					case r < 11:
-						i := uint64(rng.IntN(len(view) + 2))
+						i := uint64(rng.IntN(len(q.view) + 2))
 						got, ok := must2(t)(d.Get(i))
-						if (int(i) < len(view)) != ok || (ok && string(got) != view[i]) {
-							t.Fatalf("Get(%d) = %s %v, view %v", i, got, ok, view)
+						if (int(i) < len(q.view)) != ok || (ok && string(got) != q.view[i]) {
+							t.Fatalf("Get(%d) = %s %v, view %v", i, got, ok, q.view)
 						}
 					case r < 12:
 						if round%5 == 4 {
-							check(t, d.Clear())
-							view = nil
+							q.clear()
 						}
 					default:
-						if got := must(d.Len()); got != uint64(len(view)) {
-							t.Fatalf("Len = %d, want %d", got, len(view))
+						if got := must(d.Len()); got != uint64(len(q.view)) {
+							t.Fatalf("Len = %d, want %d", got, len(q.view))
 						}
 					}
 				}
+				view := q.view
 				if round == 2 && limit == 0 {
 					for i := range 300 {
 						check(t, d.PushBack([]byte(strconv.Itoa(100000+i))))
@@ -466,6 +441,52 @@ func TestDequeAgainstModel(t *testing.T) {
 			}
 		})
 	}
+}
+
+// dequeModel runs operations on a deque handle and on a slice of what it
+// must hold, checking what pops return.
+type dequeModel struct {
+	t     *testing.T
+	d     *Deque
+	view  []string
+	limit int // the collection's capacity, 0 for none
+}
+
+func (q *dequeModel) pushBack(v string) {
+	check(q.t, q.d.PushBack([]byte(v)))
+	q.view = append(q.view, v)
+	if q.limit > 0 && len(q.view) > q.limit {
+		q.view = q.view[1:]
+	}
+}
+
+func (q *dequeModel) pushFront(v string) {
+	check(q.t, q.d.PushFront([]byte(v)))
+	q.view = append([]string{v}, q.view...)
+	if q.limit > 0 && len(q.view) > q.limit {
+		q.view = q.view[:q.limit]
+	}
+}
+
+func (q *dequeModel) popFront() {
+	got, ok := must2(q.t)(q.d.PopFront())
+	checkEnd(q.t, "pop front", got, ok, q.view, true)
+	if len(q.view) > 0 {
+		q.view = q.view[1:]
+	}
+}
+
+func (q *dequeModel) popBack() {
+	got, ok := must2(q.t)(q.d.PopBack())
+	checkEnd(q.t, "pop back", got, ok, q.view, false)
+	if len(q.view) > 0 {
+		q.view = q.view[:len(q.view)-1]
+	}
+}
+
+func (q *dequeModel) clear() {
+	check(q.t, q.d.Clear())
+	q.view = nil
 }
 
 func checkEnd(t *testing.T, what string, got []byte, ok bool, view []string, front bool) {

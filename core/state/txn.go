@@ -90,24 +90,34 @@ func (t *Txn) begin() error {
 	return nil
 }
 
+// dirty reports whether s holds anything to write, without building it.
+func (s *staged) dirty() bool {
+	switch s.def.Kind {
+	case config.CollectionValue:
+		return s.valueSet
+	case config.CollectionMap:
+		return s.cleared || len(s.puts) > 0
+	default:
+		d := &s.dq
+		return d.loaded && (s.cleared || d.cur != d.base || len(d.slots) > 0)
+	}
+}
+
 // change is what s holds, as a store change; ok is false when s holds
 // nothing to write.
 func (s *staged) change() (c statestore.Change, ok bool) {
+	if !s.dirty() {
+		return c, false
+	}
 	c = statestore.Change{Collection: s.def.Name, Kind: s.def.Kind}
 	if ttl, has := s.def.TTL.Get(); has {
 		c.TTL = ttl
 	}
 	switch s.def.Kind {
 	case config.CollectionValue:
-		if !s.valueSet {
-			return c, false
-		}
 		c.Value, c.Clear = s.value, s.value == nil
 		return c, true
 	case config.CollectionMap:
-		if !s.cleared && len(s.puts) == 0 {
-			return c, false
-		}
 		c.Clear = s.cleared
 		for _, k := range slices.Sorted(maps.Keys(s.puts)) {
 			if v := s.puts[k]; v != nil {
@@ -119,9 +129,6 @@ func (s *staged) change() (c statestore.Change, ok bool) {
 		return c, true
 	default:
 		d := &s.dq
-		if !d.loaded || (!s.cleared && d.cur == d.base && len(d.slots) == 0) {
-			return c, false
-		}
 		c.Clear = s.cleared
 		cur := d.cur
 		c.Bounds = &cur
@@ -221,7 +228,7 @@ func (t *Txn) Pending() bool {
 		return true
 	}
 	for _, s := range t.colls {
-		if _, ok := s.change(); ok {
+		if s.dirty() {
 			return true
 		}
 	}

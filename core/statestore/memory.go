@@ -18,6 +18,10 @@ import (
 // applied, so Pending is always empty.
 func NewMemory() Store { return newMemory(time.Now) }
 
+// NewMemoryClock is NewMemory with TTLs run on now instead of the wall
+// clock, so that a test can step time past an expiry.
+func NewMemoryClock(now func() time.Time) Store { return newMemory(now) }
+
 // InMemory returns the process-wide memory store of mock mode: every
 // client of the process sees the same state, as they would through one
 // Cassandra keyspace, so a partition that moves between them keeps it.

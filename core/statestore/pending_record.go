@@ -119,47 +119,21 @@ func decodeRecord(data []byte) (Key, Write, int64, error) {
 	ts := d.varint()
 	k := Key{Namespace: d.str(), Key: d.str()}
 	var w Write
-	if n := d.count(); n > 0 {
-		w.Changes = make([]Change, n)
-	}
-	for i := range w.Changes {
-		ch := &w.Changes[i]
+	w.Changes = decodeList(&d, func() (ch Change) {
 		ch.Collection = d.str()
 		ch.Kind = config.CollectionKind(d.str())
 		ch.TTL = time.Duration(d.varint())
 		ch.Clear = d.bool()
 		ch.Value = d.opt()
-		if n := d.count(); n > 0 {
-			ch.Puts = make([]Entry, n)
-		}
-		for j := range ch.Puts {
-			ch.Puts[j] = Entry{Key: d.str(), Value: d.opt()}
-		}
-		if n := d.count(); n > 0 {
-			ch.Removes = make([]string, n)
-		}
-		for j := range ch.Removes {
-			ch.Removes[j] = d.str()
-		}
+		ch.Puts = decodeList(&d, func() Entry { return Entry{Key: d.str(), Value: d.opt()} })
+		ch.Removes = decodeList(&d, d.str)
 		if d.bool() {
 			ch.Bounds = &Bounds{Head: d.varint(), Tail: d.varint()}
 		}
-		if n := d.count(); n > 0 {
-			ch.Slots = make([]Slot, n)
-		}
-		for j := range ch.Slots {
-			ch.Slots[j] = Slot{Index: d.varint(), Value: d.opt()}
-		}
-		if n := d.count(); n > 0 {
-			ch.Drops = make([]Range, n)
-		}
-		for j := range ch.Drops {
-			ch.Drops[j] = Range{From: d.varint(), To: d.varint()}
-		}
-		if d.err != nil {
-			break
-		}
-	}
+		ch.Slots = decodeList(&d, func() Slot { return Slot{Index: d.varint(), Value: d.opt()} })
+		ch.Drops = decodeList(&d, func() Range { return Range{From: d.varint(), To: d.varint()} })
+		return ch
+	})
 	if d.bool() {
 		w.Marker = &Marker{Source: d.str(), Offset: d.varint(), TTL: time.Duration(d.varint())}
 	}
@@ -174,6 +148,22 @@ func decodeRecord(data []byte) (Key, Write, int64, error) {
 
 // recordDecoder reads what recordEncoder wrote. The first error sticks:
 // every read after it returns a zero value.
+// decodeList reads a count and that many items (nil for none), stopping
+// at the first error.
+func decodeList[T any](d *recordDecoder, item func() T) []T {
+	n := d.count()
+	if n == 0 {
+		return nil
+	}
+	out := make([]T, n)
+	for i := range out {
+		if out[i] = item(); d.err != nil {
+			return out[:i]
+		}
+	}
+	return out
+}
+
 type recordDecoder struct {
 	b   []byte
 	err error
