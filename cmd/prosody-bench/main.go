@@ -299,9 +299,9 @@ func engine(addrs []string, topic string, n, keys int, reader string) (el, first
 	var stacks middleware.Stacks
 	var stop func()
 	if reader == "bare" {
-		stacks, stop, opts.Limiter = benchkit.BareStacks(def, h)
+		stacks, stop, opts.Scheduler = benchkit.BareStacks(def, h)
 	} else {
-		stacks, stop, opts.Limiter = benchkit.PipelineStacks(def, h)
+		stacks, stop, opts.Scheduler = benchkit.PipelineStacks(def, h)
 		opts.SlabSize = def.SlabSize
 		opts.Timers, opts.Deferral, err = stores(def)
 		if err != nil {

@@ -200,9 +200,9 @@ func (c *Client) Subscribe(h event.Handler) error {
 	}
 	timeouts := middleware.NewTimeouts(c.cfg.HandlerTimeout())
 	broadcast := telemetry.NewBroadcast()
-	limiter := middleware.NewLimiter(c.cfg.MaxConcurrency)
+	sched := middleware.SchedulerOf(c.cfg, broadcast.Now)
 	stacks := middleware.ModeStacks(c.cfg, h, middleware.Services{
-		Limiter:     limiter,
+		Scheduler:   sched,
 		Timeouts:    timeouts,
 		DeadLetters: deadLetters{c.producer},
 		Logger:      c.log,
@@ -225,7 +225,7 @@ func (c *Client) Subscribe(h event.Handler) error {
 		Deferral:        deferral,
 		State:           keyed.service(),
 		Stacks:          stacks,
-		Limiter:         limiter,
+		Scheduler:       sched,
 		Logger:          c.log,
 	})
 	if err != nil {

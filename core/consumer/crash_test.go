@@ -49,7 +49,7 @@ func runCrashChild() int {
 		MaxUncommitted: 64, PollInterval: 50 * time.Millisecond, CommitInterval: 200 * time.Millisecond,
 		ShutdownTimeout: 5 * time.Second, StallThreshold: time.Minute, Logger: testLogger(),
 	}
-	if _, err := Start(withStacks(opts, handler, middleware.NewLimiter(8))); err != nil {
+	if _, err := Start(withStacks(opts, handler, middleware.NewFIFOScheduler(8))); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -124,7 +124,7 @@ func TestCrashLosesNothing(t *testing.T) {
 	}}
 	opts := baseOptions(tg, topic)
 	opts.GroupID = group
-	c, err := Start(withStacks(opts, handler, middleware.NewLimiter(8)))
+	c, err := Start(withStacks(opts, handler, middleware.NewFIFOScheduler(8)))
 	if err != nil {
 		t.Fatal(err)
 	}

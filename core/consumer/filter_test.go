@@ -51,7 +51,7 @@ func TestSkippedRecordsAreCommitted(t *testing.T) {
 				got = append(got, string(m.Payload))
 				return nil
 			}}
-			c, err := Start(withStacks(opts, handler, middleware.NewLimiter(4)))
+			c, err := Start(withStacks(opts, handler, middleware.NewFIFOScheduler(4)))
 			if err != nil {
 				t.Fatal(err)
 			}

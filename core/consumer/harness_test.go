@@ -187,7 +187,7 @@ func baseOptions(tg target, topic string) Options {
 
 // testStacks is the engine's standard stack for tests: retry transient
 // failures, refuse cancelled events, bound concurrency, then the handler.
-func testStacks(h event.Handler, limiter *middleware.Limiter) middleware.Stacks {
+func testStacks(h event.Handler, limiter *middleware.Scheduler) middleware.Stacks {
 	return middleware.Stacks{Events: middleware.NewStack(middleware.Handler(h, limiter),
 		middleware.NewRetry(middleware.RetryPolicy{MaxRetries: middleware.Unlimited, Base: 5 * time.Millisecond, MaxDelay: 50 * time.Millisecond}),
 		middleware.Cancellation{},
@@ -196,7 +196,7 @@ func testStacks(h event.Handler, limiter *middleware.Limiter) middleware.Stacks 
 }
 
 // withStacks returns opts running h through testStacks with limiter.
-func withStacks(opts Options, h event.Handler, limiter *middleware.Limiter) Options {
+func withStacks(opts Options, h event.Handler, limiter *middleware.Scheduler) Options {
 	opts.Stacks = testStacks(h, limiter)
 	return opts
 }
@@ -218,11 +218,11 @@ func (h hostHandler) StartMessage(ctx *event.Context, m *event.Message, _ event.
 // for it.
 func startStyled(t *testing.T, opts Options, h event.Handler, slots int, async bool) *Consumer {
 	t.Helper()
-	limiter := middleware.NewLimiter(slots)
+	limiter := middleware.NewFIFOScheduler(slots)
 	if async {
 		h = hostHandler{h}
 	}
-	opts.Limiter = limiter
+	opts.Scheduler = limiter
 	c, err := Start(withStacks(opts, h, limiter))
 	if err != nil {
 		t.Fatal(err)

@@ -320,7 +320,7 @@ func testFullTrackerQueues(t *testing.T) {
 func testDriverLease(t *testing.T) {
 	// Room for more permits than the driver should take, so that taking a
 	// second one shows.
-	limiter := middleware.NewLimiter(4)
+	limiter := middleware.NewFIFOScheduler(4)
 	var handled, maxInUse, lent atomic.Int64
 	failed := make(chan struct{})
 	var once sync.Once
@@ -345,7 +345,7 @@ func testDriverLease(t *testing.T) {
 		middleware.NewRetry(middleware.RetryPolicy{MaxRetries: middleware.Unlimited, Base: time.Millisecond, MaxDelay: time.Millisecond}),
 		middleware.Cancellation{}, limiter).WithClock(clock)
 	c, p := newStackPartition(64, stack)
-	c.opts.Limiter = limiter
+	c.opts.Scheduler = limiter
 	c.slowRun = time.Second
 	c.rescue.off.Store(true)
 	defer closeTestConsumer(c)
@@ -381,7 +381,7 @@ func testDriverLease(t *testing.T) {
 // lent them, which only the engine's side of the context tells.
 type leaseWatcher struct {
 	event.Handler
-	limiter *middleware.Limiter
+	limiter *middleware.Scheduler
 	lent    *atomic.Int64
 }
 
@@ -442,7 +442,7 @@ func (c *fakeClock) fireAll() {
 // for the permit the driver leased for the messages before it: with one
 // permit in all, it would wait forever.
 func TestTimerDoesNotWaitForTheDriversLease(t *testing.T) {
-	limiter := middleware.NewLimiter(1)
+	limiter := middleware.NewFIFOScheduler(1)
 	timerRan := make(chan struct{})
 	var p *partition
 	handler := event.HandlerFuncs{
@@ -466,7 +466,7 @@ func TestTimerDoesNotWaitForTheDriversLease(t *testing.T) {
 	stack := middleware.NewStack(middleware.Handler(handler, limiter), middleware.Cancellation{}, limiter)
 	c, pp := newStackPartition(64, stack)
 	p = pp
-	c.opts.Limiter = limiter
+	c.opts.Scheduler = limiter
 	c.opts.Timers = timerstore.NewMemory()
 	c.opts.SlabSize = time.Hour
 	c.slowRun = time.Hour

@@ -8,12 +8,12 @@ import (
 // permitLease is a concurrency permit that a partition's driver holds
 // across the events it runs one after another (runReady), lent to each
 // invocation so that quick events do not each take and return a permit of
-// the limiter both CPUs share (middleware.Limiter.Lease). It is taken at
+// the scheduler both CPUs share (middleware.Scheduler.Lease). It is taken at
 // the first message invoked synchronously (timers and messages started
 // asynchronously never lend it, so such a series holds none), and ends
 // with the series.
 type permitLease struct {
-	limiter *middleware.Limiter // nil: no leases
+	limiter *middleware.Scheduler // nil: no leases
 	held    bool
 }
 
@@ -33,7 +33,7 @@ func (l *permitLease) lend(ctx *invocation.Context) {
 }
 
 // settle follows an invocation lend was called for: a held permit that the
-// invocation dropped is the limiter's again, and the lease is over.
+// invocation dropped is the scheduler's again, and the lease is over.
 func (l *permitLease) settle(ctx *invocation.Context) {
 	if l != nil && l.held && ctx.Lent() == 0 {
 		l.held = false

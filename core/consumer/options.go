@@ -58,12 +58,12 @@ type Options struct {
 	// (middleware.Stack.StartsAsync) holds no goroutine while it runs.
 	Stacks middleware.Stacks
 
-	// Limiter, when set, is the stacks' concurrency limiter: a driver
-	// running quick events one after another on its own goroutine leases
-	// one of its permits for the series instead of each event taking and
-	// returning one (middleware.Limiter.Lease). Nil: every event takes
-	// its own, as the stack does anyway.
-	Limiter *middleware.Limiter
+	// Scheduler, when set, is the stacks' scheduler: a driver running
+	// quick events one after another on its own goroutine leases one of
+	// its permits for the series, while no attempt waits for one, instead
+	// of each event taking and returning one (middleware.Scheduler.Lease).
+	// Nil: every event takes its own, as the stack does anyway.
+	Scheduler *middleware.Scheduler
 
 	ClientID string       // defaults to the host name
 	Logger   *slog.Logger // defaults to slog.Default()

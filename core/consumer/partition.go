@@ -115,8 +115,8 @@ func newPartition(c *Consumer, topic string, id int32) *partition {
 		marked:      offsets.None,
 	}
 	p.inlineEnv = &invocation.Env{Block: p.blockDriver}
-	// Events of this partition waiting for a concurrency slot stop
-	// waiting when it is revoked or stopped.
+	// Events of this partition waiting for a permit stop waiting when it
+	// is revoked or stopped.
 	p.scope.AfterFunc(c.opts.Stacks.Events.CancelWaiting)
 	return p
 }
@@ -289,7 +289,7 @@ func (p *partition) runOne(it item, env *invocation.Env, lease *permitLease, r *
 		return p.complete(it, p.invoke(p.c.opts.Stacks.Undecodable, it.ev, env, nil, r)), false
 	}
 	if p.startsAsync(it) {
-		p.startAsync(it, false)
+		p.startAsync(it)
 		return false, true
 	}
 	return p.complete(it, p.invoke(p.c.opts.Stacks.Events, it.ev, env, lease, r)), false
@@ -344,15 +344,12 @@ func (a *asyncEvent) Done(err error) {
 	a.p.afterAsync(a.it, err)
 }
 
-// startAsync starts a message through the stack and returns at once. With
-// front set it continues a key whose previous message just ended: it waits
-// for a concurrency slot ahead of messages not yet started, which keeps
-// the partition's oldest offsets (and so its commits and intake) moving.
-func (p *partition) startAsync(it item, front bool) {
+// startAsync starts a message through the stack and returns at once.
+func (p *partition) startAsync(it item) {
 	a := &asyncEvent{p: p, it: it}
 	ctx := a.inv.Init(p.scope, it.ev.EventKey())
 	ctx.SetEnv(p.env, traceOf(it.ev))
-	p.c.opts.Stacks.Events.Start(&a.run, ctx, it.ev, a, front)
+	p.c.opts.Stacks.Events.Start(&a.run, ctx, it.ev, a)
 }
 
 // afterAsync is run's loop body for a message that finished
@@ -364,7 +361,7 @@ func (p *partition) afterAsync(it item, err error) {
 	switch {
 	case !ok:
 	case p.startsAsync(next):
-		p.startAsync(next, true)
+		p.startAsync(next)
 	default:
 		p.c.exec.submit(task{p: p, it: next})
 	}

@@ -56,7 +56,7 @@ func benchmarkPipeline(b *testing.B, full bool) {
 	}
 	defer stop()
 	c := &Consumer{
-		opts:       Options{GroupID: "bench", MaxUncommitted: def.MaxUncommitted, ShutdownTimeout: time.Second, Stacks: stacks, Limiter: limiter},
+		opts:       Options{GroupID: "bench", MaxUncommitted: def.MaxUncommitted, ShutdownTimeout: time.Second, Stacks: stacks, Scheduler: limiter},
 		log:        slog.New(slog.NewTextHandler(io.Discard, nil)),
 		eventTypes: filter.NewEventTypes(nil),
 		exec:       newExecutor(),

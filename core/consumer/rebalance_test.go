@@ -154,7 +154,7 @@ func TestUnsubscribeCommitsAndResumes(t *testing.T) {
 				return nil
 			}}
 			opts := baseOptions(tg, topic)
-			c, err := Start(withStacks(opts, handler, middleware.NewLimiter(8)))
+			c, err := Start(withStacks(opts, handler, middleware.NewFIFOScheduler(8)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -162,7 +162,7 @@ func TestUnsubscribeCommitsAndResumes(t *testing.T) {
 			stopConsumer(t, c)
 			firstRun := c.Stats().Handled()
 
-			c2, err := Start(withStacks(opts, handler, middleware.NewLimiter(8)))
+			c2, err := Start(withStacks(opts, handler, middleware.NewFIFOScheduler(8)))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -14,7 +14,7 @@ import (
 func BenchmarkInvoke(b *testing.B) {
 	timeouts := NewTimeouts(time.Minute)
 	defer timeouts.Stop()
-	limiter := NewLimiter(32)
+	limiter := NewFIFOScheduler(32)
 	s := NewStack(Handler(event.HandlerFuncs{}, limiter),
 		NewRetry(RetryPolicy{MaxRetries: Unlimited, Base: time.Millisecond, MaxDelay: time.Second}),
 		Cancellation{}, limiter, timeouts)

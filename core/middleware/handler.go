@@ -13,12 +13,12 @@ import (
 // Timers, and the messages of every other handler, call h on the run's
 // goroutine; a panic there counts as a transient failure.
 //
-// l is the stack's concurrency limit, or nil: an asynchronous handler's
-// message is prepared (its copy for the host made) when its run starts,
-// off the thread that will start it, if it will wait briefly for a slot,
-// and otherwise when its slot comes, so that thousands of waiting attempts
+// l is the stack's scheduler, or nil: an asynchronous handler's message
+// is prepared (its copy for the host made) when its run starts, off the
+// thread that will start it, if it will wait briefly for a permit, and
+// otherwise when its permit comes, so that thousands of waiting attempts
 // do not each hold a copy.
-func Handler(h event.Handler, l *Limiter) Target {
+func Handler(h event.Handler, l *Scheduler) Target {
 	t := &handlerTarget{limiter: l, call: func(ctx *event.Context, ev event.Event) error {
 		switch e := ev.(type) {
 		case *event.Message:
@@ -35,7 +35,7 @@ func Handler(h event.Handler, l *Limiter) Target {
 type handlerTarget struct {
 	call    Func               // h, called on the run's goroutine
 	async   event.AsyncHandler // h, when it is one
-	limiter *Limiter
+	limiter *Scheduler
 }
 
 // Async implements Target.

@@ -34,7 +34,7 @@ func (o outcome) Done(err error) { o <- err }
 // start runs ev through s with Start and returns where its outcome arrives.
 func start(s *Stack, ctx *invocation.Context, ev event.Event) outcome {
 	out := make(outcome, 1)
-	s.Start(new(Run), ctx, ev, out, false)
+	s.Start(new(Run), ctx, ev, out)
 	return out
 }
 

@@ -152,7 +152,7 @@ func (e *deferEnv) run(ev event.Event, async bool) error {
 	defer inv.Invalidate()
 	if async {
 		out := make(outcome, 1)
-		e.stack.Start(new(Run), inv, ev, out, false)
+		e.stack.Start(new(Run), inv, ev, out)
 		return <-out
 	}
 	return invoke(e.stack, inv, ev)

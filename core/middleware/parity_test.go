@@ -90,7 +90,7 @@ var scenarios = []scenario{
 // parityEnv is what one run of a scenario is built from: fresh for each
 // drive, so that nothing is shared between the two.
 type parityEnv struct {
-	limiter   *Limiter
+	limiter   *Scheduler
 	timeouts  *Timeouts
 	clock     *fakeClock
 	sink      *fakeSink
@@ -113,7 +113,7 @@ func parityMessage() *event.Message {
 
 func newParityEnv() *parityEnv {
 	e := &parityEnv{
-		limiter:   NewLimiter(2),
+		limiter:   NewFIFOScheduler(2),
 		timeouts:  newTimeouts(100*time.Millisecond, false),
 		clock:     newFakeClock(),
 		sink:      &fakeSink{},
@@ -205,7 +205,7 @@ type parityCase struct {
 var layerCases = []parityCase{
 	{"Retry", func(e *parityEnv) []Layer { return []Layer{NewRetry(e.policy(2))} }},
 	{"Cancellation", func(e *parityEnv) []Layer { return []Layer{Cancellation{}} }},
-	{"Limiter", func(e *parityEnv) []Layer { return []Layer{e.limiter} }},
+	{"Scheduler", func(e *parityEnv) []Layer { return []Layer{e.limiter} }},
 	{"Timeouts", func(e *parityEnv) []Layer { return []Layer{e.timeouts} }},
 	{"DeadLetter", func(e *parityEnv) []Layer { return []Layer{NewDeadLetter("failures", "group", e.sink, e.log)} }},
 	{"Log", func(e *parityEnv) []Layer { return []Layer{NewLog(e.log)} }},
@@ -224,7 +224,7 @@ var modeCases = func() []parityCase {
 			cfg := config.Default()
 			cfg.Mode, cfg.GroupID, cfg.FailureTopic, cfg.MaxRetries = mode, "group", "failures", 2
 			cfg.RetryBase, cfg.MaxRetryDelay = 20*time.Millisecond, time.Second
-			stacks := ModeStacks(&cfg, nil, Services{Limiter: e.limiter, Timeouts: e.timeouts,
+			stacks := ModeStacks(&cfg, nil, Services{Scheduler: e.limiter, Timeouts: e.timeouts,
 				DeadLetters: e.sink, Logger: e.log, Jitter: jitter, Broadcast: e.broadcast, KeyedState: true})
 			return stacks.Events.layers
 		}})
@@ -375,7 +375,7 @@ func runScenario(t *testing.T, layers func(*parityEnv) []Layer, async bool, sc s
 	inv.SetEnv(&invocation.Env{Deferral: e.part, State: e.state}, nil)
 	done := make(chan error, 1)
 	if async {
-		stack.Start(new(Run), inv, ev, outcome(done), false)
+		stack.Start(new(Run), inv, ev, outcome(done))
 	} else {
 		go func() { done <- invoke(stack, inv, ev) }()
 	}
@@ -431,7 +431,7 @@ wait:
 // scriptHandler does its acts, one per attempt, recording what each saw.
 type scriptHandler struct {
 	acts    []act
-	limiter *Limiter
+	limiter *Scheduler
 	revoke  context.CancelCauseFunc
 	hanging chan struct{} // an attempt waits for its cancellation
 	hung    atomic.Bool

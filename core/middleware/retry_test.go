@@ -67,7 +67,7 @@ func TestRetryStopsOnCancellation(t *testing.T) {
 			if drive == "Invoke" {
 				go func() { done <- invoke(s, ctx, &event.Message{}) }()
 			} else {
-				s.Start(new(Run), ctx, &event.Message{}, outcome(done), false)
+				s.Start(new(Run), ctx, &event.Message{}, outcome(done))
 			}
 			<-clock.added // in its backoff
 			cancel(invocation.ErrRevoked)

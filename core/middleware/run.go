@@ -7,24 +7,19 @@ import (
 
 	"github.com/prosody-events/prosody-go/core/event"
 	"github.com/prosody-events/prosody-go/core/internal/invocation"
+	"github.com/prosody-events/prosody-go/core/scheduler"
 )
 
 // Demand is the class of work an attempt is: Normal for an event's first
-// attempt, Failure for its retries. The scheduler divides its permits
-// between the two.
-type Demand uint8
+// attempt, Failure for its retries, immediate (Retry) or deferred
+// (MessageDefer, TimerDefer). Any layer reads it (Run.Demand); the
+// scheduler divides handler time between the two.
+type Demand = scheduler.Demand
 
 const (
-	Normal Demand = iota
-	Failure
+	Normal  = scheduler.Normal
+	Failure = scheduler.Failure
 )
-
-func (d Demand) String() string {
-	if d == Failure {
-		return "failure"
-	}
-	return "normal"
-}
 
 // MaxSlots is how many stateful layers (Stateful) a stack may have: a
 // run's slots are part of it, so that a run costs no allocation of its
@@ -123,10 +118,13 @@ type Run struct {
 	resumed Step
 	pend    atomic.Int32
 
-	pos      int32  // the layer being run; len(layers) is the target, -1 before the first
 	releases uint32 // positions whose layer asked for Release
+	// granted is when the attempt under way got its permit, on the
+	// scheduler's clock in units of grantUnit, for the handler time
+	// charged to its key (see grantTime).
+	granted uint32
+	pos     int8 // the layer being run; len(layers) (at most 32) is the target, -1 before the first
 	demand   Demand
-	front    bool // continues a key's run: waits ahead of runs not yet started
 	// blocking: driven by Invoke, whose caller blocks where a step waits.
 	blocking bool
 	// handedOff: the target of a run of Start is running; its outcome
@@ -145,9 +143,9 @@ type Run struct {
 // collector runs, so it writes only what the previous run left otherwise:
 // the resumed step is written before it is read, and each stateful
 // layer's Before sets its slot before its After can read it.
-func (r *Run) reset(s *Stack, ctx *invocation.Context, ev event.Event, out event.Done, front, blocking bool) {
+func (r *Run) reset(s *Stack, ctx *invocation.Context, ev event.Event, out event.Done, blocking bool) {
 	r.s, r.ctx, r.call, r.ev, r.out = s, ctx, ctx, ev, out
-	r.demand, r.front, r.blocking, r.pos = Normal, front, blocking, -1
+	r.demand, r.blocking, r.pos = Normal, blocking, -1
 	// pend is 0: the second of the two sides of a wait resets it. What a
 	// run left behind only if a layer panicked: releases it never made
 	// (not made now either: a permit lost is better than one released
@@ -163,7 +161,7 @@ func (r *Run) reset(s *Stack, ctx *invocation.Context, ev event.Event, out event
 // concurrency slot, a retry's delay, an asynchronous handler). r is the
 // caller's, reused across calls; it must not be in use by another run.
 func (s *Stack) Invoke(r *Run, ctx *invocation.Context, ev event.Event) error {
-	r.reset(s, ctx, ev, nil, false, true)
+	r.reset(s, ctx, ev, nil, true)
 	st := Continue
 	for {
 		if done, err := r.advance(st); done {
@@ -177,12 +175,10 @@ func (s *Stack) Invoke(r *Run, ctx *invocation.Context, ev event.Event) error {
 // Start runs ev through the stack in the invocation ctx and returns as
 // soon as a step waits; whoever finishes that step walks on, on their own
 // goroutine or thread. out gets the final outcome once, possibly before
-// Start returns. With front set the run continues work under way (the
-// key's previous event just ended), and waits for a concurrency slot ahead
-// of runs that do not. r must stay untouched until out has been called and
-// the call has returned.
-func (s *Stack) Start(r *Run, ctx *invocation.Context, ev event.Event, out event.Done, front bool) {
-	r.reset(s, ctx, ev, out, front, false)
+// Start returns. r must stay untouched until out has been called and the
+// call has returned.
+func (s *Stack) Start(r *Run, ctx *invocation.Context, ev event.Event, out event.Done) {
+	r.reset(s, ctx, ev, out, false)
 	if s.preparer != nil {
 		s.preparer.prepare(r)
 	}
@@ -299,10 +295,16 @@ func (r *Run) Resume(st Step) {
 // Done implements event.Done: an asynchronous handler's outcome.
 func (r *Run) Done(err error) { r.Resume(Result(err)) }
 
-// block waits, for Invoke, for the Resume of the step that waits. A
-// cancelled invocation ends the runs waiting in layers that hold waiters
-// (the concurrency limit), this one among them if it is one.
+// block waits, for Invoke, for the Resume of the step that waits. The
+// goroutine says it blocks (event.Context.Blocking), so that the engine
+// has another goroutine take the runs queued behind it: a run waiting
+// for a permit must not keep others from asking for one, since the
+// scheduler picks among those that ask. A cancelled invocation ends the
+// runs waiting in layers that hold waiters (the scheduler), this one
+// among them if it is one.
 func (r *Run) block() Step {
+	resume := r.ctx.Blocking()
+	defer resume()
 	select {
 	case <-r.wake:
 	case <-r.ctx.Done():

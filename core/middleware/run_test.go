@@ -90,7 +90,7 @@ func TestReleaseOrder(t *testing.T) {
 	ctx, cancel := newInv()
 	defer cancel(nil)
 	done := make(chan struct{})
-	s.Start(new(Run), ctx, &event.Message{}, doneFunc(func(err error) { rec.note("outcome"); close(done) }), false)
+	s.Start(new(Run), ctx, &event.Message{}, doneFunc(func(err error) { rec.note("outcome"); close(done) }))
 	<-clock.added
 	rec.note("backoff")
 	clock.fire()
@@ -108,7 +108,7 @@ func (f doneFunc) Done(err error) { f(err) }
 // A panicking Go handler is a transient failure, and the layers' After
 // still run: its permit comes back.
 func TestHandlerPanicIsATransientFailure(t *testing.T) {
-	l := NewLimiter(1)
+	l := NewFIFOScheduler(1)
 	ctx, cancel := newInv()
 	defer cancel(nil)
 	err := invoke(NewStack(Handler(handlerFunc(func(*event.Context, event.Event) error { panic("oops") }), l), l), ctx, &event.Message{})

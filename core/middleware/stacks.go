@@ -7,15 +7,17 @@ import (
 	"github.com/prosody-events/prosody-go/core/deferral"
 	"github.com/prosody-events/prosody-go/core/event"
 	"github.com/prosody-events/prosody-go/core/monopolization"
+	"github.com/prosody-events/prosody-go/core/scheduler"
 	"github.com/prosody-events/prosody-go/core/telemetry"
 )
 
 // Services are what the layers of a consumer's stacks need besides the
 // configuration. Each layer gets its own through its constructor.
 type Services struct {
-	// Limiter is the concurrency limit (max_concurrency), shared by every
-	// stack of the consumer.
-	Limiter *Limiter
+	// Scheduler hands out the max_concurrency permits and decides which
+	// waiting attempt goes next; one is shared by every stack of the
+	// consumer.
+	Scheduler *Scheduler
 	// Timeouts times handler attempts (timeout).
 	Timeouts *Timeouts
 	// DeadLetters writes to the failure topic in low-latency mode.
@@ -54,9 +56,7 @@ type Stacks struct {
 //
 //	Cancellation → Scheduler → Timeout → [Transaction] → Telemetry → handler
 //
-// where the concurrency limit holds the scheduler's place until the fair
-// scheduler replaces it. Timers go
-// through the same stack as messages; the layers that treat them apart
+// Timers go through the same stack as messages; the layers that treat them apart
 // (the failure topic never takes a timer) look at the event.
 func ModeStacks(cfg *config.Config, h event.Handler, svc Services) Stacks {
 	retry := RetryPolicy{Base: cfg.RetryBase, MaxDelay: cfg.MaxRetryDelay, Logger: svc.Logger, Jitter: svc.Jitter}
@@ -65,7 +65,7 @@ func ModeStacks(cfg *config.Config, h event.Handler, svc Services) Stacks {
 
 	inner := []Layer{
 		Cancellation{},
-		svc.Limiter, // Scheduler: the fair scheduler takes this place.
+		svc.Scheduler,
 		svc.Timeouts,
 	}
 	if svc.KeyedState {
@@ -114,7 +114,21 @@ func ModeStacks(cfg *config.Config, h event.Handler, svc Services) Stacks {
 		}
 	}
 	return Stacks{
-		Events:      NewStack(Handler(h, svc.Limiter), append(outer, inner...)...),
+		Events:      NewStack(Handler(h, svc.Scheduler), append(outer, inner...)...),
 		Undecodable: undecodable,
 	}
+}
+
+// SchedulerOf is the fair scheduler cfg describes: max_concurrency permits
+// and the scheduler_* options, on clock (nil: the system's; a client
+// passes its telemetry broadcast's, which costs an atomic load).
+func SchedulerOf(cfg *config.Config, clock func() int64) *Scheduler {
+	return NewFairScheduler(scheduler.Options{
+		Permits:       cfg.MaxConcurrency,
+		FailureWeight: cfg.SchedulerFailureWeight,
+		MaxWait:       cfg.SchedulerMaxWait,
+		WaitWeight:    cfg.SchedulerWaitWeight,
+		CacheSize:     cfg.SchedulerCacheSize,
+		Clock:         clock,
+	})
 }

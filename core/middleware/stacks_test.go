@@ -19,11 +19,11 @@ func TestModeStacks(t *testing.T) {
 		events         string
 		undecodable    string
 	}{
-		{"pipeline", config.ModePipeline, false, true, "Retry MessageDefer TimerDefer Monopolization Cancellation Limiter Timeouts Telemetry", ""},
-		{"pipeline without monopolization", config.ModePipeline, false, false, "Retry MessageDefer TimerDefer Cancellation Limiter Timeouts Telemetry", ""},
-		{"pipeline without telemetry", config.ModePipeline, true, true, "Retry MessageDefer TimerDefer Cancellation Limiter Timeouts", ""},
-		{"low-latency", config.ModeLowLatency, false, true, "Retry DeadLetter Retry Cancellation Limiter Timeouts Telemetry", "Retry DeadLetter"},
-		{"best-effort", config.ModeBestEffort, false, true, "Log Cancellation Limiter Timeouts Telemetry", ""},
+		{"pipeline", config.ModePipeline, false, true, "Retry MessageDefer TimerDefer Monopolization Cancellation Scheduler Timeouts Telemetry", ""},
+		{"pipeline without monopolization", config.ModePipeline, false, false, "Retry MessageDefer TimerDefer Cancellation Scheduler Timeouts Telemetry", ""},
+		{"pipeline without telemetry", config.ModePipeline, true, true, "Retry MessageDefer TimerDefer Cancellation Scheduler Timeouts", ""},
+		{"low-latency", config.ModeLowLatency, false, true, "Retry DeadLetter Retry Cancellation Scheduler Timeouts Telemetry", "Retry DeadLetter"},
+		{"best-effort", config.ModeBestEffort, false, true, "Log Cancellation Scheduler Timeouts Telemetry", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -32,7 +32,7 @@ func TestModeStacks(t *testing.T) {
 			cfg.MonopolizationEnabled = tt.monopolization
 			timeouts := NewTimeouts(0)
 			defer timeouts.Stop()
-			svc := Services{Limiter: NewLimiter(1), Timeouts: timeouts, DeadLetters: &fakeSink{}}
+			svc := Services{Scheduler: NewFIFOScheduler(1), Timeouts: timeouts, DeadLetters: &fakeSink{}}
 			if !tt.noBroadcast {
 				svc.Broadcast = new(telemetry.Broadcast)
 			}

@@ -13,31 +13,44 @@ import (
 // PipelineStacks are the stacks the client builds around h in cfg's mode
 // (pipeline by default, with its telemetry broadcast, failure-rate gate and
 // monopolization tracker): what the benchmarks that drive the consumer
-// directly run, with the limiter (for consumer.Options.Limiter, as the
-// client passes it). Call the returned stop when done.
-func PipelineStacks(cfg config.Config, h event.Handler) (middleware.Stacks, func(), *middleware.Limiter) {
-	return stacks(cfg, h, telemetry.NewBroadcast())
+// directly run, with the scheduler (for consumer.Options.Scheduler, as
+// the client passes it). Call the returned stop when done.
+func PipelineStacks(cfg config.Config, h event.Handler) (middleware.Stacks, func(), *middleware.Scheduler) {
+	return stacks(cfg, h, telemetry.NewBroadcast(), nil, nil)
+}
+
+// StacksWith are the stacks of cfg's mode with their telemetry broadcast,
+// sched as the scheduler (nil: the fair one cfg describes), and sink for
+// the failure topic of low-latency mode.
+func StacksWith(cfg config.Config, h event.Handler, sched *middleware.Scheduler, sink middleware.DeadLetterSink) (middleware.Stacks, func(), *middleware.Scheduler) {
+	return stacks(cfg, h, telemetry.NewBroadcast(), sched, sink)
 }
 
 // BareStacks are PipelineStacks without the telemetry broadcast, and so
 // without the telemetry and monopolization layers and the failure-rate
 // gate: the stack before deferral, for a side-by-side measure of what
 // those layers cost.
-func BareStacks(cfg config.Config, h event.Handler) (middleware.Stacks, func(), *middleware.Limiter) {
-	return stacks(cfg, h, nil)
+func BareStacks(cfg config.Config, h event.Handler) (middleware.Stacks, func(), *middleware.Scheduler) {
+	return stacks(cfg, h, nil, nil, nil)
 }
 
-func stacks(cfg config.Config, h event.Handler, b *telemetry.Broadcast) (middleware.Stacks, func(), *middleware.Limiter) {
+func stacks(cfg config.Config, h event.Handler, b *telemetry.Broadcast, sched *middleware.Scheduler, sink middleware.DeadLetterSink) (middleware.Stacks, func(), *middleware.Scheduler) {
 	timeouts := middleware.NewTimeouts(cfg.HandlerTimeout())
-	limiter := middleware.NewLimiter(cfg.MaxConcurrency)
+	var clock func() int64
+	if b != nil {
+		clock = b.Now
+	}
+	if sched == nil {
+		sched = middleware.SchedulerOf(&cfg, clock)
+	}
 	// Warnings only: a benchmark that defers logs every retry otherwise.
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	svc := middleware.Services{Limiter: limiter, Timeouts: timeouts, Broadcast: b, Logger: log}
+	svc := middleware.Services{Scheduler: sched, Timeouts: timeouts, Broadcast: b, Logger: log, DeadLetters: sink}
 	stop := func() {
 		timeouts.Stop()
 		if b != nil {
 			b.Close()
 		}
 	}
-	return middleware.ModeStacks(&cfg, h, svc), stop, limiter
+	return middleware.ModeStacks(&cfg, h, svc), stop, sched
 }

@@ -11,11 +11,11 @@ import (
 	"github.com/prosody-events/prosody-go/core/internal/invocation"
 )
 
-func TestLimiterBoundsConcurrentAttempts(t *testing.T) {
+func TestSchedulerBoundsConcurrentAttempts(t *testing.T) {
 	for _, drive := range []string{"Invoke", "Start"} {
 		t.Run(drive, func(t *testing.T) {
 			const slots = 3
-			l := NewLimiter(slots)
+			l := NewFIFOScheduler(slots)
 			var now, peak atomic.Int32
 			release := make(chan struct{})
 			h := handlerFunc(func(*event.Context, event.Event) error {
@@ -44,7 +44,7 @@ func TestLimiterBoundsConcurrentAttempts(t *testing.T) {
 				}()
 			}
 			eventually(t, "the slots are taken and the rest wait", func() bool {
-				return now.Load() == slots && l.waiting.Load() == 40-slots
+				return now.Load() == slots && int64(l.Waiting()) == 40-slots
 			})
 			close(release)
 			wg.Wait()
@@ -58,10 +58,10 @@ func TestLimiterBoundsConcurrentAttempts(t *testing.T) {
 // A run waiting for a slot ends with the cause when its invocation is
 // cancelled: at once under Invoke, which watches its context; at
 // CancelWaiting under Start, called by the owner of the parent context.
-func TestLimiterWaitEndsOnCancellation(t *testing.T) {
+func TestSchedulerWaitEndsOnCancellation(t *testing.T) {
 	for _, drive := range []string{"Invoke", "Start"} {
 		t.Run(drive, func(t *testing.T) {
-			l := NewLimiter(1)
+			l := NewFIFOScheduler(1)
 			block := make(chan struct{})
 			s := NewStack(Handler(handlerFunc(func(*event.Context, event.Event) error { <-block; return nil }), l), l)
 			first, cancelFirst := newInv()
@@ -74,9 +74,9 @@ func TestLimiterWaitEndsOnCancellation(t *testing.T) {
 			if drive == "Invoke" {
 				go func() { done <- invoke(s, second, &event.Message{}) }()
 			} else {
-				s.Start(new(Run), second, &event.Message{}, outcome(done), false)
+				s.Start(new(Run), second, &event.Message{}, outcome(done))
 			}
-			eventually(t, "the second run waits", func() bool { return l.waiting.Load() == 1 })
+			eventually(t, "the second run waits", func() bool { return int64(l.Waiting()) == 1 })
 			cancel(invocation.ErrRevoked)
 			if drive == "Start" {
 				s.CancelWaiting()
@@ -86,8 +86,8 @@ func TestLimiterWaitEndsOnCancellation(t *testing.T) {
 			}
 			close(block)
 			<-firstDone
-			if l.InUse() != 0 || l.waiting.Load() != 0 {
-				t.Fatalf("in use %d, waiting %d after both ended", l.InUse(), l.waiting.Load())
+			if l.InUse() != 0 || int64(l.Waiting()) != 0 {
+				t.Fatalf("in use %d, waiting %d after both ended", l.InUse(), int64(l.Waiting()))
 			}
 		})
 	}
@@ -95,8 +95,8 @@ func TestLimiterWaitEndsOnCancellation(t *testing.T) {
 
 // A waiter whose invocation was cancelled is not handed a slot: it ends
 // with its cause, and the slot goes to the next.
-func TestLimiterSkipsCancelledWaiters(t *testing.T) {
-	l := NewLimiter(1)
+func TestSchedulerSkipsCancelledWaiters(t *testing.T) {
+	l := NewFIFOScheduler(1)
 	block := make(chan struct{})
 	ran := make(chan string, 4)
 	h := handlerFunc(func(ctx *event.Context, _ event.Event) error {
@@ -115,7 +115,7 @@ func TestLimiterSkipsCancelledWaiters(t *testing.T) {
 	goneDone := start(s, gone, &event.Message{})
 	next, _ := newInvKey("next")
 	nextDone := start(s, next, &event.Message{})
-	eventually(t, "both wait", func() bool { return l.waiting.Load() == 2 })
+	eventually(t, "both wait", func() bool { return int64(l.Waiting()) == 2 })
 	cancelGone(invocation.ErrRevoked)
 	close(block)
 	if err := <-goneDone; !errors.Is(err, invocation.ErrRevoked) {
@@ -130,49 +130,12 @@ func TestLimiterSkipsCancelledWaiters(t *testing.T) {
 	}
 }
 
-// Runs continuing a key's work (Front) are served before the others.
-func TestLimiterServesFrontRunsFirst(t *testing.T) {
-	l := NewLimiter(1)
-	block := make(chan struct{})
-	var order []string
-	var mu sync.Mutex
-	h := handlerFunc(func(ctx *event.Context, _ event.Event) error {
-		mu.Lock()
-		order = append(order, ctx.Key())
-		mu.Unlock()
-		if ctx.Key() == "first" {
-			<-block
-		}
-		return nil
-	})
-	s := NewStack(Handler(h, l), l)
-	first, _ := newInvKey("first")
-	firstDone := make(outcome, 1)
-	go func() { firstDone <- invoke(s, first, &event.Message{}) }()
-	eventually(t, "the slot is taken", func() bool { return l.InUse() == 1 })
-	later, _ := newInvKey("later")
-	laterDone := start(s, later, &event.Message{})
-	front, _ := newInvKey("front")
-	frontDone := make(outcome, 1)
-	s.Start(new(Run), front, &event.Message{}, frontDone, true)
-	eventually(t, "both wait", func() bool { return l.waiting.Load() == 2 })
-	close(block)
-	for _, o := range []outcome{firstDone, laterDone, frontDone} {
-		if err := <-o; err != nil {
-			t.Fatal(err)
-		}
-	}
-	if want := []string{"first", "front", "later"}; len(order) != 3 || order[1] != want[1] {
-		t.Fatalf("order %v, want %v", order, want)
-	}
-}
-
-// TestLimiterUnderContention mixes attempts that finish with attempts
+// TestSchedulerUnderContention mixes attempts that finish with attempts
 // cancelled while they wait, and checks the bound holds and every slot
 // comes back.
-func TestLimiterUnderContention(t *testing.T) {
+func TestSchedulerUnderContention(t *testing.T) {
 	const slots = 4
-	l := NewLimiter(slots)
+	l := NewFIFOScheduler(slots)
 	var now atomic.Int32
 	h := handlerFunc(func(*event.Context, event.Event) error {
 		if n := now.Add(1); n > slots {
@@ -204,13 +167,13 @@ func TestLimiterUnderContention(t *testing.T) {
 	}
 }
 
-// TestLimiterLease covers a permit leased by a goroutine and lent to the
+// TestSchedulerLease covers a permit leased by a goroutine and lent to the
 // invocations it runs (Lease, invocation.Lend).
-func TestLimiterLease(t *testing.T) {
+func TestSchedulerLease(t *testing.T) {
 	errFail := errors.New("fail")
 	// run invokes a handler returning err through l on a context lent a
 	// permit of limiter id, and returns the permits taken while it ran.
-	run := func(t *testing.T, l *Limiter, id uint32, err error) (*invocation.Context, int) {
+	run := func(t *testing.T, l *Scheduler, id uint32, err error) (*invocation.Context, int) {
 		t.Helper()
 		var during int
 		s := NewStack(Handler(handlerFunc(func(*event.Context, event.Event) error {
@@ -230,7 +193,7 @@ func TestLimiterLease(t *testing.T) {
 		test func(t *testing.T)
 	}{
 		{"a lent attempt takes no permit and keeps the lease", func(t *testing.T) {
-			l := NewLimiter(1)
+			l := NewFIFOScheduler(1)
 			if !l.Lease() {
 				t.Fatal("no lease on an idle limiter")
 			}
@@ -244,7 +207,7 @@ func TestLimiterLease(t *testing.T) {
 			}
 		}},
 		{"a failed attempt gives the permit back", func(t *testing.T) {
-			l := NewLimiter(1)
+			l := NewFIFOScheduler(1)
 			if !l.Lease() {
 				t.Fatal("no lease on an idle limiter")
 			}
@@ -254,14 +217,14 @@ func TestLimiterLease(t *testing.T) {
 			}
 		}},
 		{"a waiting attempt gets the permit, and no lease is granted meanwhile", func(t *testing.T) {
-			l := NewLimiter(1)
+			l := NewFIFOScheduler(1)
 			if !l.Lease() {
 				t.Fatal("no lease on an idle limiter")
 			}
 			wctx, wcancel := newInv()
 			defer wcancel(nil)
 			waiter := start(NewStack(Handler(handlerFunc(func(*event.Context, event.Event) error { return nil }), l), l), wctx, &event.Message{})
-			eventually(t, "an attempt waits", func() bool { return l.waiting.Load() == 1 })
+			eventually(t, "an attempt waits", func() bool { return int64(l.Waiting()) == 1 })
 			ctx, _ := run(t, l, l.ID(), nil)
 			if err := <-waiter; err != nil {
 				t.Fatalf("the waiting attempt failed: %v", err)
@@ -269,18 +232,16 @@ func TestLimiterLease(t *testing.T) {
 			if ctx.Lent() != 0 || l.InUse() != 0 {
 				t.Fatalf("lent %d, in use %d: want 0, 0", ctx.Lent(), l.InUse())
 			}
-			l.waiting.Store(1) // a permit free, but an attempt about to queue
-			if l.Lease() {
-				t.Fatal("a lease was granted while an attempt waits")
+			if !l.Lease() {
+				t.Fatal("no lease on an idle scheduler")
 			}
-			l.waiting.Store(0)
-			l.used.Store(1) // full, nobody waiting
 			if l.Lease() {
-				t.Fatal("a lease was granted on a full limiter")
+				t.Fatal("a lease was granted on a full scheduler")
 			}
+			l.EndLease()
 		}},
 		{"another limiter's permit is not honoured", func(t *testing.T) {
-			l, other := NewLimiter(1), NewLimiter(1)
+			l, other := NewFIFOScheduler(1), NewFIFOScheduler(1)
 			ctx, during := run(t, l, other.ID(), nil)
 			if during != 1 || l.InUse() != 0 || ctx.Lent() != other.ID() {
 				t.Fatalf("during %d, in use %d, lent %d: want 1, 0, %d", during, l.InUse(), ctx.Lent(), other.ID())

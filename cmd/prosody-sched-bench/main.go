@@ -1,0 +1,392 @@
+// Command prosody-sched-bench measures the scheduler on a real broker, the
+// fair scheduler beside the first-come-first-served baseline in the same
+// run.
+//
+// Two workloads (-workload):
+//
+//   - ordered: a filled topic (-messages over -keys keys, 8 partitions)
+//     read from the start by handlers that sleep -handler (5 ms), with
+//     max_concurrency 32 and otherwise the default configuration. The
+//     bound is max_concurrency / handler time; each reader's rate from
+//     its first message is reported against it. Readers take turns,
+//     rotating per round.
+//
+//   - fairness: a live topic written at -rate messages/s for -duration,
+//     half of its keys failing transiently (the first -failures attempts
+//     of each of their messages fail, and low-latency mode retries them
+//     after its backoff), the other half fresh. Both readers consume the
+//     same topic at the same time, each in its own group, so they see the
+//     same traffic; each attempt sleeps -handler. It reports the latency
+//     from a message's timestamp (its production; the readers keep up
+//     with the broker, so this is the wait after the fetch plus a
+//     fetch) to the start of its first attempt, for the fresh keys and
+//     for the failing ones.
+//
+//     go run ./cmd/prosody-sched-bench -workload ordered -rounds 4
+//     go run ./cmd/prosody-sched-bench -workload fairness -rounds 3
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"log"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/prosody-events/prosody-go/core/config"
+	"github.com/prosody-events/prosody-go/core/consumer"
+	"github.com/prosody-events/prosody-go/core/deferstore"
+	"github.com/prosody-events/prosody-go/core/fetch"
+	"github.com/prosody-events/prosody-go/core/scheduler"
+	"github.com/prosody-events/prosody-go/core/timerstore"
+	"github.com/prosody-events/prosody-go/core/event"
+	"github.com/prosody-events/prosody-go/core/middleware"
+	"github.com/prosody-events/prosody-go/internal/benchkit"
+)
+
+var (
+	brokers     = flag.String("brokers", "localhost:9094", "bootstrap servers")
+	workload    = flag.String("workload", "ordered", "ordered or fairness")
+	readers     = flag.String("readers", "fair,fifo", "schedulers to run: fair, fifo")
+	rounds      = flag.Int("rounds", 3, "rounds")
+	messages    = flag.Int("messages", 50_000, "ordered: messages in the topic")
+	keys        = flag.Int("keys", 10_000, "distinct keys")
+	handler     = flag.Duration("handler", 5*time.Millisecond, "how long each attempt sleeps")
+	concurrency = flag.Int("max-concurrency", 32, "max_concurrency")
+	uncommitted = flag.Int("max-uncommitted", 0, "max_uncommitted (0: the default configuration's)")
+	rate        = flag.Int("rate", 3000, "fairness: messages per second written")
+	duration    = flag.Duration("duration", 20*time.Second, "fairness: how long the topic is written")
+	failures    = flag.Int("failures", 2, "fairness: failed attempts before a failing key's message succeeds")
+	verbose     = flag.Bool("v", false, "print the permits in use and waiting every second")
+	mode        = flag.String("mode", "pipeline", "fairness: the mode, pipeline (failures deferred) or low-latency (failures retried in place)")
+)
+
+func main() {
+	flag.Parse()
+	sarama.Logger = log.New(io.Discard, "", 0)
+	addrs := strings.Split(*brokers, ",")
+	names := strings.Split(*readers, ",")
+	switch *workload {
+	case "ordered":
+		ordered(addrs, names)
+	case "fairness":
+		fairness(addrs, names)
+	default:
+		must(fmt.Errorf("-workload: %q is neither ordered nor fairness", *workload))
+	}
+}
+
+func baseConfig() config.Config {
+	cfg := config.Default()
+	cfg.MaxConcurrency = *concurrency
+	if *uncommitted > 0 {
+		cfg.MaxUncommitted = *uncommitted
+	}
+	return cfg
+}
+
+// schedulerFor is the reader's scheduler.
+func schedulerFor(name string, cfg *config.Config) *middleware.Scheduler {
+	switch name {
+	case "fair":
+		return nil // the stacks make the one cfg describes
+	case "fifo":
+		return middleware.NewFIFOScheduler(cfg.MaxConcurrency)
+	}
+	must(fmt.Errorf("-readers: %q is neither fair nor fifo", name))
+	return nil
+}
+
+func ordered(addrs []string, names []string) {
+	topic := "prosody-sched-bench-" + benchkit.Suffix()
+	must(benchkit.Fill(addrs, topic, 8, *messages, *keys, 200))
+	bound := float64(*concurrency) / handler.Seconds()
+	fmt.Printf("ordered: %d messages over %d keys, %v handlers, max_concurrency %d: bound %.0f msg/s\n",
+		*messages, *keys, *handler, *concurrency, bound)
+	rates, occupied := map[string][]float64{}, map[string][]float64{}
+	for r := 0; r < *rounds; r++ {
+		order := append(slices.Clone(names[r%len(names):]), names[:r%len(names)]...)
+		for _, name := range order {
+			cfg := baseConfig()
+			var n, first, slept atomic.Int64
+			done := make(chan time.Time, 1)
+			h := event.HandlerFuncs{Message: func(*event.Context, *event.Message) error {
+				t0 := time.Now()
+				time.Sleep(*handler)
+				slept.Add(int64(time.Since(t0)))
+				c := n.Add(1)
+				if c == 1 {
+					first.Store(time.Now().UnixNano())
+				}
+				if c == int64(*messages) {
+					done <- time.Now()
+				}
+				return nil
+			}}
+			c, stop := start(addrs, topic, cfg, h, name)
+			end := <-done
+			elapsed := end.Sub(time.Unix(0, first.Load()))
+			rt := float64(*messages-1) / elapsed.Seconds()
+			rates[name] = append(rates[name], rt)
+			// The handlers' sleeps overshoot (timer resolution, wake-ups
+			// on a busy machine): the bound they allow is lower.
+			mean := time.Duration(slept.Load() / int64(*messages))
+			sleptBound := float64(*concurrency) / mean.Seconds()
+			occupied[name] = append(occupied[name], rt/sleptBound)
+			fmt.Printf("round %d %-5s %6.0f msg/s from the first message (%.2f of the bound; the sleeps took %v on average, %.2f of the bound they allow)\n",
+				r+1, name, rt, rt/bound, mean.Round(time.Microsecond), rt/sleptBound)
+			stopConsumer(c, stop)
+		}
+	}
+	fmt.Print("median")
+	for _, name := range names {
+		m := benchkit.Median(rates[name])
+		fmt.Printf("  %s %.0f msg/s (%.2f of the bound, %.2f of the sleeps' bound)", name, m, m/bound, benchkit.Median(occupied[name]))
+	}
+	fmt.Println()
+}
+
+// errTransient is what a failing key's attempts return.
+var errTransient = errors.New("a transient failure")
+
+// latencies collects one reader's first-attempt latencies.
+type latencies struct {
+	mu       sync.Mutex
+	fresh    []time.Duration
+	failing  []time.Duration
+	attempts map[string]int // by topic/partition/offset: attempts so far
+	handled  atomic.Int64
+}
+
+func (l *latencies) handler() event.Handler {
+	return event.HandlerFuncs{Message: func(ctx *event.Context, m *event.Message) error {
+		started := time.Now()
+		id := fmt.Sprintf("%d/%d", m.Partition, m.Offset)
+		failing := strings.HasPrefix(m.Key, "failing-")
+		l.mu.Lock()
+		attempt := l.attempts[id]
+		l.attempts[id] = attempt + 1
+		if attempt == 0 {
+			wait := started.Sub(m.Timestamp)
+			if failing {
+				l.failing = append(l.failing, wait)
+			} else {
+				l.fresh = append(l.fresh, wait)
+			}
+		}
+		l.mu.Unlock()
+		time.Sleep(*handler)
+		if failing && attempt < *failures {
+			return errTransient
+		}
+		l.handled.Add(1)
+		return nil
+	}}
+}
+
+func fairness(addrs []string, names []string) {
+	total := int(float64(*rate) * duration.Seconds())
+	bound := float64(*concurrency) / handler.Seconds()
+	demand := float64(*rate) * (1 + float64(*failures)) / 2
+	fmt.Printf("fairness: %d msg/s for %v over %d keys, half failing %d times; %v attempts, max_concurrency %d: %.0f attempts/s wanted of %.0f (%.0f %%)\n",
+		*rate, *duration, *keys, *failures, *handler, *concurrency, demand+float64(*rate)/2, bound, 100*(demand+float64(*rate)/2)/bound)
+	p99 := map[string][]float64{}
+	p50 := map[string][]float64{}
+	for r := 0; r < *rounds; r++ {
+		order := append(slices.Clone(names[r%len(names):]), names[:r%len(names)]...)
+		for _, name := range order {
+			f, g, handled := fairnessRound(addrs, name, total)
+			fmt.Printf("round %d %-5s fresh keys p50 %v p99 %v max %v; failing keys p50 %v p99 %v max %v; %d of %d handled\n",
+				r+1, name, f[0], f[1], f[2], g[0], g[1], g[2], handled, total)
+			p50[name] = append(p50[name], f[0].Seconds())
+			p99[name] = append(p99[name], f[1].Seconds())
+		}
+	}
+	fmt.Print("median of the rounds, fresh keys:")
+	for _, name := range names {
+		fmt.Printf("  %s p50 %v p99 %v", name, secs(benchkit.Median(p50[name])), secs(benchkit.Median(p99[name])))
+	}
+	if len(names) == 2 {
+		fmt.Printf("  (p99 %s/%s = %.2f)", names[0], names[1], benchkit.Median(p99[names[0]])/benchkit.Median(p99[names[1]]))
+	}
+	fmt.Println()
+}
+
+// fairnessRound writes a topic of its own at -rate while the named reader
+// consumes it, and returns the fresh and the failing keys' latency
+// quantiles.
+func fairnessRound(addrs []string, name string, total int) (fresh, failing [3]time.Duration, handled int64) {
+	topic := "prosody-sched-fair-" + benchkit.Suffix()
+	must(createTopic(addrs, topic))
+	cfg := baseConfig()
+	switch *mode {
+	case "pipeline":
+		cfg.Mode = config.ModePipeline
+	case "low-latency":
+		cfg.Mode = config.ModeLowLatency
+	default:
+		must(fmt.Errorf("-mode: %q is neither pipeline nor low-latency", *mode))
+	}
+	l := &latencies{attempts: map[string]int{}}
+	c, stop := start(addrs, topic, cfg, l.handler(), name)
+	// The reader owns every partition before the traffic starts.
+	for c.AssignedPartitions() < 8 {
+		time.Sleep(50 * time.Millisecond)
+	}
+	must(produce(addrs, topic, total))
+	for deadline := time.Now().Add(5 * time.Minute); l.handled.Load() < int64(total) && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+	}
+	stopConsumer(c, stop)
+	return quantiles(l.fresh), quantiles(l.failing), l.handled.Load()
+}
+
+func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)).Round(time.Millisecond) }
+
+// quantiles are the p50, p99 and max of ds.
+func quantiles(ds []time.Duration) [3]time.Duration {
+	if len(ds) == 0 {
+		return [3]time.Duration{}
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	at := func(q float64) time.Duration { return s[min(len(s)-1, int(q*float64(len(s))))].Round(time.Millisecond) }
+	return [3]time.Duration{at(0.5), at(0.99), s[len(s)-1].Round(time.Millisecond)}
+}
+
+func createTopic(addrs []string, topic string) error {
+	admin, err := sarama.NewClusterAdmin(addrs, benchkit.SaramaConfig())
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	if err := admin.CreateTopic(topic, &sarama.TopicDetail{NumPartitions: 8, ReplicationFactor: 1}, false); err != nil {
+		return err
+	}
+	time.Sleep(time.Second) // let leaders settle
+	return nil
+}
+
+// produce writes total messages at -rate, alternating fresh and failing
+// keys, each message's timestamp the time it was handed to the producer.
+func produce(addrs []string, topic string, total int) error {
+	cfg := benchkit.SaramaConfig()
+	cfg.Producer.RequiredAcks = sarama.WaitForAll
+	cfg.Producer.Return.Successes = false
+	cfg.Producer.Flush.Frequency = time.Millisecond
+	cfg.Producer.Partitioner = sarama.NewCustomPartitioner(sarama.WithAbsFirst(), sarama.WithCustomHashFunction(crc32.NewIEEE))
+	p, err := sarama.NewAsyncProducer(addrs, cfg)
+	if err != nil {
+		return err
+	}
+	var failed atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		for range p.Errors() {
+			failed.Add(1)
+		}
+		close(done)
+	}()
+	startAt := time.Now()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	sent := 0
+	for sent < total {
+		<-tick.C
+		due := min(total, int(time.Since(startAt).Seconds()*float64(*rate)))
+		for ; sent < due; sent++ {
+			kind := "fresh"
+			if sent%2 == 1 {
+				kind = "failing"
+			}
+			k := fmt.Sprintf("%s-%05d", kind, (sent/2)%(*keys/2))
+			v := fmt.Sprintf(`{"id":"evt-%09d","type":"bench.event","seq":%d}`, sent, sent)
+			p.Input() <- &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(k), Value: sarama.StringEncoder(v), Timestamp: time.Now()}
+		}
+	}
+	p.AsyncClose()
+	<-done
+	if f := failed.Load(); f > 0 {
+		return fmt.Errorf("%d messages failed to produce", f)
+	}
+	return nil
+}
+
+// start runs the engine on topic from its start in a group of its own,
+// with the named scheduler.
+func start(addrs []string, topic string, cfg config.Config, h event.Handler, name string) (*consumer.Consumer, func()) {
+	stacks, stopStacks, sched := benchkit.StacksWith(cfg, h, schedulerFor(name, &cfg), refuseSink{})
+	stop := stopStacks
+	if *verbose {
+		quit := make(chan struct{})
+		go func() {
+			t := time.NewTicker(time.Second)
+			defer t.Stop()
+			for {
+				select {
+				case <-quit:
+					return
+				case <-t.C:
+					fmt.Printf("    %s: permits in use %d, waiting %d", name, sched.InUse(), sched.Waiting())
+					if f, ok := sched.Policy().(*scheduler.Fair[*middleware.Run]); ok {
+						fmt.Printf(" (normal %d, failure %d); handler time normal %.1fs, failure %.1fs",
+							f.WaitingFor(scheduler.Normal), f.WaitingFor(scheduler.Failure), f.ClassTime(scheduler.Normal), f.ClassTime(scheduler.Failure))
+					}
+					fmt.Println()
+				}
+			}
+		}()
+		stop = func() { close(quit); stopStacks() }
+	}
+	opts := consumer.Options{
+		Brokers: addrs, GroupID: "bench-sched-" + name + "-" + benchkit.Suffix(), Topics: []string{topic},
+		MaxUncommitted: cfg.MaxUncommitted, PollInterval: cfg.PollInterval, CommitInterval: cfg.CommitInterval,
+		ShutdownTimeout: cfg.ShutdownTimeout, StallThreshold: cfg.StallThreshold,
+		Stacks: stacks, Scheduler: sched,
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
+	}
+	if cfg.Mode == config.ModePipeline {
+		// Durable timers and deferred keys in memory, as in mock mode.
+		opts.SlabSize = cfg.SlabSize
+		opts.Timers = timerstore.NewMemory()
+		opts.Deferral = &consumer.Deferral{Store: deferstore.NewMemory(), MaxDelay: cfg.DeferMaxDelay, Loader: fetch.LoaderOptions{
+			CacheSize: cfg.DeferCacheSize, SeekTimeout: cfg.DeferSeekTimeout, DiscardThreshold: cfg.DeferDiscardThreshold,
+		}}
+	}
+	c, err := consumer.Start(opts)
+	must(err)
+	return c, stop
+}
+
+func stopConsumer(c *consumer.Consumer, stop func()) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	must(c.Stop(ctx))
+	stop()
+}
+
+// refuseSink is the failure topic of the fairness workload, which no
+// message reaches (each succeeds within max_retries): one that does is a
+// mistake in the benchmark, and it says so.
+type refuseSink struct{}
+
+func (refuseSink) SendJSON(context.Context, string, string, []byte, []event.Header) error {
+	return errors.New("prosody-sched-bench: a message reached the failure topic; -failures must stay below max_retries")
+}
+
+func (refuseSink) SendRaw(context.Context, string, []byte, []byte, []event.Header) error {
+	return errors.New("prosody-sched-bench: an undecodable record reached the failure topic")
+}
+
+func must(err error) { benchkit.Must("prosody-sched-bench", err) }
