@@ -47,11 +47,11 @@ import (
 	"github.com/prosody-events/prosody-go/core/config"
 	"github.com/prosody-events/prosody-go/core/consumer"
 	"github.com/prosody-events/prosody-go/core/deferstore"
+	"github.com/prosody-events/prosody-go/core/event"
 	"github.com/prosody-events/prosody-go/core/fetch"
+	"github.com/prosody-events/prosody-go/core/middleware"
 	"github.com/prosody-events/prosody-go/core/scheduler"
 	"github.com/prosody-events/prosody-go/core/timerstore"
-	"github.com/prosody-events/prosody-go/core/event"
-	"github.com/prosody-events/prosody-go/core/middleware"
 	"github.com/prosody-events/prosody-go/internal/benchkit"
 )
 
@@ -252,7 +252,9 @@ func fairnessRound(addrs []string, name string, total int) (fresh, failing [3]ti
 	return quantiles(l.fresh), quantiles(l.failing), l.handled.Load()
 }
 
-func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)).Round(time.Millisecond) }
+func secs(s float64) time.Duration {
+	return time.Duration(s * float64(time.Second)).Round(time.Millisecond)
+}
 
 // quantiles are the p50, p99 and max of ds.
 func quantiles(ds []time.Duration) [3]time.Duration {

@@ -124,7 +124,7 @@ type Run struct {
 	// charged to its key (see grantTime).
 	granted uint32
 	pos     int8 // the layer being run; len(layers) (at most 32) is the target, -1 before the first
-	demand   Demand
+	demand  Demand
 	// blocking: driven by Invoke, whose caller blocks where a step waits.
 	blocking bool
 	// handedOff: the target of a run of Start is running; its outcome

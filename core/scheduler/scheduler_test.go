@@ -42,7 +42,7 @@ func testCallbacks(t *testing.T) Callbacks[*waiter] {
 
 type fakeClock struct{ now atomic.Int64 }
 
-func (c *fakeClock) read() int64            { return c.now.Load() }
+func (c *fakeClock) read() int64             { return c.now.Load() }
 func (c *fakeClock) advance(d time.Duration) { c.now.Add(int64(d)) }
 
 func newClock() *fakeClock {
