@@ -341,7 +341,7 @@ func start(addrs []string, topic string, cfg config.Config, h event.Handler, nam
 					return
 				case <-t.C:
 					fmt.Printf("    %s: permits in use %d, waiting %d", name, sched.InUse(), sched.Waiting())
-					if f, ok := sched.Policy().(*scheduler.Fair[*middleware.Run]); ok {
+					if f, ok := sched.Policy().(*scheduler.Fair[middleware.Waiter]); ok {
 						fmt.Printf(" (normal %d, failure %d); handler time normal %.1fs, failure %.1fs",
 							f.WaitingFor(scheduler.Normal), f.WaitingFor(scheduler.Failure), f.ClassTime(scheduler.Normal), f.ClassTime(scheduler.Failure))
 					}

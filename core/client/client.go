@@ -70,6 +70,9 @@ type Client struct {
 	timeouts *middleware.Timeouts
 	// broadcast carries the consumer's handler telemetry (with its clock).
 	broadcast *telemetry.Broadcast
+	// scheduler is the subscription's scheduler, which tests count
+	// permits of; it stays after Unsubscribe.
+	scheduler atomic.Pointer[middleware.Scheduler]
 	probe     *probe.Server
 	// live is consumer, for the queries (ConsumerState, partition count,
 	// stalled) that must not wait for mu: Subscribe holds it while it
@@ -247,6 +250,7 @@ func (c *Client) Subscribe(h event.Handler) error {
 	}
 	c.consumer, c.timeouts, c.broadcast = cons, timeouts, broadcast
 	c.live.Store(cons)
+	c.scheduler.Store(sched)
 	keyed.startRecovery(c.cfg)
 	return nil
 }

@@ -184,11 +184,22 @@ func (e *executor) work(w *worker) {
 }
 
 // purge removes p's queued runs, which must not start: p is draining. It
-// returns how many there were. The caller holds p.mu.
-func (e *executor) purge(p *partition) int {
+// returns how many there were, and how many of them were retries holding
+// a reserved permit (fireTimer), which the caller gives back. The caller
+// holds p.mu.
+func (e *executor) purge(p *partition) (purged, reserved int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.queue.remove(func(t *task) bool { return t.p == p })
+	purged = e.queue.remove(func(t *task) bool {
+		if t.p != p {
+			return false
+		}
+		if ti, ok := t.it.ev.(*timerItem); ok && ti.reserved {
+			reserved++
+		}
+		return true
+	})
+	return purged, reserved
 }
 
 // watch starts workers while queued runs are not being picked up.

@@ -494,13 +494,17 @@ func (p *partition) drain(budget time.Duration, cause error) {
 	p.mu.Lock()
 	dropped := p.keys.Close()
 	p.draining = true
-	purged := p.c.exec.purge(p) + p.ready.len()
+	purged, reserved := p.c.exec.purge(p)
+	purged += p.ready.len()
 	p.ready = ring{}
 	p.running -= purged
 	if p.running == 0 {
 		close(p.idle)
 	}
 	p.mu.Unlock()
+	for ; reserved > 0; reserved-- {
+		p.c.opts.Scheduler.EndLease()
+	}
 	if n := len(dropped) + purged; n > 0 {
 		p.log.Info("queued events left for the next owner", slog.Int("count", n))
 	}

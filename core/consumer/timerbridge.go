@@ -13,6 +13,7 @@ import (
 	"github.com/prosody-events/prosody-go/core/middleware"
 	"github.com/prosody-events/prosody-go/core/offsets"
 	"github.com/prosody-events/prosody-go/core/payload"
+	"github.com/prosody-events/prosody-go/core/scheduler"
 	"github.com/prosody-events/prosody-go/core/state"
 	"github.com/prosody-events/prosody-go/core/timers"
 	"github.com/prosody-events/prosody-go/core/timerstore"
@@ -30,7 +31,9 @@ import (
 // A timer unscheduled while it waited for its key is skipped. It takes no
 // leased permit (runOne ends the driver's lease first): a kept permit would
 // stay held through the store writes of Commit, which retry while the
-// store is down.
+// store is down. A retry that reserved its permit before taking its key's
+// turn (fireTimer) lends it to its invocation, and gives it back before
+// Commit too.
 //
 // Application timers go to the handler. The retry timers of deferred keys
 // go to the defer layers as a deferral.Retry; without deferral (a mode
@@ -38,13 +41,20 @@ import (
 // they stay stored for an owner that defers.
 func (p *partition) runTimer(it item, env *invocation.Env, r *middleware.Run) {
 	t := it.ev.(*timerItem)
+	var reserved *permitLease
+	if t.reserved {
+		t.reserved = false
+		reserved = &permitLease{limiter: p.c.opts.Scheduler, held: true}
+	}
 	id := t.id()
 	if !p.timers.Begin(id) {
+		reserved.end()
 		return
 	}
 	var ev event.Event = &t.Timer
 	if t.typ != timerstore.Application {
 		if env.Deferral == nil {
+			reserved.end()
 			p.log.Warn("a stored retry timer of a deferred key is left in the store: this consumer does not defer; it fires again with the partition's next owner",
 				slog.String("key", t.Key), slog.Time("time", t.Time), slog.Int("type", int(t.typ)))
 			p.timers.Forget(id)
@@ -52,7 +62,9 @@ func (p *partition) runTimer(it item, env *invocation.Env, r *middleware.Run) {
 		}
 		ev = &deferral.Retry{Timer: t.Timer, Type: t.typ}
 	}
-	if p.complete(it, p.invoke(p.c.opts.Stacks.Events, ev, env, nil, r)) {
+	err := p.invoke(p.c.opts.Stacks.Events, ev, env, reserved, r)
+	reserved.end()
+	if p.complete(it, err) {
 		p.timers.Commit(id)
 	} else {
 		p.timers.Abort(id)
@@ -64,6 +76,9 @@ func (p *partition) runTimer(it item, env *invocation.Env, r *middleware.Run) {
 type timerItem struct {
 	event.Timer
 	typ timerstore.Type
+	// reserved: the timer holds a permit it reserved before taking its
+	// key's turn (fireTimer), for its invocation.
+	reserved bool
 }
 
 // id is the timer's identity in the partition's timers.
@@ -74,17 +89,56 @@ func (t *timerItem) id() timers.ID {
 // fireTimer puts a due timer in its key's queue, behind the key's messages,
 // with its type and the trace context stored with it. The timer manager
 // calls it; it never blocks.
+//
+// The retry of a deferred key first reserves its permit, as failure
+// demand, and takes its key's turn only once it holds one. While it
+// waits for a permit, a message for its key goes ahead of it: the
+// message joins the key's deferred ones and its offset is done. Were the
+// retry queued first, the message would hold one of the partition's
+// max_uncommitted offsets for as long as the retry waits; under
+// sustained failures the failure class waits longest, and such messages
+// filled the window and held back the partition's fresh keys, turning
+// the scheduler's priority for them upside down. A retry whose key is
+// busy when it is granted gives the permit back and waits its turn
+// without one: holding a permit behind an event that may itself need one
+// could leave every permit held that way.
 func (p *partition) fireTimer(t timerstore.Trigger) {
 	ev := &timerItem{Timer: event.Timer{Topic: p.topic, Partition: p.id, Key: t.Key, Time: t.Time.Std(), TraceContext: t.Span}, typ: t.Type}
-	it := item{ev: ev, offset: offsets.None, hash: p.keys.Hash(t.Key)}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.draining {
-		return // it stays stored; the next owner fires it
+	sched := p.c.opts.Scheduler
+	if t.Type == timerstore.Application || sched == nil {
+		p.queueTimer(ev, false)
+		return
 	}
-	if p.keys.Push(it.hash, it) {
-		p.running++
-		p.c.exec.submit(task{p: p, it: it})
+	key := scheduler.KeyOf(p.topic, p.id, t.Key)
+	gone := func() bool { return p.scope.Err() != nil }
+	if sched.Reserve(key, middleware.Failure, gone, func(granted bool) {
+		if granted {
+			p.queueTimer(ev, true)
+		}
+	}) {
+		p.queueTimer(ev, true)
+	}
+}
+
+// queueTimer puts ev in its key's queue; reserved says it holds a
+// permit (fireTimer), which it keeps only if it is its key's turn at once.
+func (p *partition) queueTimer(ev *timerItem, reserved bool) {
+	it := item{ev: ev, offset: offsets.None, hash: p.keys.Hash(ev.Key)}
+	giveBack := reserved
+	p.mu.Lock()
+	if !p.draining {
+		// Otherwise it stays stored; the next owner fires it.
+		if p.keys.Push(it.hash, it) {
+			ev.reserved, giveBack = reserved, false
+			p.running++
+			p.c.exec.submit(task{p: p, it: it})
+		}
+	}
+	p.mu.Unlock()
+	if giveBack {
+		// After the lock: a release may grant a waiting reservation of
+		// this partition on this goroutine.
+		p.c.opts.Scheduler.EndLease()
 	}
 }
 

@@ -119,12 +119,12 @@ type Run struct {
 	pend    atomic.Int32
 
 	releases uint32 // positions whose layer asked for Release
-	// granted is when the attempt under way got its permit, on the
+	// grantedAt is when the attempt under way got its permit, on the
 	// scheduler's clock in units of grantUnit, for the handler time
 	// charged to its key (see grantTime).
-	granted uint32
-	pos     int8 // the layer being run; len(layers) (at most 32) is the target, -1 before the first
-	demand  Demand
+	grantedAt uint32
+	pos       int8 // the layer being run; len(layers) (at most 32) is the target, -1 before the first
+	demand    Demand
 	// blocking: driven by Invoke, whose caller blocks where a step waits.
 	blocking bool
 	// handedOff: the target of a run of Start is running; its outcome

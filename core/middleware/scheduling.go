@@ -27,7 +27,16 @@ import (
 // cancelled only with its partition, which calls CancelWaiting once.
 type Scheduler struct {
 	id uint32 // tells a permit of this scheduler lent to an invocation (Lease)
-	s  scheduler.Scheduler[*Run]
+	s  scheduler.Scheduler[Waiter]
+}
+
+// Waiter is what waits for a permit: a run in a stack (*Run), or a
+// permit asked for ahead of the run that will use it (Reserve).
+type Waiter interface {
+	schedulerKey() scheduler.Key
+	granted(l *Scheduler)
+	gone() bool
+	dismissed()
 }
 
 // NewFairScheduler returns the layer of a fair scheduler.
@@ -45,23 +54,57 @@ func NewFIFOScheduler(n int) *Scheduler {
 	return l
 }
 
-func (l *Scheduler) callbacks() scheduler.Callbacks[*Run] {
-	return scheduler.Callbacks[*Run]{
-		Granted: func(r *Run) {
-			r.granted = grantTime(l.s.Now())
-			r.Resume(Continue)
-		},
-		Key:       func(r *Run) scheduler.Key { return keyOf(r.ev) },
-		Gone:      func(r *Run) bool { return r.ctx.Err() != nil },
-		Dismissed: func(r *Run) { r.Resume(Result(r.ctx.Cause())) },
+func (l *Scheduler) callbacks() scheduler.Callbacks[Waiter] {
+	return scheduler.Callbacks[Waiter]{
+		Granted:   func(w Waiter) { w.granted(l) },
+		Key:       Waiter.schedulerKey,
+		Gone:      Waiter.gone,
+		Dismissed: Waiter.dismissed,
 	}
 }
+
+func (r *Run) schedulerKey() scheduler.Key { return keyOf(r.ev) }
+
+func (r *Run) granted(l *Scheduler) {
+	r.grantedAt = grantTime(l.s.Now())
+	r.Resume(Continue)
+}
+
+func (r *Run) gone() bool { return r.ctx.Err() != nil }
+
+func (r *Run) dismissed() { r.Resume(Result(r.ctx.Cause())) }
+
+// Reserve asks for a permit ahead of the run that will use it, for key
+// with demand d: the engine reserves one for a deferred key's retry
+// before the retry takes its key's turn, so that the key's later
+// messages, which only join the deferred ones, do not wait behind a
+// retry that waits for a permit. It returns true when the caller holds a
+// permit at once. Otherwise done is called later, with true once the
+// caller holds one, or with false if gone reports true when its turn
+// comes or when waits are cancelled (CancelWaiting). The holder lends
+// the permit to the invocation that uses it (invocation.Lend with ID) and
+// gives it back with EndLease unless the invocation dropped it.
+func (l *Scheduler) Reserve(key scheduler.Key, d Demand, gone func() bool, done func(granted bool)) bool {
+	return l.s.Acquire(&reservation{key: key, isGone: gone, done: done}, d)
+}
+
+// reservation is a Waiter of Reserve.
+type reservation struct {
+	key    scheduler.Key
+	isGone func() bool
+	done   func(bool)
+}
+
+func (v *reservation) schedulerKey() scheduler.Key { return v.key }
+func (v *reservation) granted(*Scheduler)          { v.done(true) }
+func (v *reservation) gone() bool                  { return v.isGone() }
+func (v *reservation) dismissed()                  { v.done(false) }
 
 // schedulerIDs numbers scheduler layers from 1: 0 means no lent permit.
 var schedulerIDs atomic.Uint32
 
 // Policy is the scheduler behind the layer.
-func (l *Scheduler) Policy() scheduler.Scheduler[*Run] { return l.s }
+func (l *Scheduler) Policy() scheduler.Scheduler[Waiter] { return l.s }
 
 // ID identifies the scheduler's permits lent to an invocation (Lease).
 func (l *Scheduler) ID() uint32 { return l.id }
@@ -97,7 +140,7 @@ func (l *Scheduler) Waiting() int { return l.s.Waiting() }
 // otherwise once the scheduler grants it one.
 func (l *Scheduler) Before(r *Run) Step {
 	if r.ctx.Lent() == l.id || l.s.Acquire(r, r.demand) {
-		r.granted = grantTime(l.s.Now())
+		r.grantedAt = grantTime(l.s.Now())
 		return Continue
 	}
 	return Wait
@@ -111,7 +154,7 @@ func (l *Scheduler) Before(r *Run) Step {
 // may wait out a backoff first, and when attempts wait for a permit, so
 // that the scheduler picks who goes next.
 func (l *Scheduler) After(r *Run, err error) Step {
-	if used := usedSince(r.granted, l.s.Now()); used > 0 {
+	if used := usedSince(r.grantedAt, l.s.Now()); used > 0 {
 		l.s.Charge(r, r.demand, used)
 	}
 	if r.ctx.Lent() != l.id {
