@@ -134,7 +134,7 @@ func ordered(addrs []string, names []string) {
 				}
 				return nil
 			}}
-			c, stop := start(addrs, topic, cfg, h, name)
+			c, stop := start(addrs, topic, cfg, h, nil, name)
 			end := <-done
 			elapsed := end.Sub(time.Unix(0, first.Load()))
 			rt := float64(*messages-1) / elapsed.Seconds()
@@ -160,29 +160,60 @@ func ordered(addrs []string, names []string) {
 // errTransient is what a failing key's attempts return.
 var errTransient = errors.New("a transient failure")
 
-// latencies collects one reader's first-attempt latencies.
+// latencies collects one reader's first-attempt latencies: from the fetch
+// that delivered the record (consumer.Options.Fetched) and from its
+// production (its timestamp) to the start of its first attempt.
 type latencies struct {
+	fetchedAt [partitions][]atomic.Int64 // by partition and offset: monotonic ns of the fetch, 0 before it
+
 	mu       sync.Mutex
-	fresh    []time.Duration
+	fresh    []time.Duration // from the fetch
 	failing  []time.Duration
-	attempts map[string]int // by topic/partition/offset: attempts so far
+	produced []time.Duration // fresh keys, from the production
+	attempts map[int64]int   // by partition<<40 | offset: attempts so far
 	handled  atomic.Int64
+}
+
+// partitions is the fairness topic's partition count.
+const partitions = 8
+
+var epoch = time.Now()
+
+func newLatencies(total int) *latencies {
+	l := &latencies{attempts: map[int64]int{}}
+	for i := range l.fetchedAt {
+		l.fetchedAt[i] = make([]atomic.Int64, total+1)
+	}
+	return l
+}
+
+// fetched is the reader's consumer.Options.Fetched: the first fetch of
+// each offset counts.
+func (l *latencies) fetched(_ string, partition int32, rs []fetch.Record) {
+	now := int64(time.Since(epoch))
+	for _, r := range rs {
+		if r.Offset < int64(len(l.fetchedAt[partition])) {
+			l.fetchedAt[partition][r.Offset].CompareAndSwap(0, now)
+		}
+	}
 }
 
 func (l *latencies) handler() event.Handler {
 	return event.HandlerFuncs{Message: func(ctx *event.Context, m *event.Message) error {
 		started := time.Now()
-		id := fmt.Sprintf("%d/%d", m.Partition, m.Offset)
+		fetchedAt := time.Duration(l.fetchedAt[m.Partition][m.Offset].Load())
 		failing := strings.HasPrefix(m.Key, "failing-")
 		l.mu.Lock()
+		id := int64(m.Partition)<<40 | m.Offset
 		attempt := l.attempts[id]
 		l.attempts[id] = attempt + 1
 		if attempt == 0 {
-			wait := started.Sub(m.Timestamp)
+			wait := started.Sub(epoch) - fetchedAt
 			if failing {
 				l.failing = append(l.failing, wait)
 			} else {
 				l.fresh = append(l.fresh, wait)
+				l.produced = append(l.produced, started.Sub(m.Timestamp))
 			}
 		}
 		l.mu.Unlock()
@@ -198,35 +229,41 @@ func (l *latencies) handler() event.Handler {
 func fairness(addrs []string, names []string) {
 	total := int(float64(*rate) * duration.Seconds())
 	bound := float64(*concurrency) / handler.Seconds()
-	demand := float64(*rate) * (1 + float64(*failures)) / 2
-	fmt.Printf("fairness: %d msg/s for %v over %d keys, half failing %d times; %v attempts, max_concurrency %d: %.0f attempts/s wanted of %.0f (%.0f %%)\n",
-		*rate, *duration, *keys, *failures, *handler, *concurrency, demand+float64(*rate)/2, bound, 100*(demand+float64(*rate)/2)/bound)
+	attempts := float64(*rate) * (2 + float64(*failures)) / 2
+	fmt.Printf("fairness: %d msg/s for %v over %d keys, half failing %d times, %s mode; %v attempts, max_concurrency %d: %.0f attempts/s wanted of a nominal %.0f per reader (%.0f %%); the readers consume the same topic at once\n",
+		*rate, *duration, *keys, *failures, *mode, *handler, *concurrency, attempts, bound, 100*attempts/bound)
 	p99 := map[string][]float64{}
 	p50 := map[string][]float64{}
 	for r := 0; r < *rounds; r++ {
-		order := append(slices.Clone(names[r%len(names):]), names[:r%len(names)]...)
-		for _, name := range order {
-			f, g, handled := fairnessRound(addrs, name, total)
-			fmt.Printf("round %d %-5s fresh keys p50 %v p99 %v max %v; failing keys p50 %v p99 %v max %v; %d of %d handled\n",
-				r+1, name, f[0], f[1], f[2], g[0], g[1], g[2], handled, total)
-			p50[name] = append(p50[name], f[0].Seconds())
-			p99[name] = append(p99[name], f[1].Seconds())
+		res := fairnessRound(addrs, names, total)
+		for _, name := range names {
+			q := res[name]
+			fmt.Printf("round %d %-5s fresh keys p50 %v p99 %v max %v (from production p99 %v); failing keys p50 %v p99 %v max %v; %d of %d handled\n",
+				r+1, name, q.fresh[0], q.fresh[1], q.fresh[2], q.produced[1], q.failing[0], q.failing[1], q.failing[2], q.handled, total)
+			p50[name] = append(p50[name], q.fresh[0].Seconds())
+			p99[name] = append(p99[name], q.fresh[1].Seconds())
 		}
 	}
-	fmt.Print("median of the rounds, fresh keys:")
+	fmt.Print("median of the rounds, fresh keys from fetch to handler start:")
 	for _, name := range names {
 		fmt.Printf("  %s p50 %v p99 %v", name, secs(benchkit.Median(p50[name])), secs(benchkit.Median(p99[name])))
 	}
 	if len(names) == 2 {
-		fmt.Printf("  (p99 %s/%s = %.2f)", names[0], names[1], benchkit.Median(p99[names[0]])/benchkit.Median(p99[names[1]]))
+		fmt.Printf("  (p99 %s/%s = %.3f)", names[0], names[1], benchkit.Median(p99[names[0]])/benchkit.Median(p99[names[1]]))
 	}
 	fmt.Println()
 }
 
-// fairnessRound writes a topic of its own at -rate while the named reader
-// consumes it, and returns the fresh and the failing keys' latency
-// quantiles.
-func fairnessRound(addrs []string, name string, total int) (fresh, failing [3]time.Duration, handled int64) {
+// roundResult is one reader's latency quantiles (p50, p99, max) in a round.
+type roundResult struct {
+	fresh, failing, produced [3]time.Duration
+	handled                  int64
+}
+
+// fairnessRound writes a topic of its own at -rate while every named
+// reader consumes it, each in a group of its own, and returns their
+// latency quantiles.
+func fairnessRound(addrs []string, names []string, total int) map[string]roundResult {
 	topic := "prosody-sched-fair-" + benchkit.Suffix()
 	must(createTopic(addrs, topic))
 	cfg := baseConfig()
@@ -238,18 +275,35 @@ func fairnessRound(addrs []string, name string, total int) (fresh, failing [3]ti
 	default:
 		must(fmt.Errorf("-mode: %q is neither pipeline nor low-latency", *mode))
 	}
-	l := &latencies{attempts: map[string]int{}}
-	c, stop := start(addrs, topic, cfg, l.handler(), name)
-	// The reader owns every partition before the traffic starts.
-	for c.AssignedPartitions() < 8 {
-		time.Sleep(50 * time.Millisecond)
+	type reader struct {
+		l    *latencies
+		c    *consumer.Consumer
+		stop func()
+	}
+	rs := map[string]*reader{}
+	for _, name := range names {
+		l := newLatencies(total)
+		c, stop := start(addrs, topic, cfg, l.handler(), l.fetched, name)
+		rs[name] = &reader{l: l, c: c, stop: stop}
+	}
+	// The readers own every partition before the traffic starts.
+	for _, r := range rs {
+		for r.c.AssignedPartitions() < partitions {
+			time.Sleep(50 * time.Millisecond)
+		}
 	}
 	must(produce(addrs, topic, total))
-	for deadline := time.Now().Add(5 * time.Minute); l.handled.Load() < int64(total) && time.Now().Before(deadline); {
-		time.Sleep(100 * time.Millisecond)
+	out := map[string]roundResult{}
+	for name, r := range rs {
+		for deadline := time.Now().Add(5 * time.Minute); r.l.handled.Load() < int64(total) && time.Now().Before(deadline); {
+			time.Sleep(100 * time.Millisecond)
+		}
+		stopConsumer(r.c, r.stop)
+		r.l.mu.Lock()
+		out[name] = roundResult{fresh: quantiles(r.l.fresh), failing: quantiles(r.l.failing), produced: quantiles(r.l.produced), handled: r.l.handled.Load()}
+		r.l.mu.Unlock()
 	}
-	stopConsumer(c, stop)
-	return quantiles(l.fresh), quantiles(l.failing), l.handled.Load()
+	return out
 }
 
 func secs(s float64) time.Duration {
@@ -273,7 +327,7 @@ func createTopic(addrs []string, topic string) error {
 		return err
 	}
 	defer admin.Close()
-	if err := admin.CreateTopic(topic, &sarama.TopicDetail{NumPartitions: 8, ReplicationFactor: 1}, false); err != nil {
+	if err := admin.CreateTopic(topic, &sarama.TopicDetail{NumPartitions: partitions, ReplicationFactor: 1}, false); err != nil {
 		return err
 	}
 	time.Sleep(time.Second) // let leaders settle
@@ -327,7 +381,7 @@ func produce(addrs []string, topic string, total int) error {
 
 // start runs the engine on topic from its start in a group of its own,
 // with the named scheduler.
-func start(addrs []string, topic string, cfg config.Config, h event.Handler, name string) (*consumer.Consumer, func()) {
+func start(addrs []string, topic string, cfg config.Config, h event.Handler, fetched func(string, int32, []fetch.Record), name string) (*consumer.Consumer, func()) {
 	stacks, stopStacks, sched := benchkit.StacksWith(cfg, h, schedulerFor(name, &cfg), refuseSink{})
 	stop := stopStacks
 	if *verbose {
@@ -355,7 +409,7 @@ func start(addrs []string, topic string, cfg config.Config, h event.Handler, nam
 		Brokers: addrs, GroupID: "bench-sched-" + name + "-" + benchkit.Suffix(), Topics: []string{topic},
 		MaxUncommitted: cfg.MaxUncommitted, PollInterval: cfg.PollInterval, CommitInterval: cfg.CommitInterval,
 		ShutdownTimeout: cfg.ShutdownTimeout, StallThreshold: cfg.StallThreshold,
-		Stacks: stacks, Scheduler: sched,
+		Stacks: stacks, Scheduler: sched, Fetched: fetched,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
 	}
 	if cfg.Mode == config.ModePipeline {

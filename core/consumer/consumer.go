@@ -144,7 +144,7 @@ func Start(opts Options) (*Consumer, error) {
 		stop:       cancel,
 		done:       make(chan struct{}),
 	}
-	c.fetcher = fetch.New(client, fetch.Options{MaxWait: opts.PollInterval, Pauses: &c.stats.pauses, Logger: log})
+	c.fetcher = fetch.New(client, fetch.Options{MaxWait: opts.PollInterval, Pauses: &c.stats.pauses, Fetched: opts.Fetched, Logger: log})
 	if opts.Deferral != nil {
 		// Point reads on the fetch loop's connections would queue behind
 		// its long polls: a client of their own.

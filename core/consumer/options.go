@@ -65,6 +65,11 @@ type Options struct {
 	// Nil: every event takes its own, as the stack does anyway.
 	Scheduler *middleware.Scheduler
 
+	// Fetched, if set, sees each batch of records as its fetch delivers
+	// it (fetch.Options.Fetched): a measurement hook, for the time
+	// records wait between their fetch and their handler.
+	Fetched func(topic string, partition int32, rs []fetch.Record)
+
 	ClientID string       // defaults to the host name
 	Logger   *slog.Logger // defaults to slog.Default()
 }

@@ -176,6 +176,9 @@ func (b *brokerLoop) deliver(resp *sarama.FetchResponse, a asked) {
 		} else if len(out.records) > 0 && a.at.size != b.f.opts.PartitionBytes {
 			s.setSize(b.f.opts.PartitionBytes)
 		}
+		if f := b.f.opts.Fetched; f != nil && len(out.records) > 0 {
+			f(s.topic, s.partition, out.records)
+		}
 		s.Push(a.at.offset, out.records, out.next)
 	case errors.Is(block.Err, sarama.ErrOffsetOutOfRange):
 		if b.remove(s) {

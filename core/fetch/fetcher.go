@@ -39,7 +39,12 @@ type Options struct {
 	// Pauses, if set, counts the times any stream was left out of fetches
 	// because it held its limit.
 	Pauses *atomic.Int64
-	Logger *slog.Logger
+	// Fetched, if set, sees each batch of records as a fetch response
+	// delivers it, before it is queued: for measurements of how long
+	// records wait after their fetch. It runs on the fetch loop and must
+	// be quick and not keep rs.
+	Fetched func(topic string, partition int32, rs []Record)
+	Logger  *slog.Logger
 }
 
 // defaultPartitionBytes is sarama's Consumer.Fetch.Default, and
