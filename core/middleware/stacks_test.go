@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/prosody-events/prosody-go/core/config"
+	"github.com/prosody-events/prosody-go/core/scheduler"
 	"github.com/prosody-events/prosody-go/core/telemetry"
 )
 
@@ -65,4 +66,43 @@ func layerNames(s *Stack) string {
 		names = append(names, reflect.Indirect(reflect.ValueOf(l)).Type().Name())
 	}
 	return strings.Join(names, " ")
+}
+
+// The client's scheduler is the fair one the scheduler_* options
+// describe: max_concurrency permits, and failure_weight deciding which
+// class goes first when both wait (weight 0 gives a class nothing while
+// the other waits). Reservations stand in for attempts.
+func TestSchedulerOfReadsTheOptions(t *testing.T) {
+	tests := []struct {
+		weight float64
+		first  Demand
+	}{{0, Normal}, {1, Failure}}
+	for _, tt := range tests {
+		cfg := config.Default()
+		cfg.MaxConcurrency = 1
+		cfg.SchedulerFailureWeight = tt.weight
+		s := SchedulerOf(&cfg, nil)
+		if s.Policy().Size() != 1 {
+			t.Fatalf("%d permits, want max_concurrency 1", s.Policy().Size())
+		}
+		never := func() bool { return false }
+		if !s.Reserve(1, Normal, never, nil) {
+			t.Fatal("the free permit was not taken at once")
+		}
+		var order []Demand
+		for i, d := range []Demand{Failure, Normal} {
+			if s.Reserve(scheduler.Key(i+2), d, never, func(bool) { order = append(order, d) }) {
+				t.Fatal("a permit was granted while none was free")
+			}
+		}
+		s.EndLease()
+		if len(order) != 1 || order[0] != tt.first {
+			t.Fatalf("failure weight %v: granted %v first, want %v", tt.weight, order, tt.first)
+		}
+		s.EndLease()
+		s.EndLease()
+		if s.InUse() != 0 || s.Waiting() != 0 {
+			t.Fatalf("in use %d, waiting %d at the end", s.InUse(), s.Waiting())
+		}
+	}
 }
