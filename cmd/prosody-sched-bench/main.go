@@ -115,7 +115,11 @@ func ordered(addrs []string, names []string) {
 	fmt.Printf("ordered: %d messages over %d keys, %v handlers, max_concurrency %d: bound %.0f msg/s\n",
 		*messages, *keys, *handler, *concurrency, bound)
 	rates, occupied := map[string][]float64{}, map[string][]float64{}
+	var alone []float64
 	for r := 0; r < *rounds; r++ {
+		a := sleepsAlone()
+		alone = append(alone, a)
+		fmt.Printf("round %d the sleeps alone, %d goroutines, no engine: %.0f/s (%.2f of the bound)\n", r+1, *concurrency, a, a/bound)
 		order := append(slices.Clone(names[r%len(names):]), names[:r%len(names)]...)
 		for _, name := range order {
 			cfg := baseConfig()
@@ -149,12 +153,37 @@ func ordered(addrs []string, names []string) {
 			stopConsumer(c, stop)
 		}
 	}
-	fmt.Print("median")
+	a := benchkit.Median(alone)
+	fmt.Printf("median  the sleeps alone %.0f/s (%.2f of the bound)", a, a/bound)
 	for _, name := range names {
 		m := benchkit.Median(rates[name])
-		fmt.Printf("  %s %.0f msg/s (%.2f of the bound, %.2f of the sleeps' bound)", name, m, m/bound, benchkit.Median(occupied[name]))
+		fmt.Printf("  %s %.0f msg/s (%.2f of the bound, %.2f of the sleeps' bound, %.2f of the sleeps alone)", name, m, m/bound, benchkit.Median(occupied[name]), m/a)
 	}
 	fmt.Println()
+}
+
+// sleepsAlone is the rate at which -max-concurrency goroutines, started a
+// little apart as handlers are, get through sleeps of -handler one after
+// another for two seconds, with no engine: what the machine's timers allow
+// the ordered workload at best.
+func sleepsAlone() float64 {
+	var n atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	end := start.Add(2 * time.Second)
+	for g := 0; g < *concurrency; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(end) {
+				time.Sleep(*handler)
+				n.Add(1)
+			}
+		}()
+		time.Sleep(*handler / time.Duration(*concurrency))
+	}
+	wg.Wait()
+	return float64(n.Load()) / time.Since(start).Seconds()
 }
 
 // errTransient is what a failing key's attempts return.

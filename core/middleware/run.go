@@ -40,6 +40,7 @@ type Stack struct {
 	slotOf     []int8     // a layer's slot, -1 for none
 	releasers  []Releaser // by position, nil where the layer is not one
 	cancellers []WaitCanceller
+	scheduler  *Scheduler // the stack's scheduler layer, nil without one
 	target     Target
 	preparer   preparer // target, if it readies attempts ahead (found once: an assertion per message costs)
 	clock      Clock
@@ -69,6 +70,9 @@ func NewStack(target Target, layers ...Layer) *Stack {
 		s.releasers = append(s.releasers, rel)
 		if c, ok := l.(WaitCanceller); ok {
 			s.cancellers = append(s.cancellers, c)
+		}
+		if sched, ok := l.(*Scheduler); ok {
+			s.scheduler = sched
 		}
 	}
 	s.slots = slots
@@ -232,6 +236,7 @@ func (r *Run) advance(st Step) (done bool, err error) {
 			st = layers[r.pos].After(r, st.err)
 		case opRetry:
 			r.releaseNow()
+			r.dropLent()
 			r.sleep(st)
 			st = Wait
 		case opWait:
@@ -334,6 +339,19 @@ func (r *Run) sleep(st Step) {
 		}
 	})
 	stop.Store(&stopTimer)
+}
+
+// dropLent gives a permit lent to the invocation (a driver's lease, a
+// deferred retry's reservation) back to the stack's scheduler before the
+// run waits out a retry's backoff, which holds no permit. The scheduler
+// layer already gave it back when its own attempt failed; this is for a
+// failure outside it (a defer layer whose store refuses), which would
+// otherwise keep a permit through every backoff until the store is back.
+func (r *Run) dropLent() {
+	if sched := r.s.scheduler; sched != nil && r.ctx.Lent() == sched.id {
+		r.ctx.DropPermit()
+		sched.s.Release()
+	}
 }
 
 // releaseNow calls Release of the layers that asked for it.

@@ -206,6 +206,33 @@ func TestSchedulerLease(t *testing.T) {
 				t.Fatalf("%d permits taken after the lease ended", l.InUse())
 			}
 		}},
+		{"a failure outside the scheduler gives the lent permit back for the backoff", func(t *testing.T) {
+			l := NewFIFOScheduler(1)
+			if !l.Lease() {
+				t.Fatal("no lease on an idle limiter")
+			}
+			clock := newFakeClock()
+			outside := &failingBefore{left: 1, err: errFail}
+			s := NewStack(Handler(handlerFunc(func(*event.Context, event.Event) error { return nil }), l),
+				NewRetry(RetryPolicy{MaxRetries: Unlimited, Base: time.Hour, MaxDelay: time.Hour}), outside, l).WithClock(clock)
+			ctx, cancel := newInv()
+			defer cancel(nil)
+			ctx.Lend(l.ID())
+			done := make(chan error, 1)
+			go func() { done <- invoke(s, ctx, &event.Message{}) }()
+			<-clock.added
+			if l.InUse() != 0 || !l.Lease() {
+				t.Fatalf("in use %d during the backoff: want the lent permit back", l.InUse())
+			}
+			l.EndLease()
+			clock.fire()
+			if err := <-done; err != nil {
+				t.Fatalf("err = %v after the retry", err)
+			}
+			if l.InUse() != 0 || ctx.Lent() != 0 {
+				t.Fatalf("in use %d, lent %d at the end: want 0, 0", l.InUse(), ctx.Lent())
+			}
+		}},
 		{"a failed attempt gives the permit back", func(t *testing.T) {
 			l := NewFIFOScheduler(1)
 			if !l.Lease() {
@@ -252,3 +279,21 @@ func TestSchedulerLease(t *testing.T) {
 		t.Run(tc.name, tc.test)
 	}
 }
+
+// failingBefore is a layer outside the scheduler that fails its first
+// left attempts with err before they reach it (a defer layer whose store
+// refuses).
+type failingBefore struct {
+	left int
+	err  error
+}
+
+func (f *failingBefore) Before(*Run) Step {
+	if f.left > 0 {
+		f.left--
+		return Result(f.err)
+	}
+	return Continue
+}
+
+func (f *failingBefore) After(_ *Run, err error) Step { return Result(err) }

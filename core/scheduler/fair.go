@@ -26,8 +26,9 @@ import (
 // orders them). A pick looks at the best of each non-empty heap, at most
 // 66, and pops one: O(log n) for n waiting attempts. Within one slice the
 // older attempt's larger boost is not looked at, which can favour a
-// younger attempt of lower virtual time by at most 2 × wait_weight / 64 of
-// priority (6 s of virtual time with the defaults); between slices, and
+// younger attempt of lower virtual time by at most wait_weight × (2/64 +
+// 1/64²) of priority (6.3 s of virtual time with the defaults), for any
+// max_wait of 64 µs or more; between slices, and
 // for every attempt compared, the boost is exact.
 type Fair[W any] struct {
 	permits[W]
@@ -149,6 +150,12 @@ func (o *fairOrder[W]) age(q *classQueue[W], now int64) {
 	if q.inSlices == 0 {
 		return
 	}
+	if end := floorDiv(now-o.maxWait, o.width); end-q.first > ring {
+		// Every slice the ring holds is past max_wait: one pass over the
+		// ring rather than one step per slice since the last look (a class
+		// left waiting under a tiny max_wait could be millions behind).
+		q.first = end - ring
+	}
 	for (q.first+1)*o.width <= now-o.maxWait {
 		h := &q.byStart[q.first%ring]
 		for _, t := range h.items {
@@ -253,4 +260,13 @@ func (f *Fair[W]) WaitingFor(d Demand) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.o.q[d&1].len()
+}
+
+// floorDiv is a/b rounded down, for b > 0.
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && a < 0 {
+		q--
+	}
+	return q
 }

@@ -12,7 +12,9 @@ import (
 // two of them (its key's and its class's) from the handlers' goroutines:
 // the seconds as a float32 in the high half, t0 in the low half in ticks
 // of 2^24 ns (17 ms, next to a half-life of two minutes; the ticks wrap
-// after two years, and a difference is read modulo that).
+// after 2.3 years, and a difference is read as a signed 32-bit count, so
+// a value untouched for over 1.1 years reads as not decayed: by then any
+// real one has long decayed to nothing, and the next add restarts it).
 type decaying struct {
 	bits atomic.Uint64
 }
