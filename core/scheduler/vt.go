@@ -13,8 +13,9 @@ import (
 // the seconds as a float32 in the high half, t0 in the low half in ticks
 // of 2^24 ns (17 ms, next to a half-life of two minutes; the ticks wrap
 // after 2.3 years, and a difference is read as a signed 32-bit count, so
-// a value untouched for over 1.1 years reads as not decayed: by then any
-// real one has long decayed to nothing, and the next add restarts it).
+// a value untouched for over 1.1 years in a process running that long
+// reads as decayed by the time modulo that: accepted, as the only cost
+// is one key's priority for a while).
 type decaying struct {
 	bits atomic.Uint64
 }
