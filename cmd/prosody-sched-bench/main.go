@@ -371,18 +371,10 @@ func produce(addrs []string, topic string, total int) error {
 	cfg.Producer.Return.Successes = false
 	cfg.Producer.Flush.Frequency = time.Millisecond
 	cfg.Producer.Partitioner = sarama.NewCustomPartitioner(sarama.WithAbsFirst(), sarama.WithCustomHashFunction(crc32.NewIEEE))
-	p, err := sarama.NewAsyncProducer(addrs, cfg)
+	p, closeProducer, err := benchkit.AsyncProducer(addrs, cfg)
 	if err != nil {
 		return err
 	}
-	var failed atomic.Int64
-	done := make(chan struct{})
-	go func() {
-		for range p.Errors() {
-			failed.Add(1)
-		}
-		close(done)
-	}()
 	startAt := time.Now()
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
@@ -400,12 +392,7 @@ func produce(addrs []string, topic string, total int) error {
 			p.Input() <- &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(k), Value: sarama.StringEncoder(v), Timestamp: time.Now()}
 		}
 	}
-	p.AsyncClose()
-	<-done
-	if f := failed.Load(); f > 0 {
-		return fmt.Errorf("%d messages failed to produce", f)
-	}
-	return nil
+	return closeProducer()
 }
 
 // start runs the engine on topic from its start in a group of its own,

@@ -50,9 +50,26 @@ func Fill(addrs []string, topic string, partitions int32, n, keys, size int) err
 	cfg.Producer.Flush.Bytes = 512 * 1024
 	cfg.Producer.Flush.Frequency = 5 * time.Millisecond
 	cfg.Producer.Partitioner = sarama.NewCustomPartitioner(sarama.WithAbsFirst(), sarama.WithCustomHashFunction(crc32.NewIEEE))
-	p, err := sarama.NewAsyncProducer(addrs, cfg)
+	p, closeProducer, err := AsyncProducer(addrs, cfg)
 	if err != nil {
 		return err
+	}
+	pad := strings.Repeat("x", max(0, size-110))
+	for i := 0; i < n; i++ {
+		k := fmt.Sprintf("key-%05d", i%keys)
+		v := fmt.Sprintf(`{"id":"evt-%09d","type":"bench.event","key":"%s","seq":%d,"pad":"%s"}`, i, k, i/keys, pad)
+		p.Input() <- &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(k), Value: sarama.StringEncoder(v)}
+	}
+	return closeProducer()
+}
+
+// AsyncProducer is a sarama async producer on addrs whose failures are
+// counted: closing it (the returned func) waits for what is in flight and
+// says how many messages failed.
+func AsyncProducer(addrs []string, cfg *sarama.Config) (sarama.AsyncProducer, func() error, error) {
+	p, err := sarama.NewAsyncProducer(addrs, cfg)
+	if err != nil {
+		return nil, nil, err
 	}
 	var failed atomic.Int64
 	done := make(chan struct{})
@@ -62,18 +79,14 @@ func Fill(addrs []string, topic string, partitions int32, n, keys, size int) err
 		}
 		close(done)
 	}()
-	pad := strings.Repeat("x", max(0, size-110))
-	for i := 0; i < n; i++ {
-		k := fmt.Sprintf("key-%05d", i%keys)
-		v := fmt.Sprintf(`{"id":"evt-%09d","type":"bench.event","key":"%s","seq":%d,"pad":"%s"}`, i, k, i/keys, pad)
-		p.Input() <- &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(k), Value: sarama.StringEncoder(v)}
-	}
-	p.AsyncClose()
-	<-done
-	if f := failed.Load(); f > 0 {
-		return fmt.Errorf("%d messages failed to produce", f)
-	}
-	return nil
+	return p, func() error {
+		p.AsyncClose()
+		<-done
+		if f := failed.Load(); f > 0 {
+			return fmt.Errorf("%d messages failed to produce", f)
+		}
+		return nil
+	}, nil
 }
 
 // Suffix is a short random hex string for unique topic, group and keyspace
