@@ -67,6 +67,11 @@ type Scheduler[W any] interface {
 	// and later exactly one of the callbacks is called for it: Granted
 	// (it holds a permit) or Dismissed (it was gone when its turn came,
 	// or Cancel removed it).
+	//
+	// Acquire, Release and Cancel may call other attempts' callbacks on
+	// the calling goroutine (a permit freed meanwhile goes to whoever the
+	// policy picks), after the scheduler's lock is released: a caller
+	// must not hold a lock that a callback takes.
 	Acquire(w W, d Demand) bool
 	// TryAcquire takes a permit only if one is free and no attempt waits
 	// (a lease for a run of quick attempts; see Idle).
