@@ -212,6 +212,26 @@ func TestKeyTimesAreBounded(t *testing.T) {
 	}
 }
 
+// Two keys of one set both keep their time; a third takes the slot of
+// the one with less.
+func TestKeyTimesKeepTheHeavierKeyOfASet(t *testing.T) {
+	kt := newKeyTimes(8) // four sets of two
+	heavy, light, third := Key(2), Key(3), Key(2+8)
+	kt.add(heavy, 10, 0)
+	kt.add(light, 1, 0)
+	if kt.at(heavy, 0) != 10 || kt.at(light, 0) != 1 {
+		t.Fatalf("a set of two kept %v and %v, want 10 and 1", kt.at(heavy, 0), kt.at(light, 0))
+	}
+	kt.add(third, 5, 0)
+	if kt.at(heavy, 0) != 10 || kt.at(light, 0) != 0 || kt.at(third, 0) != 5 {
+		t.Fatalf("after a third key: %v, %v, %v; want 10, 0 (the lighter one gave way), 5",
+			kt.at(heavy, 0), kt.at(light, 0), kt.at(third, 0))
+	}
+	if other := Key(4); kt.at(other, 0) != 0 {
+		t.Fatal("a key of another set has time")
+	}
+}
+
 // Within a class, the key with the least virtual time goes first; equal
 // times go in arrival order.
 func TestFairOrderWithinAClass(t *testing.T) {

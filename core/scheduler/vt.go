@@ -64,13 +64,17 @@ func (d *decaying) add(secs float64, now int64) {
 }
 
 // keyTimes is the virtual time of recently active keys: a table of the
-// next power of two of cacheSize slots, a key's slot picked by its hash.
-// A key whose slot another key holds takes it over, and the other key
-// starts again from zero: a bounded cache without a lock, which every
-// handler call would take; losing the time of a key not seen for a while
-// is what a cache of recent keys does anyway.
+// next power of two of cacheSize slots (at least two), in sets of two
+// picked by a key's hash. A key new to a full set takes the slot of the
+// set's key with less virtual time, which starts again from zero: the
+// key that has kept a permit busy longer, and so waits behind others, is
+// the one kept. A bounded cache without a lock, which every handler call
+// would take. One slot per key would lose a key's time whenever another
+// active key shared it (a ninth of a thousand active keys in 8,192
+// slots); with two, a key is lost only to a set of three or more active
+// keys, under 1 % of them there.
 type keyTimes struct {
-	mask  uint64
+	mask  uint64 // of the first slot of a set: the slots' count − 2
 	slots []keySlot
 }
 
@@ -80,8 +84,8 @@ type keySlot struct {
 }
 
 func newKeyTimes(cacheSize int) *keyTimes {
-	n := uint64(1) << bits.Len64(uint64(max(cacheSize, 1))-1)
-	return &keyTimes{mask: n - 1, slots: make([]keySlot, n)}
+	n := uint64(1) << bits.Len64(uint64(max(cacheSize, 2))-1)
+	return &keyTimes{mask: n - 2, slots: make([]keySlot, n)}
 }
 
 func slotKey(k Key) uint64 {
@@ -91,27 +95,44 @@ func slotKey(k Key) uint64 {
 	return uint64(k)
 }
 
+// set is k's two slots.
+func (t *keyTimes) set(k Key) *[2]keySlot {
+	return (*[2]keySlot)(t.slots[uint64(k)&t.mask:])
+}
+
 // at is k's virtual time at now, in seconds.
 func (t *keyTimes) at(k Key, now int64) float64 {
-	s := &t.slots[uint64(k)&t.mask]
-	if s.key.Load() != slotKey(k) {
-		return 0
+	sk, set := slotKey(k), t.set(k)
+	for i := range set {
+		if set[i].key.Load() == sk {
+			return set[i].vt.at(now)
+		}
 	}
-	return s.vt.at(now)
+	return 0
 }
 
 // add adds secs to k's virtual time.
 func (t *keyTimes) add(k Key, secs float64, now int64) {
-	sk := slotKey(k)
-	s := &t.slots[uint64(k)&t.mask]
-	if old := s.key.Load(); old != sk {
-		if !s.key.CompareAndSwap(old, sk) {
-			return // taken over by another key this instant
+	sk, set := slotKey(k), t.set(k)
+	for i := range set {
+		if set[i].key.Load() == sk {
+			set[i].vt.add(secs, now)
+			return
 		}
-		s.vt.bits.Store(packVT(secs, now))
+	}
+	victim := &set[0]
+	if k0, k1 := set[0].key.Load(), set[1].key.Load(); k0 != 0 && (k1 == 0 || set[1].vt.at(now) < set[0].vt.at(now)) {
+		victim = &set[1]
+	}
+	old := victim.key.Load()
+	if old == sk {
+		victim.vt.add(secs, now) // another charge of k took the slot this instant
 		return
 	}
-	s.vt.add(secs, now)
+	if !victim.key.CompareAndSwap(old, sk) {
+		return // taken over by another key this instant
+	}
+	victim.vt.bits.Store(packVT(secs, now))
 }
 
 // classTimes is the handler time of one demand class, striped so that
