@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prosody-events/prosody-go/core/internal/fifo"
 	"github.com/prosody-events/prosody-go/core/middleware"
 )
 
@@ -86,7 +87,7 @@ func (e *executor) submitLocked(ts []task) {
 		return
 	}
 	for _, t := range ts {
-		e.queue.push(t)
+		e.queue.Push(t)
 	}
 	e.pushed += uint64(len(ts))
 	if e.waking == 0 {
@@ -134,7 +135,7 @@ func (e *executor) wakeOneLocked() bool {
 func (e *executor) block() (resume func()) {
 	e.mu.Lock()
 	e.blocked++
-	if e.queue.len() > 0 && e.waking == 0 {
+	if e.queue.Len() > 0 && e.waking == 0 {
 		e.wakeOneLocked()
 	}
 	e.mu.Unlock()
@@ -157,7 +158,7 @@ func (e *executor) work(w *worker) {
 	e.mu.Lock()
 	e.waking--
 	for !e.closed {
-		t, ok := e.queue.pop()
+		t, ok := e.queue.Pop()
 		if !ok {
 			w.since = 0
 			e.idle = append(e.idle, w)
@@ -169,7 +170,7 @@ func (e *executor) work(w *worker) {
 		}
 		e.popped++
 		w.since = e.tick + 1 // never 0
-		if e.queue.len() > 0 && e.waking == 0 {
+		if e.queue.Len() > 0 && e.waking == 0 {
 			// More runs wait: get the next worker going before this one
 			// disappears into a handler that may take its time.
 			e.wakeOneLocked()
@@ -190,7 +191,7 @@ func (e *executor) work(w *worker) {
 func (e *executor) purge(p *partition) (purged, reserved int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	purged = e.queue.remove(func(t *task) bool {
+	purged = e.queue.Remove(func(t *task) bool {
 		if t.p != p {
 			return false
 		}
@@ -215,7 +216,7 @@ func (e *executor) watch() {
 		case <-ticker.C:
 		}
 		e.mu.Lock()
-		if e.queue.len() == 0 {
+		if e.queue.Len() == 0 {
 			e.watching = false
 			e.mu.Unlock()
 			ticker.Stop()
@@ -268,60 +269,5 @@ func (e *executor) close() {
 	<-e.watchDone
 }
 
-// ring is a FIFO of tasks that reuses its buffer.
-type ring struct {
-	buf        []task
-	head, size int
-}
-
-func (r *ring) len() int { return r.size }
-
-func (r *ring) push(t task) {
-	if r.size == len(r.buf) {
-		n := max(2*len(r.buf), 64)
-		buf := make([]task, n)
-		k := copy(buf, r.buf[r.head:])
-		copy(buf[k:], r.buf[:r.head])
-		r.buf, r.head = buf, 0
-	}
-	r.buf[(r.head+r.size)%len(r.buf)] = t
-	r.size++
-}
-
-func (r *ring) pop() (task, bool) {
-	if r.size == 0 {
-		return task{}, false
-	}
-	t := r.buf[r.head]
-	r.buf[r.head] = task{}
-	r.head = (r.head + 1) % len(r.buf)
-	r.size--
-	return t, true
-}
-
-// takeAll empties r and returns its tasks in order (nil when empty).
-func (r *ring) takeAll() []task {
-	if r.size == 0 {
-		return nil
-	}
-	ts := make([]task, 0, r.size)
-	for t, ok := r.pop(); ok; t, ok = r.pop() {
-		ts = append(ts, t)
-	}
-	return ts
-}
-
-// remove drops the tasks matching drop, keeping the others in order.
-func (r *ring) remove(drop func(*task) bool) int {
-	kept := 0
-	n := r.size
-	for i := 0; i < n; i++ {
-		t, _ := r.pop()
-		if drop(&t) {
-			continue
-		}
-		r.push(t)
-		kept++
-	}
-	return n - kept
-}
+// ring is a FIFO of tasks.
+type ring = fifo.Queue[task]

@@ -160,7 +160,7 @@ func (p *partition) runReady(gen uint64, way *middleware.Run) bool {
 		p.mu.Unlock()
 		return false
 	}
-	t, ok := p.ready.pop()
+	t, ok := p.ready.Pop()
 	p.mu.Unlock()
 	if !ok {
 		return true
@@ -196,7 +196,7 @@ func (p *partition) runReady(gen uint64, way *middleware.Run) bool {
 		driving := p.driver == gen
 		if driving && !more {
 			var t task
-			t, more = p.ready.pop()
+			t, more = p.ready.Pop()
 			next = t.it
 		}
 		// A group is judged when full, and when the runs end before it is,
@@ -251,7 +251,7 @@ func (p *partition) offloadLocked(now int64) {
 	// Coming back from the offload, one slow group is enough to offload
 	// again.
 	p.lastSlow = true
-	if ts := p.ready.takeAll(); ts != nil {
+	if ts := p.ready.TakeAll(); ts != nil {
 		p.c.exec.submit(ts...)
 	}
 }

@@ -216,7 +216,7 @@ func (p *partition) admit(rs []fetch.Record) int {
 			p.c.exec.submit(start...)
 		} else {
 			for _, t := range start {
-				p.ready.push(t)
+				p.ready.Push(t)
 			}
 		}
 	}
@@ -495,7 +495,7 @@ func (p *partition) drain(budget time.Duration, cause error) {
 	dropped := p.keys.Close()
 	p.draining = true
 	purged, reserved := p.c.exec.purge(p)
-	purged += p.ready.len()
+	purged += p.ready.Len()
 	p.ready = ring{}
 	p.running -= purged
 	if p.running == 0 {

@@ -1,5 +1,7 @@
 package scheduler
 
+import "github.com/prosody-events/prosody-go/core/internal/fifo"
+
 // FIFO is the first-come-first-served scheduler: waiting attempts get
 // permits in the order they asked, whatever their key or demand. It keeps
 // no virtual time. The engine runs the fair scheduler; FIFO is the
@@ -30,46 +32,24 @@ func (f *FIFO[W]) Charge(W, Demand, int64) {}
 // Cancel implements Scheduler.
 func (f *FIFO[W]) Cancel() { f.cancel() }
 
-// fifoOrder is a ring of waiting attempts, oldest first, that reuses its
-// array.
-type fifoOrder[W any] struct {
-	buf        []task[W]
-	head, size int
-}
+// fifoOrder is the waiting attempts, oldest first.
+type fifoOrder[W any] struct{ q fifo.Queue[task[W]] }
 
-func (q *fifoOrder[W]) len() int { return q.size }
+func (o *fifoOrder[W]) len() int                { return o.q.Len() }
+func (o *fifoOrder[W]) push(t task[W], _ int64) { o.q.Push(t) }
 
-func (q *fifoOrder[W]) push(t task[W], _ int64) {
-	if q.size == len(q.buf) {
-		buf := make([]task[W], max(2*len(q.buf), 16))
-		k := copy(buf, q.buf[q.head:])
-		copy(buf[k:], q.buf[:q.head])
-		q.buf, q.head = buf, 0
-	}
-	q.buf[(q.head+q.size)%len(q.buf)] = t
-	q.size++
-}
-
-func (q *fifoOrder[W]) pop(int64) task[W] {
-	t := q.buf[q.head]
-	q.buf[q.head] = task[W]{}
-	q.head = (q.head + 1) % len(q.buf)
-	q.size--
-	if q.size == 0 && len(q.buf) > 1<<12 {
-		q.buf, q.head = nil, 0 // a burst: do not keep its array
-	}
+func (o *fifoOrder[W]) pop(int64) task[W] {
+	t, _ := o.q.Pop()
 	return t
 }
 
-func (q *fifoOrder[W]) remove(drop func(W) bool, out []W) []W {
-	n := q.size
-	for i := 0; i < n; i++ {
-		t := q.pop(0)
+func (o *fifoOrder[W]) remove(drop func(W) bool, out []W) []W {
+	o.q.Remove(func(t *task[W]) bool {
 		if drop(t.w) {
 			out = append(out, t.w)
-			continue
+			return true
 		}
-		q.push(t, 0)
-	}
+		return false
+	})
 	return out
 }
