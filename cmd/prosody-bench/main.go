@@ -48,10 +48,10 @@ import (
 	"github.com/prosody-events/prosody-go/core/consumer"
 	"github.com/prosody-events/prosody-go/core/deferstore"
 	"github.com/prosody-events/prosody-go/core/event"
-	"github.com/prosody-events/prosody-go/core/fetch"
 	"github.com/prosody-events/prosody-go/core/middleware"
 	"github.com/prosody-events/prosody-go/core/timerstore"
 	"github.com/prosody-events/prosody-go/internal/benchkit"
+	"github.com/prosody-events/prosody-go/internal/benchreader"
 )
 
 var (
@@ -290,19 +290,13 @@ func engine(addrs []string, topic string, n, keys int, reader string) (el, first
 		}
 		return nil
 	}}
-	opts := consumer.Options{
-		Brokers: addrs, GroupID: "bench-prosody-" + suffix(), Topics: []string{topic},
-		MaxUncommitted: def.MaxUncommitted, PollInterval: def.PollInterval, CommitInterval: def.CommitInterval,
-		ShutdownTimeout: def.ShutdownTimeout, StallThreshold: def.StallThreshold,
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	}
+	opts := benchreader.Options(def, addrs, "bench-prosody-"+suffix(), topic, slog.LevelWarn)
 	var stacks middleware.Stacks
 	var stop func()
 	if reader == "bare" {
 		stacks, stop, opts.Scheduler = benchkit.BareStacks(def, h)
 	} else {
 		stacks, stop, opts.Scheduler = benchkit.PipelineStacks(def, h)
-		opts.SlabSize = def.SlabSize
 		opts.Timers, opts.Deferral, err = stores(def)
 		if err != nil {
 			return 0, 0, 0, err
@@ -344,12 +338,8 @@ var healthyRates []float64
 // stores are the engine's timer and defer stores: in memory, or in
 // Cassandra (a fresh keyspace) with -cassandra.
 func stores(def config.Config) (timerstore.Store, *consumer.Deferral, error) {
-	d := &consumer.Deferral{MaxDelay: def.DeferMaxDelay, Loader: fetch.LoaderOptions{
-		CacheSize: def.DeferCacheSize, SeekTimeout: def.DeferSeekTimeout, DiscardThreshold: def.DeferDiscardThreshold,
-	}}
 	if *cassandraNodes == "" {
-		d.Store = deferstore.NewMemory()
-		return timerstore.NewMemory(), d, nil
+		return timerstore.NewMemory(), benchreader.Deferral(def, deferstore.NewMemory()), nil
 	}
 	if benchSession == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -360,8 +350,8 @@ func stores(def config.Config) (timerstore.Store, *consumer.Deferral, error) {
 		}
 		benchSession = s
 	}
-	d.Store = deferstore.NewCassandra(benchSession, def.CassandraRetention, def.DeferStoreCacheSize)
-	return timerstore.NewCassandra(benchSession, def.CassandraRetention), d, nil
+	return timerstore.NewCassandra(benchSession, def.CassandraRetention),
+		benchreader.Deferral(def, deferstore.NewCassandra(benchSession, def.CassandraRetention, def.DeferStoreCacheSize)), nil
 }
 
 var benchSession *cassandra.Session

@@ -35,7 +35,6 @@ import (
 	"io"
 	"log"
 	"log/slog"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -53,6 +52,7 @@ import (
 	"github.com/prosody-events/prosody-go/core/scheduler"
 	"github.com/prosody-events/prosody-go/core/timerstore"
 	"github.com/prosody-events/prosody-go/internal/benchkit"
+	"github.com/prosody-events/prosody-go/internal/benchreader"
 )
 
 var (
@@ -421,20 +421,11 @@ func start(addrs []string, topic string, cfg config.Config, h event.Handler, fet
 		}()
 		stop = func() { close(quit); stopStacks() }
 	}
-	opts := consumer.Options{
-		Brokers: addrs, GroupID: "bench-sched-" + name + "-" + benchkit.Suffix(), Topics: []string{topic},
-		MaxUncommitted: cfg.MaxUncommitted, PollInterval: cfg.PollInterval, CommitInterval: cfg.CommitInterval,
-		ShutdownTimeout: cfg.ShutdownTimeout, StallThreshold: cfg.StallThreshold,
-		Stacks: stacks, Scheduler: sched, Fetched: fetched,
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
-	}
+	opts := benchreader.Options(cfg, addrs, "bench-sched-"+name+"-"+benchkit.Suffix(), topic, slog.LevelError)
+	opts.Stacks, opts.Scheduler, opts.Fetched = stacks, sched, fetched
 	if cfg.Mode == config.ModePipeline {
 		// Durable timers and deferred keys in memory, as in mock mode.
-		opts.SlabSize = cfg.SlabSize
-		opts.Timers = timerstore.NewMemory()
-		opts.Deferral = &consumer.Deferral{Store: deferstore.NewMemory(), MaxDelay: cfg.DeferMaxDelay, Loader: fetch.LoaderOptions{
-			CacheSize: cfg.DeferCacheSize, SeekTimeout: cfg.DeferSeekTimeout, DiscardThreshold: cfg.DeferDiscardThreshold,
-		}}
+		opts.Timers, opts.Deferral = timerstore.NewMemory(), benchreader.Deferral(cfg, deferstore.NewMemory())
 	}
 	c, err := consumer.Start(opts)
 	must(err)

@@ -167,7 +167,7 @@ func (p *partition) runReady(gen uint64, way *middleware.Run) bool {
 	}
 
 	it := t.it
-	lease := permitLease{limiter: p.c.opts.Scheduler}
+	lease := permitLease{scheduler: p.c.opts.Scheduler}
 	defer lease.end()
 	// Runs are timed a group of up to timedRuns at a time: reading the
 	// clock around each one cost more than a quick run itself.

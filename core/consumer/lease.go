@@ -13,23 +13,23 @@ import (
 // asynchronously never lend it, so such a series holds none), and ends
 // with the series.
 type permitLease struct {
-	limiter *middleware.Scheduler // nil: no leases
-	held    bool
+	scheduler *middleware.Scheduler // nil: no leases
+	held      bool
 }
 
 // lend lends the lease's permit to ctx, taking one first if needed. A nil
 // lease lends nothing, and none is lent when no permit is free (the
 // attempt then queues for one of its own).
 func (l *permitLease) lend(ctx *invocation.Context) {
-	if l == nil || l.limiter == nil {
+	if l == nil || l.scheduler == nil {
 		return
 	}
 	if !l.held {
-		if l.held = l.limiter.Lease(); !l.held {
+		if l.held = l.scheduler.Lease(); !l.held {
 			return
 		}
 	}
-	ctx.Lend(l.limiter.ID())
+	ctx.Lend(l.scheduler.ID())
 }
 
 // settle follows an invocation lend was called for: a held permit that the
@@ -44,7 +44,7 @@ func (l *permitLease) settle(ctx *invocation.Context) {
 // an event that must not run on it. A nil lease has nothing to give back.
 func (l *permitLease) end() {
 	if l != nil && l.held {
-		l.limiter.EndLease()
+		l.scheduler.EndLease()
 		l.held = false
 	}
 }

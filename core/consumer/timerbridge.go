@@ -44,7 +44,7 @@ func (p *partition) runTimer(it item, env *invocation.Env, r *middleware.Run) {
 	var reserved *permitLease
 	if t.reserved {
 		t.reserved = false
-		reserved = &permitLease{limiter: p.c.opts.Scheduler, held: true}
+		reserved = &permitLease{scheduler: p.c.opts.Scheduler, held: true}
 	}
 	id := t.id()
 	if !p.timers.Begin(id) {

@@ -19,7 +19,7 @@ import (
 // otherwise when its permit comes, so that thousands of waiting attempts
 // do not each hold a copy.
 func Handler(h event.Handler, l *Scheduler) Target {
-	t := &handlerTarget{limiter: l, call: func(ctx *event.Context, ev event.Event) error {
+	t := &handlerTarget{scheduler: l, call: func(ctx *event.Context, ev event.Event) error {
 		switch e := ev.(type) {
 		case *event.Message:
 			return h.OnMessage(ctx, e)
@@ -33,9 +33,9 @@ func Handler(h event.Handler, l *Scheduler) Target {
 }
 
 type handlerTarget struct {
-	call    Func               // h, called on the run's goroutine
-	async   event.AsyncHandler // h, when it is one
-	limiter *Scheduler
+	call      Func               // h, called on the run's goroutine
+	async     event.AsyncHandler // h, when it is one
+	scheduler *Scheduler
 }
 
 // Async implements Target.
@@ -65,7 +65,7 @@ type preparer interface {
 }
 
 func (t *handlerTarget) prepare(r *Run) {
-	if m, ok := r.ev.(*event.Message); ok && t.async != nil && (t.limiter == nil || t.limiter.shortWait()) {
+	if m, ok := r.ev.(*event.Message); ok && t.async != nil && (t.scheduler == nil || t.scheduler.shortWait()) {
 		r.prep = t.async.PrepareMessage(m)
 	}
 }

@@ -20,7 +20,7 @@
 // Stacks list layers outermost first, in the order a request passes
 // through them (see stacks.go for the stack of each mode):
 //
-//	NewStack(Handler(h), NewRetry(policy), Cancellation{}, limiter, timeouts)
+//	NewStack(Handler(h), NewRetry(policy), Cancellation{}, scheduler, timeouts)
 package middleware
 
 import (

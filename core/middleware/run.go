@@ -124,7 +124,7 @@ type Run struct {
 
 	releases uint32 // positions whose layer asked for Release
 	// grantedAt is when the attempt under way got its permit, on the
-	// scheduler's clock in units of grantUnit, for the handler time
+	// scheduler's clock in units of 2^grantShift ns, for the handler time
 	// charged to its key (see grantTime).
 	grantedAt uint32
 	pos       int8 // the layer being run; len(layers) (at most 32) is the target, -1 before the first

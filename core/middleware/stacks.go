@@ -56,8 +56,8 @@ type Stacks struct {
 //
 //	Cancellation → Scheduler → Timeout → [Transaction] → Telemetry → handler
 //
-// Timers go through the same stack as messages; the layers that treat them apart
-// (the failure topic never takes a timer) look at the event.
+// Timers go through the same stack as messages; the layers that treat
+// them apart (the failure topic never takes a timer) look at the event.
 func ModeStacks(cfg *config.Config, h event.Handler, svc Services) Stacks {
 	retry := RetryPolicy{Base: cfg.RetryBase, MaxDelay: cfg.MaxRetryDelay, Logger: svc.Logger, Jitter: svc.Jitter}
 	unlimited := retry

@@ -116,7 +116,6 @@ type fairOrder[W any] struct {
 	start         int64
 	times         *[2]classTimes
 	q             [2]classQueue[W]
-	n             int
 }
 
 // classQueue is the waiting attempts of one demand class.
@@ -127,7 +126,7 @@ type classQueue[W any] struct {
 	full     taskHeap[W] // waited max_wait or more
 }
 
-func (o *fairOrder[W]) len() int { return o.n }
+func (o *fairOrder[W]) len() int { return o.q[Normal].len() + o.q[Failure].len() }
 
 func (o *fairOrder[W]) push(t task[W], now int64) {
 	q := &o.q[t.d&1]
@@ -141,7 +140,6 @@ func (o *fairOrder[W]) push(t task[W], now int64) {
 	s = min(max(s, q.first), q.first+ring-1)
 	q.byStart[s%ring].push(t)
 	q.inSlices++
-	o.n++
 }
 
 // age moves the slices whose every attempt has waited max_wait to the
@@ -204,7 +202,6 @@ func (o *fairOrder[W]) pop(now int64) task[W] {
 	if best != &q.full {
 		q.inSlices--
 	}
-	o.n--
 	return t
 }
 
@@ -243,14 +240,12 @@ func (q *classQueue[W]) len() int { return q.inSlices + len(q.full.items) }
 func (o *fairOrder[W]) remove(drop func(W) bool, out []W) []W {
 	for d := range o.q {
 		q := &o.q[d]
-		before := len(out)
 		for i := range q.byStart {
 			n := len(out)
 			out = q.byStart[i].remove(drop, out)
 			q.inSlices -= len(out) - n
 		}
 		out = q.full.remove(drop, out)
-		o.n -= len(out) - before
 	}
 	return out
 }

@@ -50,7 +50,7 @@ type Context struct {
 	parent context.Context
 	key    string
 	valid  atomic.Bool
-	// permit is the id of the concurrency limiter whose permit the
+	// permit is the id of the scheduler whose permit the
 	// goroutine invoking the handler lends this invocation (Lend), 0 when
 	// none. Plain: only that goroutine reads and writes it.
 	permit uint32
@@ -158,16 +158,16 @@ func (c *Context) Attempt() *Context {
 }
 
 // Lend records that the goroutine about to invoke the handler holds a
-// permit of the concurrency limiter with this id for the invocation (see
-// middleware.Limiter.Lease). Only that goroutine may call it, before the
+// permit of the scheduler with this id for the invocation (see
+// middleware.Scheduler.Lease). Only that goroutine may call it, before the
 // handler runs.
-func (c *Context) Lend(limiter uint32) { c.permit = limiter }
+func (c *Context) Lend(scheduler uint32) { c.permit = scheduler }
 
-// Lent is the id of the limiter whose permit the invocation was lent and
+// Lent is the id of the scheduler whose permit the invocation was lent and
 // still has, 0 if none.
 func (c *Context) Lent() uint32 { return c.permit }
 
-// DropPermit records that the limiter took the lent permit back, so that
+// DropPermit records that the scheduler took the lent permit back, so that
 // later attempts take their own.
 func (c *Context) DropPermit() { c.permit = 0 }
 
