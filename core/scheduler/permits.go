@@ -117,13 +117,27 @@ func (p *permits[W]) dispatchLocked(now int64, self uint64) (selfGranted bool) {
 		}
 	}
 	p.mu.Unlock()
-	for _, w := range granted {
-		p.cb.Granted(w)
-	}
-	for _, w := range gone {
-		p.cb.Dismissed(w)
-	}
+	defer callEach(p.cb.Dismissed, gone) // even if a Granted panics
+	callEach(p.cb.Granted, granted)
 	return selfGranted
+}
+
+// callEach calls f for every w, in order. Should f panic, the rest are
+// still called before the panic goes on: each of them holds a permit, or
+// has left the queue, and nothing else would ever tell it.
+func callEach[W any](f func(W), ws []W) {
+	for i, w := range ws {
+		completed := false
+		func() {
+			defer func() {
+				if !completed {
+					callEach(f, ws[i+1:])
+				}
+			}()
+			f(w)
+			completed = true
+		}()
+	}
 }
 
 // cancel is Scheduler.Cancel.
@@ -132,9 +146,7 @@ func (p *permits[W]) cancel() {
 	gone := p.order.remove(p.cb.Gone, nil)
 	p.waiting.Add(-int64(len(gone)))
 	p.mu.Unlock()
-	for _, w := range gone {
-		p.cb.Dismissed(w)
-	}
+	callEach(p.cb.Dismissed, gone)
 }
 
 func (p *permits[W]) leaseable() bool { return p.waiting.Load() == 0 && p.tryAcquire() }

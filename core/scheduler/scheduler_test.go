@@ -116,6 +116,44 @@ func TestGoneWaiters(t *testing.T) {
 	}
 }
 
+// A callback that panics does not leave the other waiters of its batch
+// waiting forever: they are still told, and then the panic goes on.
+func TestAPanickingCallbackStillEndsTheOtherWaits(t *testing.T) {
+	cb := testCallbacks(t)
+	granted := cb.Granted
+	cb.Granted = func(w *waiter) {
+		granted(w)
+		panic("granted: " + w.key)
+	}
+	for name, s := range map[string]Scheduler[*waiter]{
+		"fair": NewFair(with(documented, func(o *Options) { o.Permits = 1; o.Clock = newClock().read }), cb),
+		"fifo": NewFIFO(1, cb),
+	} {
+		t.Run(name, func(t *testing.T) {
+			holder, gone, next := newWaiter("holder"), newWaiter("gone"), newWaiter("next")
+			s.Acquire(holder, Normal)
+			s.Acquire(gone, Normal)
+			s.Acquire(next, Normal)
+			gone.gone.Store(true)
+			func() {
+				defer func() {
+					if p := recover(); p != "granted: next" {
+						t.Errorf("recovered %v, want the callback's panic", p)
+					}
+				}()
+				s.Release()
+			}()
+			if next.ended.Load() != 1 || gone.ended.Load() != 2 {
+				t.Fatalf("after the panic: next ended %d (want 1, granted), gone ended %d (want 2, dismissed)", next.ended.Load(), gone.ended.Load())
+			}
+			s.Release()
+			if s.InUse() != 0 || s.Waiting() != 0 {
+				t.Fatalf("in use %d, waiting %d; want 0, 0", s.InUse(), s.Waiting())
+			}
+		})
+	}
+}
+
 // Many goroutines acquiring and releasing, some of them gone while they
 // wait: never more permits than exist, and every one comes back.
 func TestNoPermitLeaksUnderContention(t *testing.T) {
