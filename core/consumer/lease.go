@@ -15,6 +15,10 @@ import (
 type permitLease struct {
 	scheduler *middleware.Scheduler // nil: no leases
 	held      bool
+	// since is the grant's mark of a permit reserved ahead of its
+	// invocation (middleware.Scheduler.GrantMark), 0 for a driver's lease,
+	// whose series of events is charged event by event.
+	since uint32
 }
 
 // lend lends the lease's permit to ctx, taking one first if needed. A nil
@@ -28,6 +32,10 @@ func (l *permitLease) lend(ctx *invocation.Context) {
 		if l.held = l.scheduler.Lease(); !l.held {
 			return
 		}
+	}
+	if l.since != 0 {
+		ctx.LendHeld(l.scheduler.ID(), l.since)
+		return
 	}
 	ctx.Lend(l.scheduler.ID())
 }

@@ -44,7 +44,7 @@ func (p *partition) runTimer(it item, env *invocation.Env, r *middleware.Run) {
 	var reserved *permitLease
 	if t.reserved {
 		t.reserved = false
-		reserved = &permitLease{scheduler: p.c.opts.Scheduler, held: true}
+		reserved = &permitLease{scheduler: p.c.opts.Scheduler, held: true, since: t.since}
 	}
 	id := t.id()
 	if !p.timers.Begin(id) {
@@ -77,8 +77,10 @@ type timerItem struct {
 	event.Timer
 	typ timerstore.Type
 	// reserved: the timer holds a permit it reserved before taking its
-	// key's turn (fireTimer), for its invocation.
+	// key's turn (fireTimer), for its invocation, granted at since
+	// (middleware.Scheduler.GrantMark).
 	reserved bool
+	since    uint32
 }
 
 // id is the timer's identity in the partition's timers.
@@ -113,9 +115,11 @@ func (p *partition) fireTimer(t timerstore.Trigger) {
 	gone := func() bool { return p.scope.Err() != nil }
 	if sched.Reserve(key, middleware.Failure, gone, func(granted bool) {
 		if granted {
+			ev.since = sched.GrantMark()
 			p.queueTimer(ev, true)
 		}
 	}) {
+		ev.since = sched.GrantMark()
 		p.queueTimer(ev, true)
 	}
 }

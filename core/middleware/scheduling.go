@@ -81,9 +81,11 @@ func (r *Run) dismissed() { r.Resume(Result(r.ctx.Cause())) }
 // retry that waits for a permit. It returns true when the caller holds a
 // permit at once. Otherwise done is called later, with true once the
 // caller holds one, or with false if gone reports true when its turn
-// comes or when waits are cancelled (CancelWaiting). The holder lends
-// the permit to the invocation that uses it (invocation.Lend with ID) and
-// gives it back with EndLease unless the invocation dropped it.
+// comes or when waits are cancelled (CancelWaiting). The holder notes
+// the grant's GrantMark, lends the permit to the invocation that uses it
+// (invocation.Context.LendHeld with ID and the mark, so that the time it
+// was held before the attempt is charged) and gives it back with EndLease
+// unless the invocation dropped it.
 func (l *Scheduler) Reserve(key scheduler.Key, d Demand, gone func() bool, done func(granted bool)) bool {
 	return l.s.Acquire(&reservation{key: key, isGone: gone, done: done}, d)
 }
@@ -139,12 +141,24 @@ func (l *Scheduler) Waiting() int { return l.s.Waiting() }
 // is free and nobody waits (or its invocation was lent one, see Lease),
 // otherwise once the scheduler grants it one.
 func (l *Scheduler) Before(r *Run) Step {
-	if r.ctx.Lent() == l.id || l.s.Acquire(r, r.demand) {
+	if r.ctx.Lent() == l.id {
+		// A permit reserved ahead of the run is charged from its grant:
+		// it was held, and no other attempt could use it, from then.
+		if r.grantedAt = r.ctx.TakeHeldSince(); r.grantedAt == 0 {
+			r.grantedAt = grantTime(l.s.Now())
+		}
+		return Continue
+	}
+	if l.s.Acquire(r, r.demand) {
 		r.grantedAt = grantTime(l.s.Now())
 		return Continue
 	}
 	return Wait
 }
+
+// GrantMark is the time of a grant, now, as invocation.Context.LendHeld
+// takes it.
+func (l *Scheduler) GrantMark() uint32 { return max(grantTime(l.s.Now()), 1) }
 
 // After implements Layer. The attempt's handler time is charged; the
 // permit is released once the run's outcome has left the stack (Release),

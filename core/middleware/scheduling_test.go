@@ -9,6 +9,7 @@ import (
 
 	"github.com/prosody-events/prosody-go/core/event"
 	"github.com/prosody-events/prosody-go/core/internal/invocation"
+	"github.com/prosody-events/prosody-go/core/scheduler"
 )
 
 func TestSchedulerBoundsConcurrentAttempts(t *testing.T) {
@@ -266,6 +267,38 @@ func TestSchedulerLease(t *testing.T) {
 				t.Fatal("a lease was granted on a full scheduler")
 			}
 			l.EndLease()
+		}},
+		{"a permit reserved ahead of the invocation is charged from its grant", func(t *testing.T) {
+			for _, held := range []bool{false, true} {
+				var now atomic.Int64
+				now.Store(int64(time.Hour))
+				l := NewFairScheduler(scheduler.Options{Permits: 1, FailureWeight: 0.3, MaxWait: 2 * time.Minute, WaitWeight: 200, CacheSize: 64, Clock: now.Load})
+				ev := &event.Message{Topic: "t", Key: "k"}
+				if !l.Reserve(keyOf(ev), Failure, func() bool { return false }, func(bool) {}) {
+					t.Fatal("no permit reserved on an idle scheduler")
+				}
+				mark := l.GrantMark()
+				now.Add(int64(time.Second)) // held, waiting for its key's turn
+				s := NewStack(Handler(handlerFunc(func(*event.Context, event.Event) error { return nil }), l), l)
+				ctx, cancel := newInv()
+				if held {
+					ctx.LendHeld(l.ID(), mark)
+				} else {
+					ctx.Lend(l.ID())
+				}
+				if err := invoke(s, ctx, ev); err != nil {
+					t.Fatal(err)
+				}
+				cancel(nil)
+				l.EndLease()
+				charged := l.Policy().(*scheduler.Fair[Waiter]).KeyTime(keyOf(ev))
+				if held && (charged < 0.9 || charged > 1.1) || !held && charged > 0.01 {
+					t.Errorf("held %v: key charged %.3f s, want %s", held, charged, map[bool]string{true: "about the 1 s held", false: "nothing"}[held])
+				}
+				if l.InUse() != 0 {
+					t.Fatalf("%d permits in use at the end", l.InUse())
+				}
+			}
 		}},
 		{"another limiter's permit is not honoured", func(t *testing.T) {
 			l, other := NewFIFOScheduler(1), NewFIFOScheduler(1)

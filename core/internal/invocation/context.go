@@ -67,6 +67,11 @@ type Context struct {
 	// before state is read again, so that cancel (which sets state, then
 	// reads waiting) or the registering call sees the other.
 	waiting atomic.Bool
+	// heldSince is when the lent permit was granted, in the scheduler's
+	// units, for a permit held before the invocation (LendHeld); 0 when
+	// its time counts from the first attempt. Beside waiting, in what was
+	// padding.
+	heldSince uint32
 	// spare is an attempt context allocated with this one (NewInvocation),
 	// handed out by the first Attempt; nil once used or when there is none.
 	// A plain field: the attempts of an invocation come one at a time, and
@@ -161,7 +166,20 @@ func (c *Context) Attempt() *Context {
 // permit of the scheduler with this id for the invocation (see
 // middleware.Scheduler.Lease). Only that goroutine may call it, before the
 // handler runs.
-func (c *Context) Lend(scheduler uint32) { c.permit = scheduler }
+func (c *Context) Lend(scheduler uint32) { c.permit, c.heldSince = scheduler, 0 }
+
+// LendHeld is Lend for a permit granted before the invocation began, at
+// since (in the scheduler's units, non-zero), so that the scheduler charges
+// the time it was held before the attempt reached it.
+func (c *Context) LendHeld(scheduler, since uint32) { c.permit, c.heldSince = scheduler, since }
+
+// TakeHeldSince returns LendHeld's since, once: 0 after the first call,
+// and for a permit lent with Lend.
+func (c *Context) TakeHeldSince() uint32 {
+	s := c.heldSince
+	c.heldSince = 0
+	return s
+}
 
 // Lent is the id of the scheduler whose permit the invocation was lent and
 // still has, 0 if none.
