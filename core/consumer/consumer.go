@@ -206,6 +206,19 @@ func (c *Consumer) Stop(ctx context.Context) error {
 	var err error
 	c.stopOnce.Do(func() {
 		c.stopping.Store(true)
+		// Before the group hears of it: from this call on, no handler
+		// starts that had not started yet.
+		// (Outside c.mu: giving permits back may run a waiting handler on
+		// this goroutine.)
+		c.mu.Lock()
+		ps := make([]*partition, 0, len(c.partitions))
+		for _, p := range c.partitions {
+			ps = append(ps, p)
+		}
+		c.mu.Unlock()
+		for _, p := range ps {
+			p.stopStarting()
+		}
 		c.stop()
 		select {
 		case <-c.done:
@@ -349,6 +362,21 @@ func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 	defer in.tick.Stop()
 	p.startIntake(in)
 	defer c.rescue.remove(p)
+	// The session's end (the member leaves the group) is when nothing new
+	// may start; sarama closes the claim only once its partition consumers
+	// have stopped, which takes a while. A claim revoked by a cooperative
+	// rebalance ends with its channel, which the driver looks for between
+	// bursts (drive).
+	go func() {
+		select {
+		case <-sess.Context().Done():
+			p.stopStarting()
+		case <-in.done:
+		}
+	}()
+	if c.stopping.Load() {
+		p.stopStarting() // claimed while Stop ran
+	}
 	<-in.done
 
 	cause := event.ErrRevoked

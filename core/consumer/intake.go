@@ -99,6 +99,15 @@ func (in *intake) end() {
 	close(in.done)
 }
 
+// awaitEnd is the driver's last wait once the partition stops starting
+// work (partition.stopStarting): for the claim to end, ignoring sarama's
+// records as drive does.
+func (in *intake) awaitEnd() {
+	for range in.claim {
+	}
+	in.end()
+}
+
 // startIntake makes in the partition's intake and starts its first driver.
 // in.done closes when the claim has ended.
 func (p *partition) startIntake(in *intake) {
@@ -128,6 +137,21 @@ func (p *partition) drive(gen uint64) {
 	for {
 		if !p.runReady(gen, way) {
 			return
+		}
+		if p.stopped.Load() {
+			in.awaitEnd()
+			return
+		}
+		// Between bursts, the claim's end (a revocation in a cooperative
+		// rebalance) is looked for even while records keep coming: the
+		// select below is reached only once the stream runs dry.
+		select {
+		case _, ok := <-in.claim:
+			if !ok {
+				in.end()
+				return
+			}
+		default:
 		}
 		if in.admitQueued(p) {
 			continue

@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -73,10 +74,15 @@ type partition struct {
 	lastSlow    bool          // the last runs timed, or found stuck, were slow (intake.go)
 	timersReady bool          // timers are initialised: records may be admitted
 	wantRoom    bool          // the driver holds records: signal room
-	draining    bool          // set once; nothing new starts after it
+	draining    bool          // set once; nothing new starts after it (also in stopped)
 	idle        chan struct{} // closed when draining and running == 0
 	marked      int64         // last offset handed to sarama to commit
 	stallLogged bool
+
+	// stopped is draining, readable without p.mu: an event about to start
+	// checks it last (runOne), so that nothing starts once the partition
+	// stops starting work, not even an event already taken off a queue.
+	stopped atomic.Bool
 
 	// inline is the driver's inline run (intake.go, inlineRun), the low
 	// bit set while a run is under way. The rescuer reads it to find a
@@ -115,6 +121,7 @@ func newPartition(c *Consumer, topic string, id int32) *partition {
 		marked:      offsets.None,
 	}
 	p.inlineEnv = &invocation.Env{Block: p.blockDriver}
+	p.env.Stopping, p.inlineEnv.Stopping = &p.stopped, &p.stopped
 	// Events of this partition waiting for a permit stop waiting when it
 	// is revoked or stopped.
 	p.scope.AfterFunc(c.opts.Stacks.Events.CancelWaiting)
@@ -275,6 +282,15 @@ func (p *partition) run(it item, r *middleware.Run) {
 // asynchronously, in which case its completion continues the key
 // (afterAsync).
 func (p *partition) runOne(it item, env *invocation.Env, lease *permitLease, r *middleware.Run) (finished, async bool) {
+	if p.stopped.Load() {
+		// Left for the next owner: its offset stays unfinished, a timer
+		// stays stored.
+		if t, ok := it.ev.(*timerItem); ok && t.reserved {
+			t.reserved = false
+			p.c.opts.Scheduler.EndLease()
+		}
+		return false, false
+	}
 	switch it.ev.(type) {
 	case *timerItem:
 		// Timers and undecodable records take no leased permit, and the
@@ -398,6 +414,9 @@ func (p *partition) complete(it item, err error) bool {
 	}
 	attrs := []slog.Attr{slog.Int64("offset", it.offset), slog.String("key", it.ev.EventKey()), slog.String("error", err.Error())}
 	switch {
+	case errors.Is(err, invocation.ErrNotStarted):
+		p.log.LogAttrs(context.Background(), slog.LevelDebug, "event not started: the partition is going away; the next owner handles it", attrs...)
+		return false
 	case p.scope.Err() != nil:
 		p.log.LogAttrs(context.Background(), slog.LevelWarn, "event aborted: partition is shutting down; the next owner handles it again", attrs...)
 		return false
@@ -486,14 +505,20 @@ func (p *partition) outstanding() int {
 	return p.tracker.Outstanding()
 }
 
-// drain stops the partition: nothing new or queued starts; events in flight
-// may finish within budget. Near the end of the budget (4/5) their contexts
-// are cancelled with cause; at the end the partition stops waiting and
-// leaves what is still running uncommitted.
-func (p *partition) drain(budget time.Duration, cause error) {
+// stopStarting is a drain's first step, taken as soon as the partition is
+// going away (core-behavior.md §3.9): no event queued or fetched starts
+// from here, and events in flight go on. Queued events and fetched records
+// are left for the next owner. It wakes the driver, which then only waits
+// for the claim to end. Calling it again does nothing.
+func (p *partition) stopStarting() {
 	p.mu.Lock()
+	if p.draining {
+		p.mu.Unlock()
+		return
+	}
 	dropped := p.keys.Close()
 	p.draining = true
+	p.stopped.Store(true)
 	purged, reserved := p.c.exec.purge(p)
 	purged += p.ready.Len()
 	p.ready = ring{}
@@ -508,6 +533,18 @@ func (p *partition) drain(budget time.Duration, cause error) {
 	if n := len(dropped) + purged; n > 0 {
 		p.log.Info("queued events left for the next owner", slog.Int("count", n))
 	}
+	// Events already on their way that wait for a permit leave without
+	// one (invocation.ErrNotStarted); those that hold one go on.
+	p.c.opts.Stacks.Events.CancelWaiting()
+	p.signalRoom()
+}
+
+// drain stops the partition: nothing new or queued starts (stopStarting);
+// events in flight may finish within budget. Near the end of the budget
+// (4/5) their contexts are cancelled with cause; at the end the partition
+// stops waiting and leaves what is still running uncommitted.
+func (p *partition) drain(budget time.Duration, cause error) {
+	p.stopStarting()
 	cancelAt := time.NewTimer(budget * 4 / 5)
 	defer cancelAt.Stop()
 	deadline := time.NewTimer(budget)

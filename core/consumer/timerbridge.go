@@ -112,7 +112,7 @@ func (p *partition) fireTimer(t timerstore.Trigger) {
 		return
 	}
 	key := scheduler.KeyOf(p.topic, p.id, t.Key)
-	gone := func() bool { return p.scope.Err() != nil }
+	gone := func() bool { return p.stopped.Load() || p.scope.Err() != nil }
 	if sched.Reserve(key, middleware.Failure, gone, func(granted bool) {
 		if granted {
 			ev.since = sched.GrantMark()

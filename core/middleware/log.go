@@ -5,6 +5,7 @@ import (
 	"log/slog"
 
 	"github.com/prosody-events/prosody-go/core/fault"
+	"github.com/prosody-events/prosody-go/core/internal/invocation"
 )
 
 // Log is the outermost layer of best-effort mode: it logs a failed event
@@ -25,8 +26,8 @@ func (*Log) Before(*Run) Step { return Continue }
 
 // After implements Layer.
 func (l *Log) After(r *Run, err error) Step {
-	if err == nil {
-		return Result(nil)
+	if err == nil || err == invocation.ErrNotStarted {
+		return Result(err)
 	}
 	level, msg := slog.LevelError, "event failed; committed without a retry (best-effort mode)"
 	if fault.IsTerminal(err) {

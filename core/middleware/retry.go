@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prosody-events/prosody-go/core/fault"
+	"github.com/prosody-events/prosody-go/core/internal/invocation"
 )
 
 // Unlimited as RetryPolicy.MaxRetries retries transient failures until they
@@ -72,8 +73,8 @@ func (l *Retry) Before(r *Run) Step {
 
 // After implements Layer.
 func (l *Retry) After(r *Run, err error) Step {
-	if err == nil || r.ctx.Err() != nil {
-		return Result(err)
+	if err == nil || r.ctx.Err() != nil || err == invocation.ErrNotStarted {
+		return Result(err) // (the last: never started, nothing to log)
 	}
 	slot := r.Slot()
 	n := int(slot.N)

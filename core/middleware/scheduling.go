@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 
 	"github.com/prosody-events/prosody-go/core/event"
+	"github.com/prosody-events/prosody-go/core/internal/invocation"
 	"github.com/prosody-events/prosody-go/core/scheduler"
 )
 
@@ -70,9 +71,19 @@ func (r *Run) granted(l *Scheduler) {
 	r.Resume(Continue)
 }
 
-func (r *Run) gone() bool { return r.ctx.Err() != nil }
+func (r *Run) gone() bool { return r.ctx.Err() != nil || r.ctx.Stopping() }
 
-func (r *Run) dismissed() { r.Resume(Result(r.ctx.Cause())) }
+// dismissed ends the wait of a run that is gone: with its invocation's
+// cancellation cause, or, when its partition stopped starting work while
+// the invocation was not cancelled, with invocation.ErrNotStarted (never
+// with no error, which would count an event that never ran as handled).
+func (r *Run) dismissed() {
+	cause := r.ctx.Cause()
+	if cause == nil {
+		cause = invocation.ErrNotStarted
+	}
+	r.Resume(Result(cause))
+}
 
 // Reserve asks for a permit ahead of the run that will use it, for key
 // with demand d: the engine reserves one for a deferred key's retry

@@ -360,3 +360,39 @@ async def test_pipeline_defers_a_poisoned_key(mock_topic: str) -> None:
     assert all(g > 0.4 for g in gaps[1:]), gaps  # backed off: whole seconds, never at once after the first retry
     await stop(consumer)
     producer._release()
+
+
+async def test_unsubscribe_starts_no_queued_handler(mock_topic: str, caplog: pytest.LogCaptureFixture) -> None:
+    # Every permit is held by a handler waiting at the gate when unsubscribe
+    # is called: those finish, and no other handler starts after the call.
+    caplog.set_level(logging.INFO, logger="prosody")
+    permits, quick, messages = 4, 20, 200
+    gate = asyncio.Event()
+    starts = 0
+    blocked = 0
+
+    async def gated(ctx: Context, m: Message) -> None:
+        nonlocal starts, blocked
+        starts += 1
+        if starts > quick:
+            blocked += 1
+            await gate.wait()
+
+    consumer = mock_client(group_id=unique("g"), subscribed_topics=mock_topic, max_concurrency=permits)
+    producer = mock_client(source_system=unique("src"))
+    await consumer.subscribe(Recorder(on_message=gated))
+    for i in range(messages):
+        await producer.send(mock_topic, f"k{i % 50}", {"i": i})
+    await eventually(lambda: blocked == permits, what="every permit held by a blocked handler")
+    started_before = starts
+    unsubscribing = asyncio.ensure_future(consumer.unsubscribe())
+
+    def draining() -> int:
+        return sum(1 for r in caplog.records if r.name == "prosody" and "partition released; draining" in r.getMessage())
+
+    await eventually(lambda: draining() == 4, what="every partition draining")
+    gate.set()
+    await asyncio.wait_for(unsubscribing, 60)
+    assert starts == started_before, f"{starts - started_before} handlers started after unsubscribe began"
+    consumer._release()
+    producer._release()

@@ -3,6 +3,7 @@ package invocation
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/prosody-events/prosody-go/core/fault"
@@ -24,6 +25,21 @@ type Env struct {
 	// State is the partition's keyed state (a *state.Partition, for the
 	// same reason); nil when the client has no state collections.
 	State any
+	// Stopping is set once the partition stops starting work (it is being
+	// revoked, or the consumer stops): an attempt that waits for a permit
+	// then leaves without one, with ErrNotStarted. Nil: never.
+	Stopping *atomic.Bool
+}
+
+// ErrNotStarted ends an event whose handler did not start because its
+// partition stopped starting work (Env.Stopping) while it waited for a
+// permit. Its offset stays uncommitted: the next owner handles it.
+var ErrNotStarted = fault.Terminal(errors.New("prosody: not started: the partition is going away; the next owner handles the event"))
+
+// Stopping reports whether the invocation's partition has stopped starting
+// work (Env.Stopping).
+func (c *Context) Stopping() bool {
+	return c.env != nil && c.env.Stopping != nil && c.env.Stopping.Load()
 }
 
 // Env is what the engine offers the invocation (nil outside the engine).
