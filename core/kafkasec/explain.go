@@ -52,13 +52,16 @@ func (s Settings) Explain(err error) error {
 		return &AuthError{Option: "ssl_server_name", Reason: "the broker's certificate is for another name", Err: err}
 	case errors.As(err, &invalid):
 		return &AuthError{Option: "ssl_ca_location", Reason: "the broker's certificate is not valid (expired, or not yet valid)", Err: err}
-	case tlsconf.IsHandshakeFailure(err):
-		reason := "the TLS handshake failed"
-		option := "security_protocol"
-		if s.TLS.Cert != "" {
-			option, reason = "ssl_certificate_location", "the TLS handshake failed (the broker may have refused the client certificate)"
+	case tlsconf.IsRemoteAlert(err):
+		// The broker ended the handshake: with mutual TLS that is nearly
+		// always the client certificate, missing or not trusted.
+		reason := "the TLS handshake failed: the broker refused the client certificate"
+		if s.TLS.Cert == "" {
+			reason = "the TLS handshake failed: the broker requires a client certificate, and none is set"
 		}
-		return &AuthError{Option: option, Reason: reason, Err: err}
+		return &AuthError{Option: "ssl_certificate_location", Reason: reason, Err: err}
+	case tlsconf.IsHandshakeFailure(err):
+		return &AuthError{Option: "security_protocol", Reason: "the TLS handshake failed", Err: err}
 	}
 	return err
 }

@@ -148,12 +148,16 @@ func IsHandshakeFailure(err error) bool {
 		alert       tls.AlertError
 		header      tls.RecordHeaderError
 		expiredCert *ExpiredError
-		op          *net.OpError
 	)
-	// An alert the server sent arrives as a net.OpError with this Op
-	// around crypto/tls's unexported alert type.
-	remoteAlert := errors.As(err, &op) && op.Op == "remote error"
 	return errors.As(err, &unknownCA) || errors.As(err, &invalid) || errors.As(err, &hostname) ||
 		errors.As(err, &verify) || errors.As(err, &alert) || errors.As(err, &header) ||
-		errors.As(err, &expiredCert) || remoteAlert
+		errors.As(err, &expiredCert) || IsRemoteAlert(err)
+}
+
+// IsRemoteAlert reports whether the server ended the handshake with a TLS
+// alert ("remote error: tls: bad certificate"). crypto/tls reports it as a
+// net.OpError with this Op around its unexported alert type.
+func IsRemoteAlert(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "remote error"
 }
