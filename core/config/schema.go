@@ -22,15 +22,18 @@ const SchemaVersion = 1
 
 // schemaOption is one option in the document.
 type schemaOption struct {
-	Name     string         `json:"name"`
-	Type     string         `json:"type"`
-	Env      string         `json:"env,omitempty"`
-	EnvOnly  bool           `json:"env_only,omitempty"`
-	JSONOnly bool           `json:"json_only,omitempty"`
-	Nullable bool           `json:"null_is_value,omitempty"`
-	Default  any            `json:"default"`
-	Limits   map[string]any `json:"limits,omitempty"`
-	Node     *nodeOption    `json:"node,omitempty"`
+	Name     string `json:"name"`
+	Type     string `json:"type"`
+	Env      string `json:"env,omitempty"`
+	EnvOnly  bool   `json:"env_only,omitempty"`
+	JSONOnly bool   `json:"json_only,omitempty"`
+	Nullable bool   `json:"null_is_value,omitempty"`
+	// Secret marks a password: a binding must not show its value in an
+	// error or a printed configuration.
+	Secret  bool           `json:"secret,omitempty"`
+	Default any            `json:"default"`
+	Limits  map[string]any `json:"limits,omitempty"`
+	Node    *nodeOption    `json:"node,omitempty"`
 }
 
 // nodeOption is how the Node package names and checks an option.
@@ -161,7 +164,7 @@ func SchemaJSON() []byte {
 			o.reset(&c)
 			entry := schemaOption{
 				Name: o.name, Type: o.typ, Env: o.env, EnvOnly: o.envOnly, JSONOnly: o.env == "" && !o.envOnly,
-				Nullable: o.null, Default: schemaValue(o.value(&c)), Node: nodeOptions[o.name],
+				Nullable: o.null, Secret: o.secret, Default: schemaValue(o.value(&c)), Node: nodeOptions[o.name],
 			}
 			if len(o.facts) > 0 {
 				entry.Limits = o.facts

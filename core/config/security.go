@@ -79,6 +79,7 @@ var secretKind = kind[secret.Secret]{
 func secretOpt(name, env string, field func(*Config) *secret.Secret) option[Config] {
 	o := opt(name, env, field, secretKind, secret.Secret{})
 	o.value = func(c *Config) any { return field(c).Reveal() }
+	o.secret = true
 	return o
 }
 
