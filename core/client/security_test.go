@@ -103,15 +103,25 @@ func secureTopic(t *testing.T, cfg *config.Config) string {
 // TestSecureKafkaEndToEnd sends through the producer and receives through
 // a consumer group (its fetch loop, the admin client and the topic check
 // included) over each secure listener, with a timer per key so that the
-// timer path runs too.
+// timer path runs too: over TLS to Cassandra when the test node has it.
 func TestSecureKafkaEndToEnd(t *testing.T) {
 	s := testservices.RequireSecureKafka(t)
 	testservices.RequireCassandra(t)
+	cassandraTLS := func(*config.Config) {}
+	if cs, ok := testservices.LookupSecureCassandra(); ok {
+		cassandraTLS = func(c *config.Config) {
+			c.CassandraNodes = []string{cs.CQL}
+			c.CassandraSslEnabled = true
+			c.CassandraSslCaLocation = cs.CA
+		}
+	} else {
+		t.Log("Cassandra has no TLS description: timers use its plaintext connection")
+	}
 	for _, sc := range secureCases(t, s) {
 		t.Run(sc.name, func(t *testing.T) {
 			base := newConfig(t, target{"kafka", false}, sc.set)
 			topic := secureTopic(t, base)
-			cfg := newConfig(t, target{"kafka", false}, sc.set, func(c *config.Config) {
+			cfg := newConfig(t, target{"kafka", false}, sc.set, cassandraTLS, func(c *config.Config) {
 				c.GroupID = testservices.UniqueName("g-secure")
 				c.SubscribedTopics = []string{topic}
 				c.SendTimeout = config.Some(30 * time.Second)

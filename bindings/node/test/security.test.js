@@ -69,7 +69,7 @@ test("secure Kafka: a wrong password fails fast, naming the options, not showing
     await producer.shutdown();
   }
   assert.throws(() => new ProsodyClient(realConfig({ saslPassword: wrong })), (e) =>
-    e instanceof prosody.ConfigurationError && e.message.includes("sasl_password: needs security_protocol") && !e.message.includes(wrong));
+    e.name === "ConfigurationError" && /sasl_password\)?: needs security_protocol/.test(e.message) && !e.message.includes(wrong));
   assert.throws(() => new ProsodyClient(realConfig({ saslPassword: 12345 })), (e) =>
     e.message === "saslPassword: must be a string (the value is not shown)");
 });

@@ -29,11 +29,15 @@ func SecureKafkaFile() string {
 	if p := os.Getenv("PROSODY_TEST_KAFKA_TLS"); p != "" {
 		return p
 	}
-	run := os.Getenv("PROSODY_SERVICES_RUN")
-	if run == "" {
-		run = filepath.Join(os.TempDir(), "prosody-services")
+	return filepath.Join(servicesRun(), "kafka", "tls", "listeners.json")
+}
+
+// servicesRun is scripts/services' run directory.
+func servicesRun() string {
+	if run := os.Getenv("PROSODY_SERVICES_RUN"); run != "" {
+		return run
 	}
-	return filepath.Join(run, "kafka", "tls", "listeners.json")
+	return filepath.Join(os.TempDir(), "prosody-services")
 }
 
 // RequireSecureKafka returns the secure listeners, or skips the test when
@@ -61,5 +65,50 @@ func RequireSecureKafka(t testing.TB) SecureKafka {
 		}
 		conn.Close()
 	}
+	return s
+}
+
+// SecureCassandra describes the test Cassandra's TLS (optional client
+// encryption on its CQL port), as scripts/services writes it to tls.json.
+type SecureCassandra struct {
+	CQL               string `json:"cql"`
+	CA                string `json:"ca"`
+	CAKey             string `json:"ca_key"`
+	ClientCertificate string `json:"client_certificate"`
+	ClientKey         string `json:"client_key"`
+}
+
+func secureCassandraFile() string {
+	if path := os.Getenv("PROSODY_TEST_CASSANDRA_TLS"); path != "" {
+		return path
+	}
+	return filepath.Join(servicesRun(), "cassandra", "tls", "tls.json")
+}
+
+// LookupSecureCassandra returns Cassandra's TLS description if there is
+// one, for tests that use it when they can.
+func LookupSecureCassandra() (SecureCassandra, bool) {
+	var s SecureCassandra
+	data, err := os.ReadFile(secureCassandraFile())
+	return s, err == nil && json.Unmarshal(data, &s) == nil
+}
+
+// RequireSecureCassandra is RequireSecureKafka for Cassandra's TLS
+// (PROSODY_TEST_CASSANDRA_TLS, else the default run directory).
+func RequireSecureCassandra(t testing.TB) SecureCassandra {
+	t.Helper()
+	path := secureCassandraFile()
+	data, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		t.Skipf("Cassandra's TLS is not configured (no %s): restart Cassandra with `scripts/services stop cassandra && scripts/services start cassandra`, or set PROSODY_TEST_CASSANDRA_TLS", path)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s SecureCassandra
+	if err := json.Unmarshal(data, &s); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	requireListening(t, "Cassandra", []string{s.CQL})
 	return s
 }
