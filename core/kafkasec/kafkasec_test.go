@@ -1,6 +1,7 @@
 package kafkasec
 
 import (
+	"crypto/tls"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/prosody-events/prosody-go/core/config"
+	"github.com/prosody-events/prosody-go/core/internal/testpki"
 	"github.com/prosody-events/prosody-go/core/secret"
 	"github.com/prosody-events/prosody-go/core/tlsconf"
 )
@@ -138,5 +140,47 @@ func TestTokenFileIsReadAgainOnExpiryAndChange(t *testing.T) {
 	write("  \n", now.Add(2*time.Second))
 	if _, err := tf.Token(); err == nil || !strings.Contains(err.Error(), "is empty") {
 		t.Fatalf("empty file: %v", err)
+	}
+}
+
+// TestExplainHandshakes explains real handshake failures: the broker's
+// certificate from an unknown CA, expired, or for another name.
+func TestExplainHandshakes(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := testpki.NewCA(dir, "ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := testpki.NewCA(dir, "other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	valid := testpki.ServeTLS(t, ca, now.Add(-time.Hour), now.Add(time.Hour))
+	expired := testpki.ServeTLS(t, ca, now.Add(-48*time.Hour), now.Add(-time.Hour))
+	for _, tc := range []struct {
+		name, addr, ca, serverName string
+		option, reason             string
+	}{
+		{"unknown CA", valid, other.CertPath, "localhost", "ssl_ca_location", "not signed by a trusted CA"},
+		{"expired broker certificate", expired, ca.CertPath, "localhost", "ssl_ca_location", "not valid (expired, or not yet valid)"},
+		{"another name", valid, ca.CertPath, "kafka.example", "ssl_server_name", "for another name"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := Settings{Protocol: config.ProtocolSSL, TLS: tlsconf.Files{CA: tc.ca, ServerName: tc.serverName, Verify: true}}
+			cfg, err := s.TLS.Config()
+			if err != nil {
+				t.Fatal(err)
+			}
+			conn, err := tls.Dial("tcp", tc.addr, cfg)
+			if err == nil {
+				conn.Close()
+				t.Fatal("handshake succeeded")
+			}
+			var ae *AuthError
+			if !errors.As(s.Explain(err), &ae) || ae.Option != tc.option || !strings.Contains(ae.Reason, tc.reason) {
+				t.Errorf("Explain(%v) = %v", err, s.Explain(err))
+			}
+		})
 	}
 }

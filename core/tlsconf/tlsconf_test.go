@@ -91,45 +91,27 @@ func TestHandshakeFailuresAreRecognised(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cert, key, err := ca.Issue(dir, "server", time.Now().Add(-time.Hour), time.Now().Add(time.Hour), "localhost")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pair, err := tls.LoadX509KeyPair(cert, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{pair}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			_ = c.(*tls.Conn).Handshake()
-			c.Close()
-		}
-	}()
+	now := time.Now()
+	server := testpki.ServeTLS(t, ca, now.Add(-time.Hour), now.Add(time.Hour))
+	expired := testpki.ServeTLS(t, ca, now.Add(-48*time.Hour), now.Add(-time.Hour))
 	for _, tc := range []struct {
 		name  string
+		addr  string
 		files Files
 		ok    bool
 	}{
-		{"trusted", Files{CA: ca.CertPath, ServerName: "localhost", Verify: true}, true},
-		{"unknown CA", Files{CA: other.CertPath, ServerName: "localhost", Verify: true}, false},
-		{"wrong name", Files{CA: ca.CertPath, ServerName: "kafka.example", Verify: true}, false},
-		{"verification off", Files{CA: other.CertPath, Verify: false}, true},
+		{"trusted", server, Files{CA: ca.CertPath, ServerName: "localhost", Verify: true}, true},
+		{"unknown CA", server, Files{CA: other.CertPath, ServerName: "localhost", Verify: true}, false},
+		{"wrong name", server, Files{CA: ca.CertPath, ServerName: "kafka.example", Verify: true}, false},
+		{"expired server certificate", expired, Files{CA: ca.CertPath, ServerName: "localhost", Verify: true}, false},
+		{"verification off", server, Files{CA: other.CertPath, Verify: false}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, err := tc.files.Config()
 			if err != nil {
 				t.Fatal(err)
 			}
-			conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", ln.Addr().String(), cfg)
+			conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", tc.addr, cfg)
 			if tc.ok {
 				if err != nil {
 					t.Fatal(err)
