@@ -21,6 +21,15 @@ const file = process.env.PROSODY_TEST_KAFKA_TLS ||
 const listeners = fs.existsSync(file) ? JSON.parse(fs.readFileSync(file, "utf8")) : null;
 const skip = listeners ? false : `the Kafka SASL_SSL/SSL listeners are not configured (no ${file}): restart Kafka with \`scripts/services stop kafka && scripts/services start kafka\``;
 
+// Timers over TLS to Cassandra when the test node describes its TLS.
+const cassandraFile = process.env.PROSODY_TEST_CASSANDRA_TLS ||
+  path.join(process.env.PROSODY_SERVICES_RUN || path.join(os.tmpdir(), "prosody-services"), "cassandra", "tls", "tls.json");
+const cassandraTLS = () => {
+  if (!fs.existsSync(cassandraFile)) return {};
+  const c = JSON.parse(fs.readFileSync(cassandraFile, "utf8"));
+  return { cassandraNodes: c.cql, cassandraSslEnabled: true, cassandraSslCaLocation: c.ca };
+};
+
 const scram = (password) => ({
   bootstrapServers: listeners.sasl_ssl, securityProtocol: "sasl_ssl", saslMechanism: "SCRAM-SHA-512",
   saslUsername: listeners.sasl_username, saslPassword: password, sslCaLocation: listeners.ca,
@@ -36,13 +45,21 @@ for (const [how, security] of [["SCRAM-SHA-512", () => scram(listeners.sasl_pass
     const admin = new AdminClient(bootstrapServers, options);
     const topic = unique("node-secure");
     await admin.createTopic(topic, 2, 1);
-    const consumer = new ProsodyClient(realConfig({ ...security(), subscribedTopics: topic }));
+    const consumer = new ProsodyClient(realConfig({ ...security(), ...cassandraTLS(), subscribedTopics: topic }));
     const producer = new ProsodyClient(realConfig({ ...security(), groupId: undefined, sendTimeoutMs: 30000 }));
     try {
       const seen = new Set();
-      await consumer.subscribe({ async onMessage(_ctx, m) { seen.add(m.key); } });
+      const fired = new Set();
+      await consumer.subscribe({
+        async onMessage(ctx, m) {
+          seen.add(m.key);
+          await ctx.schedule(new Date(Date.now() + 1000));
+        },
+        async onTimer(_ctx, timer) { fired.add(timer.key); },
+      });
       for (let i = 0; i < 10; i++) await producer.send(topic, `k${i}`, { i });
       await waitFor(() => seen.size === 10, `10 messages over ${how}`, 60000);
+      await waitFor(() => fired.size === 10, "10 timers", 60000);
       const shown = util.inspect(consumer) + util.inspect(producer) + logged.join("\n");
       assert.ok(!shown.includes(listeners.sasl_password), "the password is shown");
     } finally {

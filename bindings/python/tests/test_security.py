@@ -13,6 +13,7 @@ import logging
 import os
 import tempfile
 import time
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +24,22 @@ from prosody import AdminClient, Context, Message
 from conftest import Recorder, eventually, kafka_client, stop, unique
 
 
+def _run_dir() -> Path:
+    return Path(os.environ.get("PROSODY_SERVICES_RUN") or Path(tempfile.gettempdir()) / "prosody-services")
+
+
+def _cassandra_tls() -> dict[str, Any]:
+    """Timers over TLS to Cassandra when the test node describes its TLS."""
+    path = os.environ.get("PROSODY_TEST_CASSANDRA_TLS") or str(_run_dir() / "cassandra" / "tls" / "tls.json")
+    if not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        c = json.load(f)
+    return {"cassandra_nodes": c["cql"], "cassandra_ssl_enabled": True, "cassandra_ssl_ca_location": c["ca"]}
+
+
 def _listeners() -> dict[str, str]:
-    path = os.environ.get("PROSODY_TEST_KAFKA_TLS") or str(
-        Path(os.environ.get("PROSODY_SERVICES_RUN") or Path(tempfile.gettempdir()) / "prosody-services")
-        / "kafka" / "tls" / "listeners.json")
+    path = os.environ.get("PROSODY_TEST_KAFKA_TLS") or str(_run_dir() / "kafka" / "tls" / "listeners.json")
     if not os.path.exists(path):
         pytest.skip(f"the Kafka SASL_SSL/SSL listeners are not configured (no {path}): "
                     "restart Kafka with `scripts/services stop kafka && scripts/services start kafka`")
@@ -58,14 +71,17 @@ async def test_secure_round_trip(how: str, caplog: pytest.LogCaptureFixture) -> 
 
     async def on_message(ctx: Context, m: Message) -> None:
         seen.append(m.key)
+        await ctx.schedule(datetime.now(timezone.utc) + timedelta(seconds=1))
 
+    handler = Recorder(on_message=on_message)
     caplog.set_level(logging.DEBUG)
-    consumer = kafka_client(group_id=unique("g"), subscribed_topics=topic, **security)
+    consumer = kafka_client(group_id=unique("g"), subscribed_topics=topic, **security, **_cassandra_tls())
     producer = kafka_client(source_system=unique("src"), send_timeout=30.0, **security)
-    await asyncio.wait_for(consumer.subscribe(Recorder(on_message=on_message)), 60)
+    await asyncio.wait_for(consumer.subscribe(handler), 60)
     for i in range(10):
         await producer.send(topic, f"k{i}", {"i": i})
     await eventually(lambda: len(set(seen)) == 10, timeout=60, what="10 messages over " + how)
+    await eventually(lambda: len({t.key for t in handler.timers}) == 10, timeout=60, what="10 timers")
     await stop(consumer)
     producer._release()
     await admin.delete_topic(topic)
