@@ -68,10 +68,8 @@ func Connect(ctx context.Context, o Options) (*Session, error) {
 	// statements name their tables fully qualified instead.
 	gs, err := cluster.CreateSession()
 	if err != nil {
-		if o.TLS != nil {
-			if explained := explainTLS(err); explained != nil {
-				return nil, fault.Terminal(fmt.Errorf("cassandra: connect to %v: %w", hosts, explained))
-			}
+		if explained := explainRefusal(err, o.TLS != nil); explained != nil {
+			return nil, fault.Terminal(fmt.Errorf("cassandra: connect to %v: %w", hosts, explained))
 		}
 		return nil, Classify(fmt.Errorf("cassandra: connect to %v: %w", hosts, err))
 	}

@@ -3,6 +3,7 @@ package cassandra
 import (
 	"context"
 	"log/slog"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/prosody-events/prosody-go/core/fault"
 	"github.com/prosody-events/prosody-go/core/internal/testpki"
 	"github.com/prosody-events/prosody-go/core/internal/testservices"
+	"github.com/prosody-events/prosody-go/core/secret"
 	"github.com/prosody-events/prosody-go/core/tlsconf"
 )
 
@@ -59,6 +61,64 @@ func TestTLSConnect(t *testing.T) {
 				t.Errorf("error (terminal %v): %v", fault.IsTerminal(err), err)
 			}
 			t.Logf("failed in %v: %v", time.Since(start).Round(time.Millisecond), err)
+		})
+	}
+}
+
+// TestPasswordAuthenticatorOverTLS logs in to the cassandra-auth node
+// (TLS required, PasswordAuthenticator): the right password works, a wrong
+// one fails at once naming the options and not showing it.
+func TestPasswordAuthenticatorOverTLS(t *testing.T) {
+	s := testservices.RequireAuthCassandra(t)
+	const wrong = "cassandra-Wrong-Pa55word"
+	files := tlsconf.Files{Prefix: "cassandra_", CA: s.CA, Verify: true}
+	cases := []struct {
+		name           string
+		user, password string
+		tls            *tlsconf.Files
+		wantErr        string
+	}{
+		{"TLS and the right password", s.User, s.Password, &files, ""},
+		{"wrong password", s.User, wrong, &files, "cassandra_user / cassandra_password: the node refused the credentials"},
+		{"no password", "", "", &files, "cassandra_user / cassandra_password: the node requires a login"},
+		{"no TLS", s.User, s.Password, nil, "connect to"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			start := time.Now()
+			goroutines := runtime.NumGoroutine()
+			sess, err := Connect(ctx, Options{Nodes: []string{s.CQL}, Keyspace: "prosody_auth_tests",
+				User: tc.user, Password: secret.New(tc.password), TLS: tc.tls, Logger: slog.New(slog.DiscardHandler)})
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				sess.Close()
+				// A login takes long enough (the node hashes the password)
+				// that gocql may still be opening the pool's second
+				// connection: closed, it retries that for a few seconds
+				// before its goroutine ends.
+				testservices.WaitFor(t, 15*time.Second, "gocql's connection pool to stop", func() bool {
+					return runtime.NumGoroutine() <= goroutines
+				})
+				return
+			}
+			if err == nil {
+				sess.Close()
+				t.Fatal("connected")
+			}
+			if !strings.Contains(err.Error(), tc.wantErr) || strings.Contains(err.Error(), wrong) {
+				t.Errorf("error: %v", err)
+			}
+			if took := time.Since(start); took > 30*time.Second {
+				t.Errorf("took %v", took)
+			}
+			if tc.tls != nil && !fault.IsTerminal(err) {
+				t.Errorf("a refused login is not terminal: %v", err)
+			}
+			t.Logf("failed in %v (terminal %v): %v", time.Since(start).Round(time.Millisecond), fault.IsTerminal(err), err)
 		})
 	}
 }

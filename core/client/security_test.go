@@ -103,12 +103,22 @@ func secureTopic(t *testing.T, cfg *config.Config) string {
 // TestSecureKafkaEndToEnd sends through the producer and receives through
 // a consumer group (its fetch loop, the admin client and the topic check
 // included) over each secure listener, with a timer per key so that the
-// timer path runs too: over TLS to Cassandra when the test node has it.
+// timer path runs too: over TLS with a login to the cassandra-auth node
+// when scripts/services started it.
 func TestSecureKafkaEndToEnd(t *testing.T) {
 	s := testservices.RequireSecureKafka(t)
 	testservices.RequireCassandra(t)
 	cassandraTLS := func(*config.Config) {}
-	if cs, ok := testservices.LookupSecureCassandra(); ok {
+	if cs, ok := testservices.LookupAuthCassandra(); ok {
+		cassandraTLS = func(c *config.Config) {
+			c.CassandraNodes = []string{cs.CQL}
+			c.CassandraSslEnabled = true
+			c.CassandraSslCaLocation = cs.CA
+			c.CassandraUser = cs.User
+			c.CassandraPassword = secret.New(cs.Password)
+		}
+	} else if cs, ok := testservices.LookupSecureCassandra(); ok {
+		t.Log("no cassandra-auth node: timers over TLS without a login")
 		cassandraTLS = func(c *config.Config) {
 			c.CassandraNodes = []string{cs.CQL}
 			c.CassandraSslEnabled = true

@@ -71,7 +71,11 @@ func RequireSecureKafka(t testing.TB) SecureKafka {
 // SecureCassandra describes the test Cassandra's TLS (optional client
 // encryption on its CQL port), as scripts/services writes it to tls.json.
 type SecureCassandra struct {
-	CQL               string `json:"cql"`
+	CQL string `json:"cql"`
+	// User and Password log in to the cassandra-auth node (empty for the
+	// plain one, which needs no login).
+	User              string `json:"user"`
+	Password          string `json:"password"`
 	CA                string `json:"ca"`
 	CAKey             string `json:"ca_key"`
 	ClientCertificate string `json:"client_certificate"`
@@ -83,6 +87,28 @@ func secureCassandraFile() string {
 		return path
 	}
 	return filepath.Join(servicesRun(), "cassandra", "tls", "tls.json")
+}
+
+func authCassandraFile() string {
+	if path := os.Getenv("PROSODY_TEST_CASSANDRA_AUTH"); path != "" {
+		return path
+	}
+	return filepath.Join(servicesRun(), "cassandra-auth", "tls", "tls.json")
+}
+
+// LookupAuthCassandra returns the cassandra-auth node (TLS required,
+// PasswordAuthenticator) if scripts/services started one.
+func LookupAuthCassandra() (SecureCassandra, bool) {
+	var s SecureCassandra
+	data, err := os.ReadFile(authCassandraFile())
+	return s, err == nil && json.Unmarshal(data, &s) == nil
+}
+
+// RequireAuthCassandra is RequireSecureCassandra for the cassandra-auth
+// node (PROSODY_TEST_CASSANDRA_AUTH, else the default run directory).
+func RequireAuthCassandra(t testing.TB) SecureCassandra {
+	t.Helper()
+	return requireCassandraFile(t, authCassandraFile(), "cassandra-auth")
 }
 
 // LookupSecureCassandra returns Cassandra's TLS description if there is
@@ -97,10 +123,14 @@ func LookupSecureCassandra() (SecureCassandra, bool) {
 // (PROSODY_TEST_CASSANDRA_TLS, else the default run directory).
 func RequireSecureCassandra(t testing.TB) SecureCassandra {
 	t.Helper()
-	path := secureCassandraFile()
+	return requireCassandraFile(t, secureCassandraFile(), "cassandra")
+}
+
+func requireCassandraFile(t testing.TB, path, service string) SecureCassandra {
+	t.Helper()
 	data, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
-		t.Skipf("Cassandra's TLS is not configured (no %s): restart Cassandra with `scripts/services stop cassandra && scripts/services start cassandra`, or set PROSODY_TEST_CASSANDRA_TLS", path)
+		t.Skipf("the %s node's TLS is not configured (no %s): (re)start it with `scripts/services stop %s && scripts/services start %s`", service, path, service, service)
 	}
 	if err != nil {
 		t.Fatal(err)
