@@ -21,13 +21,19 @@ const file = process.env.PROSODY_TEST_KAFKA_TLS ||
 const listeners = fs.existsSync(file) ? JSON.parse(fs.readFileSync(file, "utf8")) : null;
 const skip = listeners ? false : `the Kafka SASL_SSL/SSL listeners are not configured (no ${file}): restart Kafka with \`scripts/services stop kafka && scripts/services start kafka\``;
 
-// Timers over TLS to Cassandra when the test node describes its TLS.
-const cassandraFile = process.env.PROSODY_TEST_CASSANDRA_TLS ||
-  path.join(process.env.PROSODY_SERVICES_RUN || path.join(os.tmpdir(), "prosody-services"), "cassandra", "tls", "tls.json");
+// Timers over TLS with a login (the cassandra-auth node), else over TLS,
+// when the services describe them.
+const runDir = process.env.PROSODY_SERVICES_RUN || path.join(os.tmpdir(), "prosody-services");
 const cassandraTLS = () => {
-  if (!fs.existsSync(cassandraFile)) return {};
-  const c = JSON.parse(fs.readFileSync(cassandraFile, "utf8"));
-  return { cassandraNodes: c.cql, cassandraSslEnabled: true, cassandraSslCaLocation: c.ca };
+  for (const name of ["cassandra-auth", "cassandra"]) {
+    const f = path.join(runDir, name, "tls", "tls.json");
+    if (!fs.existsSync(f)) continue;
+    const c = JSON.parse(fs.readFileSync(f, "utf8"));
+    const opts = { cassandraNodes: c.cql, cassandraSslEnabled: true, cassandraSslCaLocation: c.ca };
+    if (c.user) Object.assign(opts, { cassandraUser: c.user, cassandraPassword: c.password });
+    return opts;
+  }
+  return {};
 };
 
 const scram = (password) => ({

@@ -29,13 +29,16 @@ def _run_dir() -> Path:
 
 
 def _cassandra_tls() -> dict[str, Any]:
-    """Timers over TLS to Cassandra when the test node describes its TLS."""
-    path = os.environ.get("PROSODY_TEST_CASSANDRA_TLS") or str(_run_dir() / "cassandra" / "tls" / "tls.json")
-    if not os.path.exists(path):
-        return {}
-    with open(path) as f:
-        c = json.load(f)
-    return {"cassandra_nodes": c["cql"], "cassandra_ssl_enabled": True, "cassandra_ssl_ca_location": c["ca"]}
+    """Timers over TLS with a login (the cassandra-auth node), else over TLS, when the services describe them."""
+    for name in ("cassandra-auth", "cassandra"):
+        path = _run_dir() / name / "tls" / "tls.json"
+        if path.exists():
+            c = json.loads(path.read_text())
+            opts = {"cassandra_nodes": c["cql"], "cassandra_ssl_enabled": True, "cassandra_ssl_ca_location": c["ca"]}
+            if c.get("user"):
+                opts.update(cassandra_user=c["user"], cassandra_password=c["password"])
+            return opts
+    return {}
 
 
 def _listeners() -> dict[str, str]:
