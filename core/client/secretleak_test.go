@@ -11,10 +11,9 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
-
-	"github.com/IBM/sarama"
 
 	"github.com/prosody-events/prosody-go/core/config"
 	"github.com/prosody-events/prosody-go/core/event"
@@ -41,27 +40,37 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-// captureStderr sends what the process writes to stderr (the default
-// slog and log output, anything a library prints) into out until the
-// returned function is called.
+// captureStderr sends what the process writes to file descriptor 2 (the
+// default slog and log output, anything a library or the runtime prints)
+// into out until the returned function is called. The descriptor is
+// redirected, not the os.Stderr variable, which other goroutines read.
 func captureStderr(t *testing.T, out io.Writer) (restore func()) {
 	t.Helper()
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	orig := os.Stderr
-	os.Stderr = w
+	saved, err := syscall.Dup(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Dup3(int(w.Fd()), 2, 0); err != nil {
+		t.Fatal(err)
+	}
+	w.Close() // fd 2 keeps the pipe open
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		_, _ = io.Copy(out, r)
 	}()
+	var once sync.Once
 	return func() {
-		os.Stderr = orig
-		w.Close()
-		<-done
-		r.Close()
+		once.Do(func() {
+			_ = syscall.Dup3(saved, 2, 0) // closes the pipe's last writer
+			_ = syscall.Close(saved)
+			<-done
+			r.Close()
+		})
 	}
 }
 
@@ -78,19 +87,17 @@ func TestSecretsNeverLeaveTheProcess(t *testing.T) {
 
 	var out syncBuffer
 	logger := slog.New(slog.NewJSONHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	prevLogger, prevDebug, prevFlags := sarama.Logger, sarama.DebugLogger, log.Flags()
-	sarama.Logger = log.New(&out, "[sarama] ", log.LstdFlags)
-	sarama.DebugLogger = sarama.Logger
+	saramaLog.set(&out) // sarama's Logger and DebugLogger write there (TestMain)
 	prevOutput := log.Writer()
 	log.SetOutput(&out)
 	restoreStderr := captureStderr(t, &out)
 	defer func() {
 		restoreStderr()
-		sarama.Logger, sarama.DebugLogger = prevLogger, prevDebug
+		saramaLog.set(nil)
 		log.SetOutput(prevOutput)
-		log.SetFlags(prevFlags)
 	}()
 	emit := func(format string, args ...any) { fmt.Fprintf(&out, format+"\n", args...) }
+	fmt.Fprintln(os.Stderr, "stderr is captured")
 
 	authenticated := func(password string) func(*config.Config) {
 		return func(c *config.Config) {
@@ -176,9 +183,8 @@ func TestSecretsNeverLeaveTheProcess(t *testing.T) {
 	emit("validation: %v", err)
 
 	restoreStderr()
-	restoreStderr = func() {}
 	text := out.String()
-	for _, want := range []string{"partition assigned", "SASL", "sasl_username / sasl_password", "sasl_password: needs security_protocol", "[redacted]"} {
+	for _, want := range []string{"stderr is captured", "partition assigned", "SASL", "sasl_username / sasl_password", "sasl_password: needs security_protocol", "[redacted]"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the capture lacks %q: is everything captured? (%d bytes)", want, len(text))
 		}
