@@ -112,8 +112,11 @@ func validateKafkaSecurity(c *Config, errs *errorList) {
 			if c.SaslOauthbearerTokenFile == "" {
 				errs.add("sasl_oauthbearer_token_file", "must be set with sasl_mechanism OAUTHBEARER")
 			}
-			if c.SaslUsername != "" || c.SaslPassword.IsSet() {
-				errs.add("sasl_username", "must not be set with sasl_mechanism OAUTHBEARER (the token authenticates), nor sasl_password")
+			if c.SaslUsername != "" {
+				errs.add("sasl_username", "must not be set with sasl_mechanism OAUTHBEARER (the token authenticates)")
+			}
+			if c.SaslPassword.IsSet() {
+				errs.add("sasl_password", "must not be set with sasl_mechanism OAUTHBEARER (the token authenticates)")
 			}
 		default:
 			if c.SaslUsername == "" {

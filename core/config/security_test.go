@@ -23,7 +23,7 @@ func TestSecurityRules(t *testing.T) {
 		{"SCRAM without password", map[string]string{"security_protocol": `"sasl_plaintext"`, "sasl_mechanism": `"SCRAM-SHA-256"`, "sasl_username": `"u"`}, "sasl_password", "must be set with sasl_mechanism SCRAM-SHA-256"},
 		{"PLAIN without user", map[string]string{"security_protocol": `"sasl_plaintext"`, "sasl_mechanism": `"PLAIN"`, "sasl_password": pw}, "sasl_username", "must be set with sasl_mechanism PLAIN"},
 		{"OAUTHBEARER without token file", map[string]string{"security_protocol": `"sasl_ssl"`, "sasl_mechanism": `"OAUTHBEARER"`}, "sasl_oauthbearer_token_file", "must be set with sasl_mechanism OAUTHBEARER"},
-		{"OAUTHBEARER with a password", map[string]string{"security_protocol": `"sasl_ssl"`, "sasl_mechanism": `"OAUTHBEARER"`, "sasl_oauthbearer_token_file": `"t"`, "sasl_password": pw}, "sasl_username", "must not be set with sasl_mechanism OAUTHBEARER"},
+		{"OAUTHBEARER with a password", map[string]string{"security_protocol": `"sasl_ssl"`, "sasl_mechanism": `"OAUTHBEARER"`, "sasl_oauthbearer_token_file": `"t"`, "sasl_password": pw}, "sasl_password", "must not be set with sasl_mechanism OAUTHBEARER"},
 		{"token file with SCRAM", map[string]string{"security_protocol": `"sasl_ssl"`, "sasl_mechanism": `"SCRAM-SHA-256"`, "sasl_username": `"u"`, "sasl_password": pw, "sasl_oauthbearer_token_file": `"t"`}, "sasl_oauthbearer_token_file", "only read with sasl_mechanism OAUTHBEARER"},
 		{"password without SASL", map[string]string{"sasl_password": pw}, "sasl_password", `needs security_protocol "sasl_plaintext" or "sasl_ssl", got security_protocol "plaintext"`},
 		{"mechanism with ssl", map[string]string{"security_protocol": `"ssl"`, "sasl_mechanism": `"PLAIN"`}, "sasl_mechanism", `got security_protocol "ssl"`},
