@@ -7,6 +7,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/prosody-events/prosody-go/core/config"
 	"github.com/prosody-events/prosody-go/core/tlsconf"
 )
 
@@ -39,6 +40,8 @@ func (s Settings) Explain(err error) error {
 		expired   *tlsconf.ExpiredError
 	)
 	switch {
+	case errors.Is(err, sarama.ErrSASLAuthenticationFailed) && s.Mechanism == config.MechanismOAuthBearer:
+		return &AuthError{Option: "sasl_oauthbearer_token_file", Reason: fmt.Sprintf("the broker refused the token in %q", s.TokenFile), Err: err}
 	case errors.Is(err, sarama.ErrSASLAuthenticationFailed):
 		return &AuthError{Option: "sasl_username / sasl_password",
 			Reason: fmt.Sprintf("the broker refused the %s credentials of user %q", s.Mechanism, s.Username), Err: err}

@@ -86,6 +86,10 @@ func TestExplain(t *testing.T) {
 	if strings.Contains(err.Error(), "hunter2") {
 		t.Errorf("shows the password: %v", err)
 	}
+	oauth := Settings{Mechanism: config.MechanismOAuthBearer, TokenFile: "/run/token"}
+	if err := oauth.Explain(sarama.ErrSASLAuthenticationFailed); !strings.HasPrefix(err.Error(), `sasl_oauthbearer_token_file: the broker refused the token in "/run/token"`) {
+		t.Errorf("OAUTHBEARER: %v", err)
+	}
 	if plain := errors.New("connection refused"); s.Explain(plain) != plain || IsAuthError(plain) {
 		t.Error("an ordinary network error is left alone")
 	}
