@@ -14,7 +14,7 @@ help: ## list the targets
 deps: ## install what a fresh machine lacks (Java 17, Maven, Go modules)
 	@scripts/install-deps
 
-services-up: deps ## start Kafka (localhost:9094) and Cassandra (localhost:9042), reusing healthy ones
+services-up: deps ## start Kafka (localhost:9094; SASL_SSL 9096, mTLS 9097), Cassandra (9042) and cassandra-auth (9043, TLS + login), reusing healthy ones
 	@$(SERVICES) start
 
 services-down: ## stop the test services and delete their data

@@ -13,6 +13,7 @@ import (
 
 	"github.com/prosody-events/prosody-go/core/admin"
 	"github.com/prosody-events/prosody-go/core/config"
+	"github.com/prosody-events/prosody-go/core/kafkasec"
 )
 
 var admins = newTable[*adminEntry](kindAdmin)
@@ -55,7 +56,7 @@ func prosodyGo_admin_new(cfgJSON *C.char, out *C.uint64_t, errOut **C.char) (sta
 	}
 	e := &adminEntry{ready: make(chan struct{})}
 	go func() {
-		a, err := admin.New(admin.Options{Brokers: cfg.BootstrapServers, Mock: cfg.Mock})
+		a, err := admin.New(admin.Options{Brokers: cfg.BootstrapServers, Mock: cfg.Mock, Security: kafkasec.FromConfig(cfg)})
 		e.mu.Lock()
 		e.a, e.err = a, err
 		released := e.released

@@ -71,7 +71,7 @@ export interface StateCollectionConfig {
  * which wins over the default. `…Ms` options are milliseconds, `…Seconds`
  * and `…S` options seconds.
  */
-export interface Configuration {
+export interface Configuration extends KafkaSecurity {
   bootstrapServers?: string | string[];
   mock?: boolean;
   sendTimeoutMs?: number;
@@ -101,8 +101,16 @@ export interface Configuration {
   cassandraDatacenter?: string;
   cassandraRack?: string;
   cassandraUser?: string;
+  /** Never shown in errors or by util.inspect. */
   cassandraPassword?: string;
   cassandraRetentionSeconds?: number;
+  /** Cassandra client encryption; the other cassandraSsl* options need it. */
+  cassandraSslEnabled?: boolean;
+  cassandraSslCaLocation?: string;
+  cassandraSslCertificateLocation?: string;
+  cassandraSslKeyLocation?: string;
+  /** `false` accepts any Cassandra certificate: development only. */
+  cassandraEnableSslCertificateVerification?: boolean;
   schedulerFailureWeight?: number;
   schedulerMaxWaitMs?: number;
   schedulerWaitWeight?: number;
@@ -240,9 +248,32 @@ export declare class ProsodyClient {
   state<T>(subsystem: string, definition: DequeDefinition<T>): Promise<PublishedDeque<T>>;
 }
 
+/** Kafka security options, librdkafka's names in camelCase (README, Security). */
+export interface KafkaSecurity {
+  /** Any case; default "plaintext". */
+  securityProtocol?: "plaintext" | "ssl" | "sasl_plaintext" | "sasl_ssl" | "PLAINTEXT" | "SSL" | "SASL_PLAINTEXT" | "SASL_SSL";
+  /** Required with a sasl_* protocol. */
+  saslMechanism?: "PLAIN" | "SCRAM-SHA-256" | "SCRAM-SHA-512" | "OAUTHBEARER";
+  saslUsername?: string;
+  /** Never shown in errors or by util.inspect. */
+  saslPassword?: string;
+  /** OAUTHBEARER: a file holding the token, read again when it changes or the token expires. */
+  saslOauthbearerTokenFile?: string;
+  /** PEM CA bundle; unset trusts the system roots. */
+  sslCaLocation?: string;
+  /** Client certificate (PEM) for mutual TLS; needs sslKeyLocation. */
+  sslCertificateLocation?: string;
+  /** Unencrypted PEM private key of sslCertificateLocation. */
+  sslKeyLocation?: string;
+  /** The name the broker certificate must carry, when not the host dialled. */
+  sslServerName?: string;
+  /** `false` accepts any broker certificate: development only. */
+  enableSslCertificateVerification?: boolean;
+}
+
 export declare class AdminClient {
-  /** `options.mock` (an extension) uses the in-memory cluster of mock mode. */
-  constructor(bootstrapServers: string | string[], options?: { mock?: boolean });
+  /** `options.mock` (an extension) uses the in-memory cluster of mock mode; the security options connect to a TLS/SASL cluster. */
+  constructor(bootstrapServers: string | string[], options?: { mock?: boolean } & KafkaSecurity);
   createTopic(name: string, partitionCount: number, replicationFactor: number): Promise<void>;
   deleteTopic(name: string): Promise<void>;
   close(): void;

@@ -15,6 +15,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/prosody-events/prosody-go/core/kafkasec"
 	"github.com/prosody-events/prosody-go/core/mockbroker"
 )
 
@@ -32,6 +33,8 @@ type Options struct {
 	Brokers []string
 	// Mock uses the process-wide in-memory cluster (mockbroker.Shared).
 	Mock bool
+	// Security are the TLS and SASL settings; not used in mock mode.
+	Security kafkasec.Settings
 }
 
 // Client is a Kafka admin client, safe for concurrent use.
@@ -67,10 +70,15 @@ func New(opts Options) (*Client, error) {
 	// Metadata.Full stays on: sarama finds the controller through a
 	// metadata refresh, which it skips when Full is off and no topic is
 	// known yet.
+	if !opts.Mock {
+		if err := opts.Security.Apply(cfg); err != nil {
+			return nil, fmt.Errorf("admin: %w", err)
+		}
+	}
 
 	a, err := sarama.NewClusterAdmin(addrs, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("admin: connect to %v: %w", addrs, err)
+		return nil, fmt.Errorf("admin: connect to %v: %w", addrs, opts.Security.Explain(err))
 	}
 	return &Client{admin: a, readyTimeout: readyPollTimeout}, nil
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/prosody-events/prosody-go/core/fault"
+	"github.com/prosody-events/prosody-go/core/secret"
+	"github.com/prosody-events/prosody-go/core/tlsconf"
 )
 
 // DefaultPort is the CQL native port used for nodes given without one.
@@ -21,10 +23,13 @@ type Options struct {
 	Nodes      []string // "host" or "host:port"; the port defaults to 9042
 	Keyspace   string   // created with SimpleStrategy RF 1 when missing
 	User       string   // password authentication is used when set
-	Password   string
+	Password   secret.Secret
 	Datacenter string // preferred (local) datacenter; empty means any
 	Rack       string // preferred rack inside Datacenter; needs Datacenter
-	Logger     *slog.Logger
+	// TLS encrypts the connections when not nil (client encryption);
+	// its Prefix is "cassandra_" so that errors name the client options.
+	TLS    *tlsconf.Files
+	Logger *slog.Logger
 }
 
 // Keyspace names are interpolated into CQL text, so only unquoted identifiers

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/gocql/gocql"
+
+	"github.com/prosody-events/prosody-go/core/fault"
 )
 
 // Session is a connected, migrated Cassandra session. It is safe for
@@ -51,12 +53,24 @@ func Connect(ctx context.Context, o Options) (*Session, error) {
 	// themselves), so a closed session leaves no goroutine.
 	cluster.Events.DisableSchemaEvents = true
 	if o.User != "" {
-		cluster.Authenticator = gocql.PasswordAuthenticator{Username: o.User, Password: o.Password}
+		cluster.Authenticator = gocql.PasswordAuthenticator{Username: o.User, Password: o.Password.Reveal()}
+	}
+	if o.TLS != nil {
+		tc, err := o.TLS.Config()
+		if err != nil {
+			return nil, fault.Terminal(fmt.Errorf("cassandra: %w", err))
+		}
+		// Host verification follows the Config given (gocql would turn it
+		// off when EnableHostVerification is false and no Config is set).
+		cluster.SslOpts = &gocql.SslOptions{Config: tc, EnableHostVerification: o.TLS.Verify}
 	}
 	// The keyspace may not exist yet, so the session is not bound to one:
 	// statements name their tables fully qualified instead.
 	gs, err := cluster.CreateSession()
 	if err != nil {
+		if explained := explainRefusal(err, o.TLS != nil); explained != nil {
+			return nil, fault.Terminal(fmt.Errorf("cassandra: connect to %v: %w", hosts, explained))
+		}
 		return nil, Classify(fmt.Errorf("cassandra: connect to %v: %w", hosts, err))
 	}
 	// Unquoted identifiers are case-insensitive and stored lower-case.

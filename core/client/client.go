@@ -19,6 +19,7 @@ import (
 	"github.com/prosody-events/prosody-go/core/config"
 	"github.com/prosody-events/prosody-go/core/consumer"
 	"github.com/prosody-events/prosody-go/core/event"
+	"github.com/prosody-events/prosody-go/core/kafkasec"
 	"github.com/prosody-events/prosody-go/core/logging"
 	"github.com/prosody-events/prosody-go/core/middleware"
 	"github.com/prosody-events/prosody-go/core/probe"
@@ -116,6 +117,7 @@ func New(cfg *config.Config, opts ...Option) (*Client, error) {
 			SourceSystem:         cfg.SourceSystemOrGroup(),
 			SendTimeout:          cfg.SendTimeout.Or(0),
 			IdempotenceCacheSize: cfg.IdempotenceCacheSize,
+			Security:             kafkasec.FromConfig(cfg),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("creating producer: %w", err)
@@ -215,6 +217,7 @@ func (c *Client) Subscribe(h event.Handler) error {
 	cons, err := consumer.Start(consumer.Options{
 		Brokers:         c.cfg.BootstrapServers,
 		Mock:            c.cfg.Mock,
+		Security:        kafkasec.FromConfig(c.cfg),
 		GroupID:         c.cfg.GroupID,
 		Topics:          topics,
 		AllowedEvents:   c.cfg.AllowedEvents,

@@ -2,11 +2,14 @@ package client
 
 import (
 	"io"
+	"log"
 	"log/slog"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/IBM/sarama"
 	"go.uber.org/goleak"
 
 	"github.com/prosody-events/prosody-go/core/config"
@@ -20,7 +23,37 @@ func TestMain(m *testing.M) {
 	if os.Getenv(stateChildEnv) != "" {
 		os.Exit(runStateChild())
 	}
+	// sarama reads its logger globals without synchronisation, so they
+	// are set once, before any client runs; tests that want sarama's logs
+	// switch where this writer sends them (saramaLog.set).
+	sarama.Logger = log.New(saramaLog, "[sarama] ", log.LstdFlags)
+	sarama.DebugLogger = sarama.Logger
 	goleak.VerifyTestMain(m, testservices.LeakOptions()...)
+}
+
+// saramaLog is where sarama's log lines go: nowhere unless a test says.
+var saramaLog = &switchWriter{}
+
+// switchWriter forwards writes to a writer that can be changed while
+// others write.
+type switchWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *switchWriter) set(w io.Writer) {
+	s.mu.Lock()
+	s.w = w
+	s.mu.Unlock()
+}
+
+func (s *switchWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.w == nil {
+		return len(p), nil
+	}
+	return s.w.Write(p)
 }
 
 func quietLogger() *slog.Logger {

@@ -12,6 +12,7 @@ import (
 	"github.com/prosody-events/prosody-go/core/deferstore"
 	"github.com/prosody-events/prosody-go/core/fetch"
 	"github.com/prosody-events/prosody-go/core/timerstore"
+	"github.com/prosody-events/prosody-go/core/tlsconf"
 )
 
 // mockDeferrals is the defer store of every mock-mode client in the
@@ -74,6 +75,7 @@ func (c *Client) connectLocked() error {
 			Password:   c.cfg.CassandraPassword,
 			Datacenter: c.cfg.CassandraDatacenter,
 			Rack:       c.cfg.CassandraRack,
+			TLS:        cassandraTLS(c.cfg),
 			Logger:     c.log,
 		})
 		if err != nil {
@@ -82,4 +84,19 @@ func (c *Client) connectLocked() error {
 		c.session = s
 	}
 	return nil
+}
+
+// cassandraTLS returns the Cassandra TLS files, or nil when client
+// encryption is off.
+func cassandraTLS(cfg *config.Config) *tlsconf.Files {
+	if !cfg.CassandraSslEnabled {
+		return nil
+	}
+	return &tlsconf.Files{
+		Prefix: "cassandra_",
+		CA:     cfg.CassandraSslCaLocation,
+		Cert:   cfg.CassandraSslCertificateLocation,
+		Key:    cfg.CassandraSslKeyLocation,
+		Verify: cfg.CassandraEnableSslCertificateVerification,
+	}
 }

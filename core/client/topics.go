@@ -10,6 +10,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/prosody-events/prosody-go/core/config"
+	"github.com/prosody-events/prosody-go/core/kafkasec"
 	"github.com/prosody-events/prosody-go/core/mockbroker"
 )
 
@@ -112,8 +113,18 @@ func (c *Client) listTopics() ([]string, error) {
 	sc.Version = mockbroker.KafkaVersion
 	sc.Metadata.AllowAutoTopicCreation = false
 	sc.Net.DialTimeout = 10 * time.Second
+	security := kafkasec.FromConfig(c.cfg)
+	if !c.cfg.Mock {
+		if err := security.Apply(sc); err != nil {
+			return nil, err
+		}
+	}
 	client, err := sarama.NewClient(brokers, sc)
 	if err != nil {
+		err = security.Explain(err)
+		if kafkasec.IsAuthError(err) {
+			return nil, fmt.Errorf("connecting to Kafka at %v: %w", brokers, err)
+		}
 		return nil, fmt.Errorf("bootstrap_servers: cannot reach Kafka at %v: %w", brokers, err)
 	}
 	defer client.Close()

@@ -1,6 +1,10 @@
 package config
 
-import "time"
+import (
+	"time"
+
+	"github.com/prosody-events/prosody-go/core/secret"
+)
 
 // Mode selects how failed work is handled.
 type Mode string
@@ -46,6 +50,29 @@ type Config struct {
 	SourceSystem  string // source_system, PROSODY_SOURCE_SYSTEM; "" means the group id
 	Mock          bool   // mock, PROSODY_MOCK; false
 	Mode          Mode   // mode (no variable); pipeline
+
+	// Kafka security, with librdkafka's names (security.go has the rules
+	// between them). Every connection the client opens (consumer group,
+	// fetches, deferred-message loads, producer, admin, topic checks) uses
+	// them.
+
+	SecurityProtocol SecurityProtocol // security_protocol, PROSODY_SECURITY_PROTOCOL; plaintext
+	SaslMechanism    SASLMechanism    // sasl_mechanism, PROSODY_SASL_MECHANISM; required with a sasl_* protocol
+	SaslUsername     string           // sasl_username, PROSODY_SASL_USERNAME
+	SaslPassword     secret.Secret    // sasl_password, PROSODY_SASL_PASSWORD; prints redacted
+	// SaslOauthbearerTokenFile holds the OAUTHBEARER token
+	// (sasl_oauthbearer_token_file, PROSODY_SASL_OAUTHBEARER_TOKEN_FILE);
+	// it is read again whenever the token it held has expired or the file
+	// has changed, so a sidecar can refresh it.
+	SaslOauthbearerTokenFile string
+	SslCaLocation            string // ssl_ca_location, PROSODY_SSL_CA_LOCATION; PEM CA bundle, "" for the system roots
+	SslCertificateLocation   string // ssl_certificate_location, PROSODY_SSL_CERTIFICATE_LOCATION; PEM client certificate (mutual TLS)
+	SslKeyLocation           string // ssl_key_location, PROSODY_SSL_KEY_LOCATION; PEM private key of that certificate
+	SslServerName            string // ssl_server_name, PROSODY_SSL_SERVER_NAME; overrides the name verified, "" for the broker's host
+	// EnableSslCertificateVerification (enable_ssl_certificate_verification,
+	// PROSODY_ENABLE_SSL_CERTIFICATE_VERIFICATION; true): false accepts any
+	// broker certificate, for development only.
+	EnableSslCertificateVerification bool
 
 	// Consumer.
 
@@ -133,10 +160,17 @@ type Config struct {
 	CassandraNodes      []string      // cassandra_nodes, PROSODY_CASSANDRA_NODES; "host" or "host:port"
 	CassandraKeyspace   string        // cassandra_keyspace, PROSODY_CASSANDRA_KEYSPACE; prosody
 	CassandraUser       string        // cassandra_user, PROSODY_CASSANDRA_USER
-	CassandraPassword   string        // cassandra_password, PROSODY_CASSANDRA_PASSWORD
+	CassandraPassword   secret.Secret // cassandra_password, PROSODY_CASSANDRA_PASSWORD; prints redacted
 	CassandraDatacenter string        // cassandra_datacenter, PROSODY_CASSANDRA_DATACENTER
 	CassandraRack       string        // cassandra_rack, PROSODY_CASSANDRA_RACK; needs a datacenter
 	CassandraRetention  time.Duration // cassandra_retention, PROSODY_CASSANDRA_RETENTION; 365 days
+	// Cassandra TLS: the Kafka TLS options with a cassandra_ prefix, used
+	// only when CassandraSslEnabled is set.
+	CassandraSslEnabled                       bool   // cassandra_ssl_enabled, PROSODY_CASSANDRA_SSL_ENABLED; false
+	CassandraSslCaLocation                    string // cassandra_ssl_ca_location, PROSODY_CASSANDRA_SSL_CA_LOCATION
+	CassandraSslCertificateLocation           string // cassandra_ssl_certificate_location, PROSODY_CASSANDRA_SSL_CERTIFICATE_LOCATION
+	CassandraSslKeyLocation                   string // cassandra_ssl_key_location, PROSODY_CASSANDRA_SSL_KEY_LOCATION
+	CassandraEnableSslCertificateVerification bool   // cassandra_enable_ssl_certificate_verification, PROSODY_CASSANDRA_ENABLE_SSL_CERTIFICATE_VERIFICATION; true
 
 	// Keyed state.
 

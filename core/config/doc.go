@@ -36,7 +36,17 @@
 // errors.Join. Each is an *OptionError reading "<option>: <rule>, got
 // <value>", followed by "(from PROSODY_...)" when the value came from the
 // environment. The keyed-state messages keep the fixed wording the language
-// bindings document. Unknown JSON keys are errors.
+// bindings document. Unknown JSON keys are errors. A password
+// (sasl_password, cassandra_password) is never the <value>: its errors say
+// what is allowed only.
+//
+// # Security
+//
+// The Kafka security options keep librdkafka's names (security_protocol,
+// sasl_mechanism, sasl_username, sasl_password, ssl_ca_location, ...) and
+// the Cassandra TLS options are those with a cassandra_ prefix; the rules
+// between them are in security.go. Passwords are secret.Secret values,
+// which print and marshal as "[redacted]".
 //
 // # Optional values
 //

@@ -159,6 +159,20 @@ var crossRules = map[string][]string{
 	"defer_max_delay": {"defer_base"},
 	"max_retry_delay": {"retry_base"},
 	"cassandra_rack":  {"cassandra_datacenter"},
+	// The security rules (security.go) read the protocol and mechanism.
+	"sasl_mechanism":                                {"security_protocol"},
+	"sasl_username":                                 {"security_protocol", "sasl_mechanism"},
+	"sasl_password":                                 {"security_protocol", "sasl_mechanism"},
+	"sasl_oauthbearer_token_file":                   {"security_protocol", "sasl_mechanism"},
+	"ssl_ca_location":                               {"security_protocol"},
+	"ssl_certificate_location":                      {"security_protocol"},
+	"ssl_key_location":                              {"security_protocol"},
+	"ssl_server_name":                               {"security_protocol"},
+	"enable_ssl_certificate_verification":           {"security_protocol"},
+	"cassandra_ssl_ca_location":                     {"cassandra_ssl_enabled"},
+	"cassandra_ssl_certificate_location":            {"cassandra_ssl_enabled"},
+	"cassandra_ssl_key_location":                    {"cassandra_ssl_enabled"},
+	"cassandra_enable_ssl_certificate_verification": {"cassandra_ssl_enabled"},
 }
 
 // readsFailed reports whether option's rules between options read one that

@@ -22,6 +22,7 @@ type option[C any] struct {
 	check    func(c *C) (message string)      // "" when the value obeys every rule
 	typ      string                           // the value's type in the schema (kind.schemaType)
 	null     bool                             // JSON null is a value (kind.nullIsValue)
+	secret   bool                             // a password: never shown (secretOpt)
 	facts    map[string]any                   // what the rules allow, for the schema
 }
 

@@ -28,6 +28,10 @@ type optionCase struct {
 	wantEnvErr string
 
 	extra map[string]string // other options the case needs to be valid
+	// defaultAlone loads the default without extra: for options whose
+	// default is valid only without the others (a SASL mechanism is
+	// required once a SASL protocol is chosen).
+	defaultAlone bool
 }
 
 func text(s string) *string { return &s }
@@ -64,6 +68,66 @@ var optionCases = []optionCase{
 	{name: "mode", def: ModePipeline,
 		explicit: `"low-latency"`, explicitWant: ModeLowLatency,
 		bad: `"fast"`, wantErr: `must be "pipeline", "low-latency" or "best-effort", got "fast"`},
+
+	// Kafka security.
+	{name: "security_protocol", def: ProtocolPlaintext,
+		env: "SSL", envWant: ProtocolSSL,
+		explicit: `"Plaintext"`, explicitWant: ProtocolPlaintext,
+		bad: `"tls"`, wantErr: `must be "plaintext", "ssl", "sasl_plaintext" or "sasl_ssl", got "tls"`,
+		badEnv: text("ssl3"), wantEnvErr: `got "ssl3"`},
+	{name: "sasl_mechanism", def: SASLMechanism(""),
+		env: "scram-sha-512", envWant: MechanismScramSHA512,
+		explicit: `"PLAIN"`, explicitWant: MechanismPlain,
+		bad: `"GSSAPI"`, wantErr: `must be "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512" or "OAUTHBEARER", got "GSSAPI"`,
+		badEnv: text("kerberos"), wantEnvErr: `got "KERBEROS"`,
+		extra:        map[string]string{"security_protocol": `"sasl_ssl"`, "sasl_username": `"u"`, "sasl_password": `"p"`},
+		defaultAlone: true},
+	{name: "sasl_username", def: "",
+		env: "alice", envWant: "alice",
+		explicit: `"bob"`, explicitWant: "bob",
+		bad: `1`, wantErr: "must be a string, got 1",
+		extra:        map[string]string{"security_protocol": `"sasl_plaintext"`, "sasl_mechanism": `"PLAIN"`, "sasl_password": `"p"`},
+		defaultAlone: true},
+	{name: "sasl_password", def: "",
+		env: "pw-env", envWant: "pw-env",
+		explicit: `"pw-json"`, explicitWant: "pw-json",
+		bad: `12345`, wantErr: "must be a string (the value is not shown)",
+		extra:        map[string]string{"security_protocol": `"sasl_ssl"`, "sasl_mechanism": `"SCRAM-SHA-256"`, "sasl_username": `"u"`},
+		defaultAlone: true},
+	{name: "sasl_oauthbearer_token_file", def: "",
+		env: "/run/token", envWant: "/run/token",
+		explicit: `"token.jwt"`, explicitWant: "token.jwt",
+		bad: `true`, wantErr: "must be a string, got true",
+		extra:        map[string]string{"security_protocol": `"sasl_ssl"`, "sasl_mechanism": `"OAUTHBEARER"`},
+		defaultAlone: true},
+	{name: "ssl_ca_location", def: "",
+		env: "/etc/ca.pem", envWant: "/etc/ca.pem",
+		explicit: `"ca.pem"`, explicitWant: "ca.pem",
+		bad: `5`, wantErr: "must be a string, got 5",
+		extra: map[string]string{"security_protocol": `"ssl"`}},
+	{name: "ssl_certificate_location", def: "",
+		env: "c.pem", envWant: "c.pem",
+		explicit: `"c2.pem"`, explicitWant: "c2.pem",
+		bad: `5`, wantErr: "must be a string",
+		extra:        map[string]string{"security_protocol": `"ssl"`, "ssl_key_location": `"k.pem"`},
+		defaultAlone: true},
+	{name: "ssl_key_location", def: "",
+		env: "k.pem", envWant: "k.pem",
+		explicit: `"k2.pem"`, explicitWant: "k2.pem",
+		bad: `5`, wantErr: "must be a string",
+		extra:        map[string]string{"security_protocol": `"sasl_ssl"`, "sasl_mechanism": `"PLAIN"`, "sasl_username": `"u"`, "sasl_password": `"p"`, "ssl_certificate_location": `"c.pem"`},
+		defaultAlone: true},
+	{name: "ssl_server_name", def: "",
+		env: "kafka.internal", envWant: "kafka.internal",
+		explicit: `"b1.kafka"`, explicitWant: "b1.kafka",
+		bad: `[]`, wantErr: "must be a string, got an array",
+		extra: map[string]string{"security_protocol": `"ssl"`}},
+	{name: "enable_ssl_certificate_verification", def: true,
+		env: "false", envWant: false,
+		explicit: `true`, explicitWant: true,
+		bad: `"off"`, wantErr: `must be true or false, got "off"`,
+		badEnv: text("off"), wantEnvErr: `must be true or false, got "off"`,
+		extra: map[string]string{"security_protocol": `"ssl"`}},
 
 	// Consumer.
 	{name: "max_concurrency", def: 32,
@@ -285,7 +349,34 @@ var optionCases = []optionCase{
 	{name: "cassandra_password", def: "",
 		env: "p", envWant: "p",
 		explicit: `"p2"`, explicitWant: "p2",
-		bad: `false`, wantErr: "must be a string"},
+		bad: `false`, wantErr: "must be a string (the value is not shown)",
+		extra: map[string]string{"cassandra_user": `"u"`}},
+	{name: "cassandra_ssl_enabled", def: false,
+		env: "true", envWant: true,
+		explicit: `false`, explicitWant: false,
+		bad: `"yes"`, wantErr: `must be true or false, got "yes"`},
+	{name: "cassandra_ssl_ca_location", def: "",
+		env: "/etc/ca.pem", envWant: "/etc/ca.pem",
+		explicit: `"ca.pem"`, explicitWant: "ca.pem",
+		bad: `1`, wantErr: "must be a string",
+		extra: map[string]string{"cassandra_ssl_enabled": `true`}},
+	{name: "cassandra_ssl_certificate_location", def: "",
+		env: "c.pem", envWant: "c.pem",
+		explicit: `"c2.pem"`, explicitWant: "c2.pem",
+		bad: `[]`, wantErr: "must be a string",
+		extra:        map[string]string{"cassandra_ssl_enabled": `true`, "cassandra_ssl_key_location": `"k.pem"`},
+		defaultAlone: true},
+	{name: "cassandra_ssl_key_location", def: "",
+		env: "k.pem", envWant: "k.pem",
+		explicit: `"k2.pem"`, explicitWant: "k2.pem",
+		bad: `{}`, wantErr: "must be a string",
+		extra:        map[string]string{"cassandra_ssl_enabled": `true`, "cassandra_ssl_certificate_location": `"c.pem"`},
+		defaultAlone: true},
+	{name: "cassandra_enable_ssl_certificate_verification", def: true,
+		env: "false", envWant: false,
+		explicit: `true`, explicitWant: true,
+		bad: `0`, wantErr: "must be true or false, got 0",
+		extra: map[string]string{"cassandra_ssl_enabled": `true`}},
 	{name: "cassandra_datacenter", def: "",
 		env: "dc1", envWant: "dc1",
 		explicit: `"dc2"`, explicitWant: "dc2",
@@ -405,7 +496,11 @@ func TestEveryOption(t *testing.T) {
 				if tc.name == "bootstrap_servers" {
 					return // there is no valid configuration without servers
 				}
-				cfg, err := FromJSON(options(t, base))
+				defBase := base
+				if tc.defaultAlone {
+					defBase = withBase(nil)
+				}
+				cfg, err := FromJSON(options(t, defBase))
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/prosody-events/prosody-go/core/secret"
 )
 
 // maxTTL is the longest TTL Cassandra accepts: 20 years in seconds.
@@ -31,6 +33,21 @@ var configOptions = []option[Config]{
 	opt("mock", "PROSODY_MOCK", func(c *Config) *bool { return &c.Mock }, boolKind, false),
 	jsonOnly(opt("mode", "", func(c *Config) *Mode { return &c.Mode }, enumKind[Mode](), ModePipeline,
 		oneOf(ModePipeline, ModeLowLatency, ModeBestEffort))),
+
+	// Kafka security (librdkafka's names). Rules between them are in
+	// security.go.
+	opt("security_protocol", "PROSODY_SECURITY_PROTOCOL", func(c *Config) *SecurityProtocol { return &c.SecurityProtocol }, caseFoldEnum[SecurityProtocol](strings.ToLower), ProtocolPlaintext,
+		oneOf(ProtocolPlaintext, ProtocolSSL, ProtocolSASLPlaintext, ProtocolSASLSSL)),
+	opt("sasl_mechanism", "PROSODY_SASL_MECHANISM", func(c *Config) *SASLMechanism { return &c.SaslMechanism }, caseFoldEnum[SASLMechanism](strings.ToUpper), "",
+		unsetOr(oneOf(MechanismPlain, MechanismScramSHA256, MechanismScramSHA512, MechanismOAuthBearer))),
+	opt("sasl_username", "PROSODY_SASL_USERNAME", func(c *Config) *string { return &c.SaslUsername }, stringKind, ""),
+	secretOpt("sasl_password", "PROSODY_SASL_PASSWORD", func(c *Config) *secret.Secret { return &c.SaslPassword }),
+	opt("sasl_oauthbearer_token_file", "PROSODY_SASL_OAUTHBEARER_TOKEN_FILE", func(c *Config) *string { return &c.SaslOauthbearerTokenFile }, stringKind, ""),
+	opt("ssl_ca_location", "PROSODY_SSL_CA_LOCATION", func(c *Config) *string { return &c.SslCaLocation }, stringKind, ""),
+	opt("ssl_certificate_location", "PROSODY_SSL_CERTIFICATE_LOCATION", func(c *Config) *string { return &c.SslCertificateLocation }, stringKind, ""),
+	opt("ssl_key_location", "PROSODY_SSL_KEY_LOCATION", func(c *Config) *string { return &c.SslKeyLocation }, stringKind, ""),
+	opt("ssl_server_name", "PROSODY_SSL_SERVER_NAME", func(c *Config) *string { return &c.SslServerName }, stringKind, ""),
+	opt("enable_ssl_certificate_verification", "PROSODY_ENABLE_SSL_CERTIFICATE_VERIFICATION", func(c *Config) *bool { return &c.EnableSslCertificateVerification }, boolKind, true),
 
 	// Consumer.
 	opt("max_concurrency", "PROSODY_MAX_CONCURRENCY", func(c *Config) *int { return &c.MaxConcurrency }, intKind, 32,
@@ -130,7 +147,12 @@ var configOptions = []option[Config]{
 	opt("cassandra_keyspace", "PROSODY_CASSANDRA_KEYSPACE", func(c *Config) *string { return &c.CassandraKeyspace }, stringKind, "prosody",
 		validKeyspace),
 	opt("cassandra_user", "PROSODY_CASSANDRA_USER", func(c *Config) *string { return &c.CassandraUser }, stringKind, ""),
-	opt("cassandra_password", "PROSODY_CASSANDRA_PASSWORD", func(c *Config) *string { return &c.CassandraPassword }, stringKind, ""),
+	secretOpt("cassandra_password", "PROSODY_CASSANDRA_PASSWORD", func(c *Config) *secret.Secret { return &c.CassandraPassword }),
+	opt("cassandra_ssl_enabled", "PROSODY_CASSANDRA_SSL_ENABLED", func(c *Config) *bool { return &c.CassandraSslEnabled }, boolKind, false),
+	opt("cassandra_ssl_ca_location", "PROSODY_CASSANDRA_SSL_CA_LOCATION", func(c *Config) *string { return &c.CassandraSslCaLocation }, stringKind, ""),
+	opt("cassandra_ssl_certificate_location", "PROSODY_CASSANDRA_SSL_CERTIFICATE_LOCATION", func(c *Config) *string { return &c.CassandraSslCertificateLocation }, stringKind, ""),
+	opt("cassandra_ssl_key_location", "PROSODY_CASSANDRA_SSL_KEY_LOCATION", func(c *Config) *string { return &c.CassandraSslKeyLocation }, stringKind, ""),
+	opt("cassandra_enable_ssl_certificate_verification", "PROSODY_CASSANDRA_ENABLE_SSL_CERTIFICATE_VERIFICATION", func(c *Config) *bool { return &c.CassandraEnableSslCertificateVerification }, boolKind, true),
 	opt("cassandra_datacenter", "PROSODY_CASSANDRA_DATACENTER", func(c *Config) *string { return &c.CassandraDatacenter }, stringKind, ""),
 	opt("cassandra_rack", "PROSODY_CASSANDRA_RACK", func(c *Config) *string { return &c.CassandraRack }, stringKind, ""),
 	// The original's code default is 365 days; "1y" from the environment
@@ -175,6 +197,16 @@ func oneOf[T ~string](allowed ...T) rule[T] {
 		}
 		return text
 	}, map[string]any{"values": values})
+}
+
+// unsetOr applies r only when the value is not "".
+func unsetOr[T ~string](r rule[T]) rule[T] {
+	return ruleOf(func(v T) string {
+		if v == "" {
+			return ""
+		}
+		return r.check(v)
+	}, r.facts)
 }
 
 func atLeastOneEntry(what string) rule[[]string] {

@@ -22,15 +22,18 @@ const SchemaVersion = 1
 
 // schemaOption is one option in the document.
 type schemaOption struct {
-	Name     string         `json:"name"`
-	Type     string         `json:"type"`
-	Env      string         `json:"env,omitempty"`
-	EnvOnly  bool           `json:"env_only,omitempty"`
-	JSONOnly bool           `json:"json_only,omitempty"`
-	Nullable bool           `json:"null_is_value,omitempty"`
-	Default  any            `json:"default"`
-	Limits   map[string]any `json:"limits,omitempty"`
-	Node     *nodeOption    `json:"node,omitempty"`
+	Name     string `json:"name"`
+	Type     string `json:"type"`
+	Env      string `json:"env,omitempty"`
+	EnvOnly  bool   `json:"env_only,omitempty"`
+	JSONOnly bool   `json:"json_only,omitempty"`
+	Nullable bool   `json:"null_is_value,omitempty"`
+	// Secret marks a password: a binding must not show its value in an
+	// error or a printed configuration.
+	Secret  bool           `json:"secret,omitempty"`
+	Default any            `json:"default"`
+	Limits  map[string]any `json:"limits,omitempty"`
+	Node    *nodeOption    `json:"node,omitempty"`
 }
 
 // nodeOption is how the Node package names and checks an option.
@@ -63,46 +66,61 @@ var nodeOptions = map[string]*nodeOption{
 	"send_timeout":      ms("sendTimeoutMs"),
 	"group_id":          node("groupId"),
 	// The Node docs reject 0, which the core reads as "no id cache".
-	"idempotence_cache_size":    {Name: "idempotenceCacheSize", Min: &one},
-	"idempotence_version":       node("idempotenceVersion"),
-	"idempotence_ttl":           secs("idempotenceTtlS"),
-	"subscribed_topics":         node("subscribedTopics"),
-	"allowed_events":            node("allowedEvents"),
-	"source_system":             node("sourceSystem"),
-	"max_concurrency":           node("maxConcurrency"),
-	"max_uncommitted":           node("maxUncommitted"),
-	"stall_threshold":           ms("stallThresholdMs"),
-	"shutdown_timeout":          ms("shutdownTimeoutMs"),
-	"poll_interval":             ms("pollIntervalMs"),
-	"commit_interval":           ms("commitIntervalMs"),
-	"mode":                      {Name: "mode", Values: map[string]string{"Pipeline": "pipeline", "LowLatency": "low-latency", "BestEffort": "best-effort"}},
-	"retry_base":                ms("retryBaseMs"),
-	"max_retries":               node("maxRetries"),
-	"max_retry_delay":           ms("maxRetryDelayMs"),
-	"failure_topic":             node("failureTopic"),
-	"probe_port":                node("probePort"),
-	"slab_size":                 ms("slabSizeMs"),
-	"cassandra_nodes":           node("cassandraNodes"),
-	"cassandra_keyspace":        node("cassandraKeyspace"),
-	"cassandra_datacenter":      node("cassandraDatacenter"),
-	"cassandra_rack":            node("cassandraRack"),
-	"cassandra_user":            node("cassandraUser"),
-	"cassandra_password":        node("cassandraPassword"),
-	"cassandra_retention":       secs("cassandraRetentionSeconds"),
-	"scheduler_failure_weight":  node("schedulerFailureWeight"),
-	"scheduler_max_wait":        ms("schedulerMaxWaitMs"),
-	"scheduler_wait_weight":     node("schedulerWaitWeight"),
-	"scheduler_cache_size":      node("schedulerCacheSize"),
-	"monopolization_enabled":    node("monopolizationEnabled"),
-	"monopolization_threshold":  node("monopolizationThreshold"),
-	"monopolization_window":     ms("monopolizationWindowMs"),
-	"monopolization_cache_size": node("monopolizationCacheSize"),
-	"defer_enabled":             node("deferEnabled"),
-	"defer_base":                ms("deferBaseMs"),
-	"defer_max_delay":           ms("deferMaxDelayMs"),
-	"defer_failure_threshold":   node("deferFailureThreshold"),
-	"defer_failure_window":      ms("deferFailureWindowMs"),
-	"defer_store_cache_size":    node("deferStoreCacheSize"),
+	"idempotence_cache_size":             {Name: "idempotenceCacheSize", Min: &one},
+	"idempotence_version":                node("idempotenceVersion"),
+	"idempotence_ttl":                    secs("idempotenceTtlS"),
+	"subscribed_topics":                  node("subscribedTopics"),
+	"allowed_events":                     node("allowedEvents"),
+	"source_system":                      node("sourceSystem"),
+	"max_concurrency":                    node("maxConcurrency"),
+	"max_uncommitted":                    node("maxUncommitted"),
+	"stall_threshold":                    ms("stallThresholdMs"),
+	"shutdown_timeout":                   ms("shutdownTimeoutMs"),
+	"poll_interval":                      ms("pollIntervalMs"),
+	"commit_interval":                    ms("commitIntervalMs"),
+	"mode":                               {Name: "mode", Values: map[string]string{"Pipeline": "pipeline", "LowLatency": "low-latency", "BestEffort": "best-effort"}},
+	"retry_base":                         ms("retryBaseMs"),
+	"max_retries":                        node("maxRetries"),
+	"max_retry_delay":                    ms("maxRetryDelayMs"),
+	"failure_topic":                      node("failureTopic"),
+	"probe_port":                         node("probePort"),
+	"slab_size":                          ms("slabSizeMs"),
+	"cassandra_nodes":                    node("cassandraNodes"),
+	"cassandra_keyspace":                 node("cassandraKeyspace"),
+	"cassandra_datacenter":               node("cassandraDatacenter"),
+	"cassandra_rack":                     node("cassandraRack"),
+	"cassandra_user":                     node("cassandraUser"),
+	"cassandra_password":                 node("cassandraPassword"),
+	"cassandra_retention":                secs("cassandraRetentionSeconds"),
+	"cassandra_ssl_enabled":              node("cassandraSslEnabled"),
+	"cassandra_ssl_ca_location":          node("cassandraSslCaLocation"),
+	"cassandra_ssl_certificate_location": node("cassandraSslCertificateLocation"),
+	"cassandra_ssl_key_location":         node("cassandraSslKeyLocation"),
+	"cassandra_enable_ssl_certificate_verification": node("cassandraEnableSslCertificateVerification"),
+	"security_protocol":                             node("securityProtocol"),
+	"sasl_mechanism":                                node("saslMechanism"),
+	"sasl_username":                                 node("saslUsername"),
+	"sasl_password":                                 node("saslPassword"),
+	"sasl_oauthbearer_token_file":                   node("saslOauthbearerTokenFile"),
+	"ssl_ca_location":                               node("sslCaLocation"),
+	"ssl_certificate_location":                      node("sslCertificateLocation"),
+	"ssl_key_location":                              node("sslKeyLocation"),
+	"ssl_server_name":                               node("sslServerName"),
+	"enable_ssl_certificate_verification":           node("enableSslCertificateVerification"),
+	"scheduler_failure_weight":                      node("schedulerFailureWeight"),
+	"scheduler_max_wait":                            ms("schedulerMaxWaitMs"),
+	"scheduler_wait_weight":                         node("schedulerWaitWeight"),
+	"scheduler_cache_size":                          node("schedulerCacheSize"),
+	"monopolization_enabled":                        node("monopolizationEnabled"),
+	"monopolization_threshold":                      node("monopolizationThreshold"),
+	"monopolization_window":                         ms("monopolizationWindowMs"),
+	"monopolization_cache_size":                     node("monopolizationCacheSize"),
+	"defer_enabled":                                 node("deferEnabled"),
+	"defer_base":                                    ms("deferBaseMs"),
+	"defer_max_delay":                               ms("deferMaxDelayMs"),
+	"defer_failure_threshold":                       node("deferFailureThreshold"),
+	"defer_failure_window":                          ms("deferFailureWindowMs"),
+	"defer_store_cache_size":                        node("deferStoreCacheSize"),
 	// The Node package calls the Kafka loader's options loader* and reads
 	// PROSODY_LOADER_* for them.
 	"defer_cache_size":        {Name: "loaderCacheSize", Env: "PROSODY_LOADER_CACHE_SIZE"},
@@ -146,7 +164,7 @@ func SchemaJSON() []byte {
 			o.reset(&c)
 			entry := schemaOption{
 				Name: o.name, Type: o.typ, Env: o.env, EnvOnly: o.envOnly, JSONOnly: o.env == "" && !o.envOnly,
-				Nullable: o.null, Default: schemaValue(o.value(&c)), Node: nodeOptions[o.name],
+				Nullable: o.null, Secret: o.secret, Default: schemaValue(o.value(&c)), Node: nodeOptions[o.name],
 			}
 			if len(o.facts) > 0 {
 				entry.Limits = o.facts

@@ -48,6 +48,7 @@ func (c *Config) validate() []error {
 			errs.add("cassandra_nodes", "must list at least one node unless mock is enabled, got []")
 		}
 	}
+	validateSecurity(c, errs)
 	validateState(c, errs)
 	return errs.errs
 }

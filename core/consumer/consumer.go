@@ -118,17 +118,20 @@ func Start(opts Options) (*Consumer, error) {
 			}
 		}
 	}
-	cfg := opts.saramaConfig()
+	cfg, err := opts.saramaConfig()
+	if err != nil {
+		return nil, err
+	}
 	// A client of its own keeps the fetches' long polls off the
 	// connections carrying the group's heartbeats and commits.
 	client, err := sarama.NewClient(brokers, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("connecting to %v: %w", brokers, err)
+		return nil, fmt.Errorf("connecting to %v: %w", brokers, opts.Security.Explain(err))
 	}
 	group, err := sarama.NewConsumerGroup(brokers, opts.GroupID, cfg)
 	if err != nil {
 		client.Close()
-		return nil, fmt.Errorf("joining consumer group %q: %w", opts.GroupID, err)
+		return nil, fmt.Errorf("joining consumer group %q: %w", opts.GroupID, opts.Security.Explain(err))
 	}
 	log := opts.Logger.With(slog.String("group", opts.GroupID))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -153,7 +156,7 @@ func Start(opts Options) (*Consumer, error) {
 			cancel()
 			c.fetcher.Close()
 			group.Close()
-			return nil, fmt.Errorf("connecting the deferred-message loader to %v: %w", brokers, err)
+			return nil, fmt.Errorf("connecting the deferred-message loader to %v: %w", brokers, opts.Security.Explain(err))
 		}
 		lo := opts.Deferral.Loader
 		if lo.MaxInFlight <= 0 {

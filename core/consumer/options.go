@@ -11,6 +11,7 @@ import (
 
 	"github.com/prosody-events/prosody-go/core/deferstore"
 	"github.com/prosody-events/prosody-go/core/fetch"
+	"github.com/prosody-events/prosody-go/core/kafkasec"
 	"github.com/prosody-events/prosody-go/core/middleware"
 	"github.com/prosody-events/prosody-go/core/mockbroker"
 	"github.com/prosody-events/prosody-go/core/state"
@@ -22,9 +23,13 @@ import (
 type Options struct {
 	Brokers []string
 	// Mock uses the process-wide in-memory cluster instead of Brokers.
-	Mock    bool
-	GroupID string
-	Topics  []string
+	Mock bool
+	// Security are the TLS and SASL settings of every connection: the
+	// group's, the fetch loop's and the deferred-message loader's (they
+	// share one sarama configuration). Not used in mock mode.
+	Security kafkasec.Settings
+	GroupID  string
+	Topics   []string
 	// AllowedEvents are type prefixes; empty allows every event.
 	AllowedEvents []string
 
@@ -123,7 +128,7 @@ func (o *Options) validate() error {
 }
 
 // saramaConfig maps the options onto sarama's consumer-group settings.
-func (o *Options) saramaConfig() *sarama.Config {
+func (o *Options) saramaConfig() (*sarama.Config, error) {
 	cfg := sarama.NewConfig()
 	cfg.Version = mockbroker.KafkaVersion
 	cfg.ClientID = o.ClientID
@@ -148,5 +153,10 @@ func (o *Options) saramaConfig() *sarama.Config {
 	cfg.Consumer.Fetch.Default = 32 << 10
 	cfg.Consumer.Return.Errors = true
 	cfg.Metadata.RefreshFrequency = time.Minute
-	return cfg
+	if !o.Mock {
+		if err := o.Security.Apply(cfg); err != nil {
+			return nil, err
+		}
+	}
+	return cfg, nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/prosody-events/prosody-go/core/kafkasec"
 	"github.com/prosody-events/prosody-go/core/mockbroker"
 )
 
@@ -34,6 +35,10 @@ type Options struct {
 	// (topic, key, event id) triples used to drop repeated sends. Zero
 	// disables the cache.
 	IdempotenceCacheSize int
+
+	// Security are the TLS and SASL settings. They do not apply in mock
+	// mode, whose in-memory cluster speaks plaintext.
+	Security kafkasec.Settings
 
 	// ClientID is the Kafka client.id. Empty means the host name, as in the
 	// original, or "prosody" if that is unavailable.
@@ -112,6 +117,11 @@ func (o *Options) saramaConfig() (*sarama.Config, error) {
 	// librdkafka does, rather than for the whole cluster.
 	cfg.Metadata.Full = false
 
+	if !o.Mock {
+		if err := o.Security.Apply(cfg); err != nil {
+			return nil, fmt.Errorf("producer: %w", err)
+		}
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("producer: invalid kafka configuration: %w", err)
 	}

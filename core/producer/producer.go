@@ -11,6 +11,7 @@ import (
 
 	"github.com/prosody-events/prosody-go/core/fault"
 	"github.com/prosody-events/prosody-go/core/kafkafault"
+	"github.com/prosody-events/prosody-go/core/kafkasec"
 	"github.com/prosody-events/prosody-go/core/mockbroker"
 )
 
@@ -30,6 +31,13 @@ type Producer struct {
 	connectDone chan struct{}
 	conn        *connection
 	lastDialErr atomic.Pointer[error]
+	// failed is closed when connecting stopped for good: the broker
+	// refused the credentials or the TLS handshake failed (a
+	// kafkasec.AuthError, in failErr). Retrying could not fix that, and
+	// sends fail at once instead of waiting out their timeout.
+	failed   chan struct{}
+	failErr  error
+	security kafkasec.Settings
 
 	// closing is closed when Close starts; it wakes sends that are
 	// waiting to connect or to hand a record to sarama. mu orders those
@@ -85,6 +93,8 @@ func New(opts Options) (*Producer, error) {
 		maxMsgBytes:       cfg.Producer.MaxMessageBytes,
 		ready:             make(chan struct{}),
 		connectDone:       make(chan struct{}),
+		failed:            make(chan struct{}),
+		security:          opts.Security,
 		closing:           make(chan struct{}),
 	}
 	go p.connect(addrs, cfg)
@@ -110,7 +120,13 @@ func (p *Producer) connect(addrs []string, cfg *sarama.Config) {
 			close(p.ready)
 			return
 		}
+		err = p.security.Explain(err)
 		p.lastDialErr.Store(&err)
+		if kafkasec.IsAuthError(err) {
+			p.failErr = err
+			close(p.failed)
+			return
+		}
 		t := time.NewTimer(backoff)
 		select {
 		case <-p.closing:

@@ -233,6 +233,8 @@ func (p *Producer) awaitConnection(ctx context.Context, timeout <-chan time.Time
 	select {
 	case <-p.ready:
 		return p.conn, nil
+	case <-p.failed:
+		return nil, fault.Terminal(fmt.Errorf("producer: send to %q: cannot connect to kafka: %w", topic, p.failErr))
 	case <-p.closing:
 		return nil, ErrClosed
 	case <-ctx.Done():

@@ -7,7 +7,10 @@
 //
 //	svccheck [-wait 90s] [-pid N] kafka localhost:9094
 //	svccheck [-wait 90s] [-pid N] cassandra localhost:9042
+//	svccheck -ca ca.pem -user U -password P cassandra localhost:9043
 //
+// -ca connects to Cassandra over TLS, trusting that CA; -user and -password
+// log in (PasswordAuthenticator).
 // With -wait it retries until the deadline; with -pid it gives up as soon as
 // that process has exited (a crashed server will never become ready).
 package main
@@ -30,6 +33,9 @@ import (
 func main() {
 	wait := flag.Duration("wait", 0, "keep retrying for this long (0 = one attempt)")
 	pid := flag.Int("pid", 0, "stop waiting when this process has exited")
+	flag.StringVar(&cassandraCA, "ca", "", "Cassandra: connect over TLS, trusting this CA (PEM)")
+	flag.StringVar(&cassandraUser, "user", "", "Cassandra: log in as this user")
+	flag.StringVar(&cassandraPassword, "password", "", "Cassandra: with this password")
 	flag.Parse()
 	if flag.NArg() != 2 {
 		fmt.Fprintln(os.Stderr, "usage: svccheck [-wait D] [-pid N] kafka|cassandra host:port")
@@ -105,12 +111,21 @@ func probeKafka(ctx context.Context, addr string) (string, error) {
 	return fmt.Sprintf("%d broker(s), controller %d", len(brokers), controller.ID()), ctx.Err()
 }
 
+// The Cassandra login and TLS flags.
+var cassandraCA, cassandraUser, cassandraPassword string
+
 func probeCassandra(ctx context.Context, addr string) (string, error) {
 	cluster := gocql.NewCluster(addr)
 	cluster.Timeout = 3 * time.Second
 	cluster.ConnectTimeout = 2 * time.Second
 	cluster.DisableInitialHostLookup = true
 	cluster.NumConns = 1
+	if cassandraCA != "" {
+		cluster.SslOpts = &gocql.SslOptions{CaPath: cassandraCA, EnableHostVerification: true}
+	}
+	if cassandraUser != "" {
+		cluster.Authenticator = gocql.PasswordAuthenticator{Username: cassandraUser, Password: cassandraPassword}
+	}
 	session, err := cluster.CreateSession()
 	if err != nil {
 		return "", fmt.Errorf("connect: %w", err)

@@ -216,10 +216,13 @@ class AdminClient {
    * @param options extension: `{mock: true}` uses the in-memory cluster
    */
   constructor(bootstrapServers, options = {}) {
-    const cfg = { bootstrap_servers: bootstrapServers };
-    if (options.mock !== undefined) cfg.mock = options.mock;
+    // mock and the Kafka security options, converted like the client's.
+    const { json, unknown } = toCoreJSON({ ...options, bootstrapServers });
+    for (const name of unknown) {
+      process.emitWarning(`AdminClient: unknown option "${name}" is ignored`, { type: "ProsodyWarning", code: "PROSODY_UNKNOWN_OPTION" });
+    }
     try {
-      this.nativeAdmin = new native.Admin(JSON.stringify(cfg));
+      this.nativeAdmin = new native.Admin(json);
     } catch (e) {
       throw e.code === "PROSODY_ERR_CONFIG" ? new ConfigurationError(e.message) : e;
     }

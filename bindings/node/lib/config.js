@@ -43,6 +43,11 @@ function whole(name, v, min, max) {
 // Each kind turns a JS value into the JSON value the core reads.
 const kinds = {
   string: (name, v) => (typeof v === "string" ? v : fail(name, "must be a string", v)),
+  // A password: the message never shows what was given.
+  secret: (name, v) => {
+    if (typeof v === "string") return v;
+    throw new ConfigurationError(`${name}: must be a string (the value is not shown)`);
+  },
   bool: (name, v) => (typeof v === "boolean" ? v : fail(name, "must be true or false", v)),
   list: (name, v) => {
     if (typeof v === "string") return v;
@@ -69,6 +74,7 @@ const kinds = {
 // packages. Here they only choose the conversion of each option:
 // camelCase option -> [snake_case option, kind, extra].
 function kindOf(o) {
+  if (o.secret) return "secret";
   const limits = o.limits ?? {};
   switch (o.type) {
     case "string":

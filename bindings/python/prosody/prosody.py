@@ -367,14 +367,45 @@ class AdminClient:
     """Creates and deletes topics (for tests and tooling; production topics belong in GitOps)."""
 
     def __init__(
-        self, *, bootstrap_servers: str | Sequence[str] | None = None, mock: bool | None = None
+        self,
+        *,
+        bootstrap_servers: str | Sequence[str] | None = None,
+        mock: bool | None = None,
+        security_protocol: str | None = None,
+        sasl_mechanism: str | None = None,
+        sasl_username: str | None = None,
+        sasl_password: str | None = None,
+        sasl_oauthbearer_token_file: str | None = None,
+        ssl_ca_location: str | None = None,
+        ssl_certificate_location: str | None = None,
+        ssl_key_location: str | None = None,
+        ssl_server_name: str | None = None,
+        enable_ssl_certificate_verification: bool | None = None,
     ) -> None:
-        """``mock=True`` (or PROSODY_MOCK) manages the in-memory cluster of mock mode."""
+        """``mock=True`` (or PROSODY_MOCK) manages the in-memory cluster of mock mode.
+
+        The security options are the client's (README, Security), for a
+        cluster that takes TLS or SASL clients only.
+        """
         self._handle = 0
         self._pid = os.getpid()
         ffi, lib = _native.load()
         doc = client_config_json(
-            {"bootstrap_servers": bootstrap_servers, "mock": mock}, owner="AdminClient"
+            {
+                "bootstrap_servers": bootstrap_servers,
+                "mock": mock,
+                "security_protocol": security_protocol,
+                "sasl_mechanism": sasl_mechanism,
+                "sasl_username": sasl_username,
+                "sasl_password": sasl_password,
+                "sasl_oauthbearer_token_file": sasl_oauthbearer_token_file,
+                "ssl_ca_location": ssl_ca_location,
+                "ssl_certificate_location": ssl_certificate_location,
+                "ssl_key_location": ssl_key_location,
+                "ssl_server_name": ssl_server_name,
+                "enable_ssl_certificate_verification": enable_ssl_certificate_verification,
+            },
+            owner="AdminClient",
         )
         out, err = ffi.new("uint64_t *"), ffi.new("char **")
         status = lib.prosody_admin_new(doc.encode(), out, err)

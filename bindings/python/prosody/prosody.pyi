@@ -56,6 +56,21 @@ class ProsodyClient:
         cassandra_user: str | None = ...,
         cassandra_password: str | None = ...,
         cassandra_retention: Duration | None = ...,
+        cassandra_ssl_enabled: bool | None = ...,
+        cassandra_ssl_ca_location: str | None = ...,
+        cassandra_ssl_certificate_location: str | None = ...,
+        cassandra_ssl_key_location: str | None = ...,
+        cassandra_enable_ssl_certificate_verification: bool | None = ...,
+        security_protocol: Literal['plaintext', 'ssl', 'sasl_plaintext', 'sasl_ssl', 'PLAINTEXT', 'SSL', 'SASL_PLAINTEXT', 'SASL_SSL'] | None = ...,
+        sasl_mechanism: Literal['PLAIN', 'SCRAM-SHA-256', 'SCRAM-SHA-512', 'OAUTHBEARER'] | None = ...,
+        sasl_username: str | None = ...,
+        sasl_password: str | None = ...,
+        sasl_oauthbearer_token_file: str | None = ...,
+        ssl_ca_location: str | None = ...,
+        ssl_certificate_location: str | None = ...,
+        ssl_key_location: str | None = ...,
+        ssl_server_name: str | None = ...,
+        enable_ssl_certificate_verification: bool | None = ...,
         scheduler_failure_weight: float | None = ...,
         scheduler_max_wait: Duration | None = ...,
         scheduler_wait_weight: float | None = ...,
@@ -93,7 +108,22 @@ class ProsodyClient:
     def source_system(self) -> str: ...
 
 class AdminClient:
-    def __init__(self, *, bootstrap_servers: StringOrList | None = None, mock: bool | None = None) -> None: ...
+    def __init__(
+        self,
+        *,
+        bootstrap_servers: StringOrList | None = None,
+        mock: bool | None = None,
+        security_protocol: Literal['plaintext', 'ssl', 'sasl_plaintext', 'sasl_ssl', 'PLAINTEXT', 'SSL', 'SASL_PLAINTEXT', 'SASL_SSL'] | None = None,
+        sasl_mechanism: Literal['PLAIN', 'SCRAM-SHA-256', 'SCRAM-SHA-512', 'OAUTHBEARER'] | None = None,
+        sasl_username: str | None = None,
+        sasl_password: str | None = None,
+        sasl_oauthbearer_token_file: str | None = None,
+        ssl_ca_location: str | None = None,
+        ssl_certificate_location: str | None = None,
+        ssl_key_location: str | None = None,
+        ssl_server_name: str | None = None,
+        enable_ssl_certificate_verification: bool | None = None,
+    ) -> None: ...
     def create_topic(
         self,
         name: str,

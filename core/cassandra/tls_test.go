@@ -1,0 +1,124 @@
+package cassandra
+
+import (
+	"context"
+	"log/slog"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prosody-events/prosody-go/core/fault"
+	"github.com/prosody-events/prosody-go/core/internal/testpki"
+	"github.com/prosody-events/prosody-go/core/internal/testservices"
+	"github.com/prosody-events/prosody-go/core/secret"
+	"github.com/prosody-events/prosody-go/core/tlsconf"
+)
+
+// TestTLSConnect connects over TLS to the test node (its CQL port takes
+// TLS and plaintext clients alike): trusted, with a client certificate,
+// and refused for a CA that did not sign the node's certificate, with an
+// error naming the option and classified terminal.
+func TestTLSConnect(t *testing.T) {
+	s := testservices.RequireSecureCassandra(t)
+	other, err := testpki.NewCA(t.TempDir(), "other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name    string
+		files   tlsconf.Files
+		wantErr string
+	}{
+		{"trusted CA", tlsconf.Files{CA: s.CA, Verify: true}, ""},
+		{"client certificate", tlsconf.Files{CA: s.CA, Cert: s.ClientCertificate, Key: s.ClientKey, Verify: true}, ""},
+		{"unknown CA", tlsconf.Files{CA: other.CertPath, Verify: true}, "cassandra_ssl_ca_location: the node's certificate is not signed by a trusted CA"},
+		{"verification off", tlsconf.Files{CA: other.CertPath, Verify: false}, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			files := tc.files
+			files.Prefix = "cassandra_"
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			start := time.Now()
+			sess, err := Connect(ctx, Options{Nodes: []string{s.CQL}, Keyspace: "prosody_tls_tests", TLS: &files, Logger: slog.New(slog.DiscardHandler)})
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer sess.Close()
+				if err := sess.Gocql().Query("SELECT release_version FROM system.local").WithContext(ctx).Exec(); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil {
+				sess.Close()
+				t.Fatal("connected")
+			}
+			if !strings.Contains(err.Error(), tc.wantErr) || !fault.IsTerminal(err) {
+				t.Errorf("error (terminal %v): %v", fault.IsTerminal(err), err)
+			}
+			t.Logf("failed in %v: %v", time.Since(start).Round(time.Millisecond), err)
+		})
+	}
+}
+
+// TestPasswordAuthenticatorOverTLS logs in to the cassandra-auth node
+// (TLS required, PasswordAuthenticator): the right password works, a wrong
+// one fails at once naming the options and not showing it.
+func TestPasswordAuthenticatorOverTLS(t *testing.T) {
+	s := testservices.RequireAuthCassandra(t)
+	const wrong = "cassandra-Wrong-Pa55word"
+	files := tlsconf.Files{Prefix: "cassandra_", CA: s.CA, Verify: true}
+	cases := []struct {
+		name           string
+		user, password string
+		tls            *tlsconf.Files
+		wantErr        string
+	}{
+		{"TLS and the right password", s.User, s.Password, &files, ""},
+		{"wrong password", s.User, wrong, &files, "cassandra_user / cassandra_password: the node refused the credentials"},
+		{"no password", "", "", &files, "cassandra_user / cassandra_password: the node requires a login"},
+		{"no TLS", s.User, s.Password, nil, "connect to"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			start := time.Now()
+			goroutines := runtime.NumGoroutine()
+			sess, err := Connect(ctx, Options{Nodes: []string{s.CQL}, Keyspace: "prosody_auth_tests",
+				User: tc.user, Password: secret.New(tc.password), TLS: tc.tls, Logger: slog.New(slog.DiscardHandler)})
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				sess.Close()
+				// A login takes long enough (the node hashes the password)
+				// that gocql may still be opening the pool's second
+				// connection: closed, it retries that for a few seconds
+				// before its goroutine ends.
+				testservices.WaitFor(t, 15*time.Second, "gocql's connection pool to stop", func() bool {
+					return runtime.NumGoroutine() <= goroutines
+				})
+				return
+			}
+			if err == nil {
+				sess.Close()
+				t.Fatal("connected")
+			}
+			if !strings.Contains(err.Error(), tc.wantErr) || strings.Contains(err.Error(), wrong) {
+				t.Errorf("error: %v", err)
+			}
+			if took := time.Since(start); took > 30*time.Second {
+				t.Errorf("took %v", took)
+			}
+			if tc.tls != nil && !fault.IsTerminal(err) {
+				t.Errorf("a refused login is not terminal: %v", err)
+			}
+			t.Logf("failed in %v (terminal %v): %v", time.Since(start).Round(time.Millisecond), fault.IsTerminal(err), err)
+		})
+	}
+}

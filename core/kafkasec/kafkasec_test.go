@@ -1,0 +1,190 @@
+package kafkasec
+
+import (
+	"crypto/tls"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/prosody-events/prosody-go/core/config"
+	"github.com/prosody-events/prosody-go/core/internal/testpki"
+	"github.com/prosody-events/prosody-go/core/secret"
+	"github.com/prosody-events/prosody-go/core/tlsconf"
+)
+
+func TestApply(t *testing.T) {
+	dir := t.TempDir()
+	token := filepath.Join(dir, "token")
+	if err := os.WriteFile(token, []byte("opaque-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name      string
+		s         Settings
+		tls, sasl bool
+		mechanism sarama.SASLMechanism
+		wantErr   string
+	}{
+		{name: "zero value is plaintext", s: Settings{}},
+		{name: "plaintext", s: Settings{Protocol: config.ProtocolPlaintext}},
+		{name: "ssl", s: Settings{Protocol: config.ProtocolSSL, TLS: tlsFiles(true)}, tls: true},
+		{name: "sasl_plaintext PLAIN", s: Settings{Protocol: config.ProtocolSASLPlaintext, Mechanism: config.MechanismPlain, Username: "u", Password: secret.New("p")}, sasl: true, mechanism: sarama.SASLTypePlaintext},
+		{name: "sasl_ssl SCRAM-SHA-256", s: Settings{Protocol: config.ProtocolSASLSSL, Mechanism: config.MechanismScramSHA256, Username: "u", Password: secret.New("p"), TLS: tlsFiles(true)}, tls: true, sasl: true, mechanism: sarama.SASLTypeSCRAMSHA256},
+		{name: "sasl_ssl SCRAM-SHA-512", s: Settings{Protocol: config.ProtocolSASLSSL, Mechanism: config.MechanismScramSHA512, Username: "u", Password: secret.New("p"), TLS: tlsFiles(true)}, tls: true, sasl: true, mechanism: sarama.SASLTypeSCRAMSHA512},
+		{name: "OAUTHBEARER", s: Settings{Protocol: config.ProtocolSASLSSL, Mechanism: config.MechanismOAuthBearer, TokenFile: token, TLS: tlsFiles(true)}, tls: true, sasl: true, mechanism: sarama.SASLTypeOAuth},
+		{name: "OAUTHBEARER without its file", s: Settings{Protocol: config.ProtocolSASLSSL, Mechanism: config.MechanismOAuthBearer, TokenFile: filepath.Join(dir, "none")}, wantErr: "sasl_oauthbearer_token_file: "},
+		{name: "missing CA file", s: Settings{Protocol: config.ProtocolSSL, TLS: tlsFiles(true, filepath.Join(dir, "ca.pem"))}, wantErr: "ssl_ca_location: "},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := sarama.NewConfig()
+			err := tc.s.Apply(cfg)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Net.TLS.Enable != tc.tls || cfg.Net.SASL.Enable != tc.sasl || cfg.Net.SASL.Mechanism != tc.mechanism && tc.sasl {
+				t.Errorf("TLS %v SASL %v %q", cfg.Net.TLS.Enable, cfg.Net.SASL.Enable, cfg.Net.SASL.Mechanism)
+			}
+			if err := cfg.Validate(); err != nil {
+				t.Errorf("sarama refuses the configuration: %v", err)
+			}
+			if s := fmt.Sprintf("%v %+v %#v", tc.s, tc.s, tc.s); tc.s.Password.IsSet() && strings.Contains(s, tc.s.Password.Reveal()+" ") {
+				t.Errorf("settings print the password: %s", s)
+			}
+		})
+	}
+}
+
+func tlsFiles(verify bool, ca ...string) (f tlsconf.Files) {
+	f.Verify = verify
+	if len(ca) > 0 {
+		f.CA = ca[0]
+	}
+	return f
+}
+
+func TestExplain(t *testing.T) {
+	s := Settings{Mechanism: config.MechanismScramSHA512, Username: "alice", Password: secret.New("hunter2")}
+	err := s.Explain(fmt.Errorf("connect: %w", sarama.Wrap(sarama.ErrOutOfBrokers, sarama.ErrSASLAuthenticationFailed)))
+	var ae *AuthError
+	if !errors.As(err, &ae) || ae.Option != "sasl_username / sasl_password" || !strings.Contains(err.Error(), `SCRAM-SHA-512 credentials of user "alice"`) {
+		t.Fatalf("got %v", err)
+	}
+	if strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("shows the password: %v", err)
+	}
+	oauth := Settings{Mechanism: config.MechanismOAuthBearer, TokenFile: "/run/token"}
+	if err := oauth.Explain(sarama.ErrSASLAuthenticationFailed); !strings.HasPrefix(err.Error(), `sasl_oauthbearer_token_file: the broker refused the token in "/run/token"`) {
+		t.Errorf("OAUTHBEARER: %v", err)
+	}
+	if plain := errors.New("connection refused"); s.Explain(plain) != plain || IsAuthError(plain) {
+		t.Error("an ordinary network error is left alone")
+	}
+}
+
+// jwt builds an unsigned token with an exp claim; only the claim is read.
+func jwt(exp time.Time) string {
+	enc := base64.RawURLEncoding.EncodeToString
+	return enc([]byte(`{"alg":"none"}`)) + "." + enc([]byte(fmt.Sprintf(`{"exp":%d}`, exp.Unix()))) + ".sig"
+}
+
+func TestTokenFileIsReadAgainOnExpiryAndChange(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "token")
+	now := time.Unix(1_800_000_000, 0)
+	write := func(token string, mod time.Time) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(token), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(path, mod, mod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tf := newTokenFile(path)
+	tf.now = func() time.Time { return now }
+
+	first := jwt(now.Add(time.Minute))
+	write(first, now)
+	if tok, err := tf.Token(); err != nil || tok.Token != first {
+		t.Fatalf("first read: %v", err)
+	}
+
+	// Expired and not refreshed: a clear error naming the option.
+	now = now.Add(2 * time.Minute)
+	_, err := tf.Token()
+	if err == nil || !strings.Contains(err.Error(), "sasl_oauthbearer_token_file: the token in") || strings.Contains(err.Error(), first) {
+		t.Fatalf("expired token: %v", err)
+	}
+
+	// Refreshed by a sidecar: the new token is used.
+	second := jwt(now.Add(time.Hour))
+	write(second, now)
+	if tok, err := tf.Token(); err != nil || tok.Token != second {
+		t.Fatalf("after refresh: %v", err)
+	}
+
+	// An opaque token has no expiry: read again when the file changes.
+	write("opaque-1", now.Add(time.Second))
+	if tok, err := tf.Token(); err != nil || tok.Token != "opaque-1" {
+		t.Fatalf("opaque: %v %v", tok, err)
+	}
+	write("  \n", now.Add(2*time.Second))
+	if _, err := tf.Token(); err == nil || !strings.Contains(err.Error(), "is empty") {
+		t.Fatalf("empty file: %v", err)
+	}
+}
+
+// TestExplainHandshakes explains real handshake failures: the broker's
+// certificate from an unknown CA, expired, or for another name.
+func TestExplainHandshakes(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := testpki.NewCA(dir, "ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := testpki.NewCA(dir, "other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	valid := testpki.ServeTLS(t, ca, now.Add(-time.Hour), now.Add(time.Hour))
+	expired := testpki.ServeTLS(t, ca, now.Add(-48*time.Hour), now.Add(-time.Hour))
+	for _, tc := range []struct {
+		name, addr, ca, serverName string
+		option, reason             string
+	}{
+		{"unknown CA", valid, other.CertPath, "localhost", "ssl_ca_location", "not signed by a trusted CA"},
+		{"expired broker certificate", expired, ca.CertPath, "localhost", "ssl_ca_location", "not valid (expired, or not yet valid)"},
+		{"another name", valid, ca.CertPath, "kafka.example", "ssl_server_name", "for another name"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := Settings{Protocol: config.ProtocolSSL, TLS: tlsconf.Files{CA: tc.ca, ServerName: tc.serverName, Verify: true}}
+			cfg, err := s.TLS.Config()
+			if err != nil {
+				t.Fatal(err)
+			}
+			conn, err := tls.Dial("tcp", tc.addr, cfg)
+			if err == nil {
+				conn.Close()
+				t.Fatal("handshake succeeded")
+			}
+			var ae *AuthError
+			if !errors.As(s.Explain(err), &ae) || ae.Option != tc.option || !strings.Contains(ae.Reason, tc.reason) {
+				t.Errorf("Explain(%v) = %v", err, s.Explain(err))
+			}
+		})
+	}
+}

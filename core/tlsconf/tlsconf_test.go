@@ -1,0 +1,131 @@
+package tlsconf
+
+import (
+	"crypto/tls"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prosody-events/prosody-go/core/internal/testpki"
+)
+
+func TestConfigErrorsNameTheOption(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := testpki.NewCA(dir, "ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	cert, key, err := ca.Issue(dir, "client", now.Add(-time.Hour), now.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldCert, oldKey, err := ca.Issue(dir, "old", now.Add(-48*time.Hour), now.Add(-24*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, otherKey, err := ca.Issue(dir, "other", now.Add(-time.Hour), now.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	junk := filepath.Join(dir, "junk.pem")
+	if err := os.WriteFile(junk, []byte("not pem"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	cases := []struct {
+		name  string
+		files Files
+		want  string // "" for success
+	}{
+		{"CA and key pair", Files{CA: ca.CertPath, Cert: cert, Key: key, Verify: true}, ""},
+		{"missing CA", Files{CA: filepath.Join(dir, "none.pem")}, "ssl_ca_location: reading the CA bundle"},
+		{"CA not PEM", Files{CA: junk}, "ssl_ca_location: " + `"` + junk + `" holds no PEM certificate`},
+		{"expired certificate", Files{Cert: oldCert, Key: oldKey}, "ssl_certificate_location: the client certificate in"},
+		{"key of another certificate", Files{Cert: cert, Key: otherKey}, "ssl_key_location: the key in"},
+		{"certificate not PEM", Files{Cert: junk, Key: key}, "ssl_certificate_location: "},
+		{"key without certificate", Files{Key: key}, "ssl_certificate_location and ssl_key_location must be set together"},
+		{"Cassandra prefix", Files{Prefix: "cassandra_", CA: junk}, "cassandra_ssl_ca_location: "},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := tc.files.Config()
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(cfg.Certificates) != 1 || cfg.RootCAs == nil || cfg.InsecureSkipVerify {
+					t.Errorf("config: %d certificates, roots %v, insecure %v", len(cfg.Certificates), cfg.RootCAs != nil, cfg.InsecureSkipVerify)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want it to contain %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "PRIVATE KEY") {
+				t.Errorf("error shows key material: %v", err)
+			}
+		})
+	}
+	var expired *ExpiredError
+	_, err = Files{Cert: oldCert, Key: oldKey}.Config()
+	if !errors.As(err, &expired) || !IsHandshakeFailure(err) {
+		t.Errorf("expired certificate: %T %v", err, err)
+	}
+}
+
+// TestHandshakeFailuresAreRecognised runs real handshakes against a local
+// TLS server whose certificate the client does not trust, or for another
+// name, and checks that IsHandshakeFailure sees both.
+func TestHandshakeFailuresAreRecognised(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := testpki.NewCA(dir, "ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := testpki.NewCA(dir, "other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	server := testpki.ServeTLS(t, ca, now.Add(-time.Hour), now.Add(time.Hour))
+	expired := testpki.ServeTLS(t, ca, now.Add(-48*time.Hour), now.Add(-time.Hour))
+	for _, tc := range []struct {
+		name  string
+		addr  string
+		files Files
+		ok    bool
+	}{
+		{"trusted", server, Files{CA: ca.CertPath, ServerName: "localhost", Verify: true}, true},
+		{"unknown CA", server, Files{CA: other.CertPath, ServerName: "localhost", Verify: true}, false},
+		{"wrong name", server, Files{CA: ca.CertPath, ServerName: "kafka.example", Verify: true}, false},
+		{"expired server certificate", expired, Files{CA: ca.CertPath, ServerName: "localhost", Verify: true}, false},
+		{"verification off", server, Files{CA: other.CertPath, Verify: false}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := tc.files.Config()
+			if err != nil {
+				t.Fatal(err)
+			}
+			conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", tc.addr, cfg)
+			if tc.ok {
+				if err != nil {
+					t.Fatal(err)
+				}
+				conn.Close()
+				return
+			}
+			if err == nil {
+				conn.Close()
+				t.Fatal("handshake succeeded")
+			}
+			if !IsHandshakeFailure(err) {
+				t.Errorf("%v (%T) not recognised", err, err)
+			}
+		})
+	}
+}
