@@ -184,6 +184,13 @@ func TestDeadLetterNotCommittedBeforeItIsWritten(t *testing.T) {
 		ConfigEntries: map[string]*string{"max.message.bytes": ptr("100")}}, false); err != nil {
 		t.Fatal(err)
 	}
+	// The broker answers CreateTopic before every metadata view lists the
+	// topic; subscribe checks that the failure topic exists.
+	waitFor(t, time.Minute, "the failure topic in the broker's metadata", func() bool {
+		topics, err := adm.ListTopics()
+		_, ok := topics[failures]
+		return err == nil && ok
+	})
 	group := testservices.UniqueName("dlq-refused")
 	handled, logs := subscribeFailingBad(t, tg, group, source, failures)
 	// Offsets 0-4 good, 5 bad, 6-19 good on other keys.

@@ -286,6 +286,36 @@ test("unsubscribe cancels handlers still running", async () => {
   });
 });
 
+test("unsubscribe starts no handler that had not started when it was called", async () => {
+  // Every permit is held by a handler waiting at the gate when unsubscribe
+  // is called: those finish, and no queued message starts after the call.
+  const topic = unique("nostart");
+  const permits = 4, quick = 20;
+  await withClient({ subscribedTopics: topic, maxConcurrency: permits }, async (client) => {
+    const gate = deferred();
+    let starts = 0, blocked = 0;
+    await client.subscribe({
+      async onMessage() {
+        starts += 1;
+        if (starts > quick) {
+          blocked += 1;
+          await gate.promise;
+        }
+      },
+    });
+    for (let i = 0; i < 200; i++) await client.send(topic, `k${i % 50}`, { i });
+    await waitFor(() => blocked === permits, "every permit held by a blocked handler");
+    const partitions = client.assignedPartitionCount;
+    const startedBefore = starts;
+    const draining = () => records.filter(([, m, md]) => m === "partition released; draining" && md.topic === topic).length;
+    const unsubscribing = client.unsubscribe();
+    await waitFor(() => draining() === partitions, "every partition draining");
+    gate.resolve();
+    await unsubscribing;
+    assert.equal(starts - startedBefore, 0, `handlers started after unsubscribe began (${startedBefore} before it)`);
+  });
+});
+
 test("onCancel also resolves once the handler has finished", async () => {
   const topic = unique("finished");
   await withClient({ subscribedTopics: topic }, async (client) => {
