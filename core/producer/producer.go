@@ -31,13 +31,17 @@ type Producer struct {
 	connectDone chan struct{}
 	conn        *connection
 	lastDialErr atomic.Pointer[error]
-	// failed is closed when connecting stopped for good: the broker
-	// refused the credentials or the TLS handshake failed (a
-	// kafkasec.AuthError, in failErr). Retrying could not fix that, and
-	// sends fail at once instead of waiting out their timeout.
-	failed   chan struct{}
-	failErr  error
-	security kafkasec.Settings
+	// failed is closed at the first dial the broker refused for its
+	// credentials or TLS handshake (a kafkasec.AuthError); authErr is the
+	// latest such refusal, nil again once a dial succeeds. While it is
+	// set, sends fail at once instead of waiting out their timeout. The
+	// dial goes on, slowly (authRetry): a renewed token file, a password
+	// that reached every broker, or a replaced certificate lets it in.
+	failed  chan struct{}
+	authErr atomic.Pointer[error]
+	// failedOnce: failed is closed; only connect reads and writes it.
+	failedOnce bool
+	security   kafkasec.Settings
 
 	// closing is closed when Close starts; it wakes sends that are
 	// waiting to connect or to hand a record to sarama. mu orders those
@@ -109,6 +113,11 @@ const (
 	dialBackoffMax = 5 * time.Second
 )
 
+// authRetry paces dials after the broker refused the credentials or the
+// handshake: each one is a refused login in the broker's log. A variable
+// for the test that renews a refused token.
+var authRetry = 30 * time.Second
+
 // connect dials until a sarama producer is up or Close starts.
 func (p *Producer) connect(addrs []string, cfg *sarama.Config) {
 	defer close(p.connectDone)
@@ -118,16 +127,21 @@ func (p *Producer) connect(addrs []string, cfg *sarama.Config) {
 		if err == nil {
 			p.conn = c
 			close(p.ready)
+			p.authErr.Store(nil)
 			return
 		}
 		err = p.security.Explain(err)
 		p.lastDialErr.Store(&err)
+		wait := backoff
 		if kafkasec.IsAuthError(err) {
-			p.failErr = err
-			close(p.failed)
-			return
+			first := p.authErr.Swap(&err) == nil && !p.failedOnce
+			if first {
+				p.failedOnce = true
+				close(p.failed)
+			}
+			wait = authRetry
 		}
-		t := time.NewTimer(backoff)
+		t := time.NewTimer(wait)
 		select {
 		case <-p.closing:
 			t.Stop()

@@ -230,11 +230,23 @@ func (p *Producer) awaitConnection(ctx context.Context, timeout <-chan time.Time
 		return p.conn, nil
 	default:
 	}
+	if e := p.authErr.Load(); e != nil {
+		return nil, p.refused(topic, *e)
+	}
 	select {
 	case <-p.ready:
 		return p.conn, nil
 	case <-p.failed:
-		return nil, fault.Terminal(fmt.Errorf("producer: send to %q: cannot connect to kafka: %w", topic, p.failErr))
+		select {
+		case <-p.ready: // a later dial got in
+			return p.conn, nil
+		default:
+		}
+		// authErr is cleared only after ready closes: it is set here.
+		if e := p.authErr.Load(); e != nil {
+			return nil, p.refused(topic, *e)
+		}
+		return nil, p.refused(topic, p.dialError())
 	case <-p.closing:
 		return nil, ErrClosed
 	case <-ctx.Done():
@@ -249,6 +261,13 @@ func (p *Producer) awaitConnection(ctx context.Context, timeout <-chan time.Time
 		return nil, fmt.Errorf("producer: send to %q: not connected to kafka within %s (%s): %w",
 			topic, p.sendTimeout, reason, ErrSendTimeout)
 	}
+}
+
+// refused is a send's error while the broker refuses the producer's
+// credentials or handshake: terminal for this send, which fails at once;
+// the producer keeps trying to connect.
+func (p *Producer) refused(topic string, err error) error {
+	return fault.Terminal(fmt.Errorf("producer: send to %q: cannot connect to kafka: %w", topic, err))
 }
 
 // enqueue hands msg to sarama unless Close has started.
