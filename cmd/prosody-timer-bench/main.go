@@ -1,9 +1,16 @@
-// Command prosody-timer-bench measures durable timers on a real Cassandra:
-// how many timers per second the timer managers of several partitions can
-// schedule, and how late they fire (firing time minus due time, where the
-// due time is the whole second the timer was rounded to).
+// Command prosody-timer-bench measures durable timers on a real Cassandra.
+//
+// Without a subcommand it drives the timer managers of several partitions
+// directly: how many timers per second they schedule, and how late they
+// fire (firing time minus the due second).
 //
 //	go run ./cmd/prosody-timer-bench -cassandra localhost:9042 -timers 10000
+//
+// The subcommand mixed runs whole consumers instead, in their own
+// processes: message handlers schedule timers while messages still flow,
+// so firing competes with message work (see mixed.go).
+//
+//	go run ./cmd/prosody-timer-bench mixed -readers go,python,node
 package main
 
 import (
@@ -12,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -24,14 +32,30 @@ import (
 )
 
 func main() {
-	nodes := flag.String("cassandra", "localhost:9042", "Cassandra contact points")
-	count := flag.Int("timers", 10_000, "timers to schedule")
-	keys := flag.Int("keys", 1_000, "distinct keys")
-	partitions := flag.Int("partitions", 8, "partitions (one timer manager each)")
-	workers := flag.Int("concurrency", 32, "concurrent schedule calls (like max_concurrency)")
-	spread := flag.Duration("spread", 20*time.Second, "timers are due between lead and lead+spread from the start")
-	lead := flag.Duration("lead", 10*time.Second, "earliest due time after the start")
-	flag.Parse()
+	args := os.Args[1:]
+	if len(args) > 0 {
+		switch args[0] {
+		case "mixed":
+			runMixed(args[1:])
+			return
+		case "read":
+			runReader(args[1:])
+			return
+		}
+	}
+	runManagers(args)
+}
+
+func runManagers(args []string) {
+	fs := flag.NewFlagSet("prosody-timer-bench", flag.ExitOnError)
+	nodes := fs.String("cassandra", "localhost:9042", "Cassandra contact points")
+	count := fs.Int("timers", 10_000, "timers to schedule")
+	keys := fs.Int("keys", 1_000, "distinct keys")
+	partitions := fs.Int("partitions", 8, "partitions (one timer manager each)")
+	workers := fs.Int("concurrency", 32, "concurrent schedule calls (like max_concurrency)")
+	spread := fs.Duration("spread", 20*time.Second, "timers are due between lead and lead+spread from the start")
+	lead := fs.Duration("lead", 10*time.Second, "earliest due time after the start")
+	must(fs.Parse(args))
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 
 	keyspace := "prosody_timer_bench_" + suffix()

@@ -2,7 +2,10 @@ package timerstore
 
 import (
 	"context"
+	"math"
 	"slices"
+	"sync"
+	"time"
 
 	"github.com/gocql/gocql"
 )
@@ -13,6 +16,41 @@ type cassandraSegment struct {
 	store    *cassandraStore
 	id       gocql.UUID
 	slabSize uint32
+	keys     *keyCache
+
+	// listed holds, per slab, when the slab-list row this segment wrote
+	// expires (epoch seconds; MaxInt64 for never). For a slab not yet past
+	// its end the expiry depends only on the slab, so writing the row again
+	// for every timer in it would change nothing.
+	listedMu sync.Mutex
+	listed   map[uint32]int64
+}
+
+func newCassandraSegment(store *cassandraStore, id gocql.UUID, slabSize uint32) *cassandraSegment {
+	return &cassandraSegment{store: store, id: id, slabSize: slabSize, keys: newKeyCache(keyCacheSize), listed: map[uint32]int64{}}
+}
+
+func (s *cassandraSegment) retentionSecs() int64 { return int64(s.store.retention / time.Second) }
+
+// keyState returns the key's partition of the key index, from the cache
+// when it is there, and the version a write must store its result under.
+func (s *cassandraSegment) keyState(ctx context.Context, key string) (keyPartition, uint64, error) {
+	kp, ok, version := s.keys.begin(key, s.store.now().Unix())
+	if ok {
+		return kp, version, nil
+	}
+	kp, err := s.readKey(ctx, key)
+	return kp, version, err
+}
+
+// settle records the outcome of a write to the key index: the state it
+// left, or, after a failure, that the state is unknown.
+func (s *cassandraSegment) settle(key string, version uint64, kp keyPartition, err error) {
+	if err != nil {
+		s.keys.drop(key)
+		return
+	}
+	s.keys.put(key, version, kp, s.retentionSecs())
 }
 
 func (s *cassandraSegment) SlabSize() uint32 { return s.slabSize }
@@ -64,10 +102,11 @@ func (s *cassandraSegment) slabTriggers(ctx context.Context, size, slab uint32) 
 }
 
 func (s *cassandraSegment) KeyTimes(ctx context.Context, key string, typ Type) ([]Time, error) {
-	kp, err := s.readKey(ctx, key)
+	kp, version, err := s.keyState(ctx, key)
 	if err != nil {
 		return nil, err
 	}
+	s.keys.put(key, version, kp, s.retentionSecs())
 	_, es := kp.entries(typ)
 	if len(es) == 0 {
 		return nil, nil
@@ -80,8 +119,23 @@ func (s *cassandraSegment) KeyTimes(ctx context.Context, key string, typ Type) (
 func (s *cassandraSegment) addToSlab(ctx context.Context, size uint32, t Trigger) error {
 	slab := SlabOf(t.Time, size)
 	ttl := s.ttl(slabEnd(slab, size))
-	if err := s.store.s.Query(ctx, s.store.q.insertSlab, s.id, int32(slab), ttl).Exec(); err != nil {
-		return wrap(err, "add slab %d", slab)
+	expires := int64(math.MaxInt64)
+	if ttl > 0 {
+		expires = s.store.now().Unix() + int64(ttl)
+	}
+	current := size == s.slabSize
+	s.listedMu.Lock()
+	listed := current && s.listed[slab] >= expires
+	s.listedMu.Unlock()
+	if !listed {
+		if err := s.store.s.Query(ctx, s.store.q.insertSlab, s.id, int32(slab), ttl).Exec(); err != nil {
+			return wrap(err, "add slab %d", slab)
+		}
+		if current {
+			s.listedMu.Lock()
+			s.listed[slab] = max(s.listed[slab], expires)
+			s.listedMu.Unlock()
+		}
 	}
 	err := s.store.s.Query(ctx, s.store.q.insertSlabTrigger, s.id, int32(size), int32(slab),
 		int8(t.Type), t.Key, int32(t.Time), spanValue(t.Span), ttl).Exec()
@@ -108,17 +162,21 @@ func (s *cassandraSegment) Add(ctx context.Context, t Trigger) error {
 	if err := s.addToSlab(ctx, s.slabSize, t); err != nil {
 		return err
 	}
-	kp, err := s.readKey(ctx, t.Key)
+	kp, version, err := s.keyState(ctx, t.Key)
 	if err != nil {
 		return err
 	}
 	q := s.store.q
 	typ := int8(t.Type)
 	form, es := kp.entries(t.Type)
+	span := cloneSpan(t.Span)
+	var next keyPartition
 	switch {
 	case form == formAbsent || (form == formInline && es[0].time == t.Time):
 		// Single timer (or the same one again, refreshing span and TTL).
-		err = s.store.s.Query(ctx, q.setKeyState, s.ttl(int64(t.Time)), typ, inlineState(t.Time, t.Span), s.id, t.Key).Exec()
+		st := inlineState(t.Time, span)
+		err = s.store.s.Query(ctx, q.setKeyState, s.ttl(int64(t.Time)), typ, st, s.id, t.Key).Exec()
+		next = kp.with(t.Type, &st, kp.rows[t.Type])
 	case form == formInline:
 		// Promotion: both timers become clustering rows and the entry a
 		// marker, in one single-partition (hence atomic) batch.
@@ -130,6 +188,8 @@ func (s *cassandraSegment) Add(ctx context.Context, t Trigger) error {
 		b.Query(q.insertKeyRow, s.id, t.Key, typ, int32(t.Time), spanValue(t.Span), ttl)
 		b.Query(q.setKeyState, ttl, typ, overflowState(latest), s.id, t.Key)
 		err = s.store.s.ExecuteBatch(b)
+		st := overflowState(latest)
+		next = kp.with(t.Type, &st, withRow(withRow(kp.rows[t.Type], old), keyEntry{time: t.Time, span: span}))
 	default:
 		// Overflow: add a row, and rewrite the marker so it lives as long as
 		// the latest timer; a marker expiring first would hide the rows.
@@ -141,7 +201,10 @@ func (s *cassandraSegment) Add(ctx context.Context, t Trigger) error {
 		b.Query(q.insertKeyRow, s.id, t.Key, typ, int32(t.Time), spanValue(t.Span), s.ttl(int64(t.Time)))
 		b.Query(q.setKeyState, s.ttl(int64(latest)), typ, overflowState(latest), s.id, t.Key)
 		err = s.store.s.ExecuteBatch(b)
+		st := overflowState(latest)
+		next = kp.with(t.Type, &st, withRow(es, keyEntry{time: t.Time, span: span}))
 	}
+	s.settle(t.Key, version, next, err)
 	if err != nil {
 		return wrap(err, "add %q at %d to the key index", t.Key, t.Time)
 	}
@@ -155,7 +218,7 @@ func (s *cassandraSegment) Remove(ctx context.Context, key string, at Time, typ 
 	if err := s.removeFromSlab(ctx, key, at, typ); err != nil {
 		return err
 	}
-	kp, err := s.readKey(ctx, key)
+	kp, version, err := s.keyState(ctx, key)
 	if err != nil {
 		return err
 	}
@@ -163,28 +226,40 @@ func (s *cassandraSegment) Remove(ctx context.Context, key string, at Time, typ 
 	form, es := kp.entries(typ)
 	idx := slices.IndexFunc(es, func(e keyEntry) bool { return e.time == at })
 	if idx < 0 {
+		s.keys.put(key, version, kp, s.retentionSecs())
 		return nil // already gone
 	}
 	remaining := slices.Delete(slices.Clone(es), idx, idx+1)
+	var next keyPartition
 	switch {
 	case form == formInline:
 		err = s.store.s.Query(ctx, q.deleteKeyState, int8(typ), s.id, key).Exec()
+		next = kp.with(typ, nil, kp.rows[typ])
 	case len(remaining) == 0:
 		b := s.store.s.Batch(ctx)
 		b.Query(q.deleteKeyState, int8(typ), s.id, key)
 		b.Query(q.deleteKeyType, s.id, key, int8(typ))
 		err = s.store.s.ExecuteBatch(b)
+		next = kp.with(typ, nil, nil)
 	case len(remaining) == 1:
 		// Demotion back to inline: the survivor moves into the state map
 		// and every clustering row of the type goes.
 		r := remaining[0]
+		st := inlineState(r.time, r.span)
 		b := s.store.s.Batch(ctx)
-		b.Query(q.setKeyState, s.ttl(int64(r.time)), int8(typ), inlineState(r.time, r.span), s.id, key)
+		b.Query(q.setKeyState, s.ttl(int64(r.time)), int8(typ), st, s.id, key)
 		b.Query(q.deleteKeyType, s.id, key, int8(typ))
 		err = s.store.s.ExecuteBatch(b)
+		next = kp.with(typ, &st, nil)
 	default:
 		err = s.store.s.Query(ctx, q.deleteKeyRow, s.id, key, int8(typ), int32(at)).Exec()
+		var st *keyTimerState
+		if old, ok := kp.state[int8(typ)]; ok {
+			st = &old
+		}
+		next = kp.with(typ, st, remaining)
 	}
+	s.settle(key, version, next, err)
 	if err != nil {
 		return wrap(err, "remove %q at %d from the key index", key, at)
 	}
@@ -192,7 +267,7 @@ func (s *cassandraSegment) Remove(ctx context.Context, key string, at Time, typ 
 }
 
 func (s *cassandraSegment) ClearAndSchedule(ctx context.Context, t Trigger) ([]Time, error) {
-	kp, err := s.readKey(ctx, t.Key)
+	kp, version, err := s.keyState(ctx, t.Key)
 	if err != nil {
 		return nil, err
 	}
@@ -204,14 +279,22 @@ func (s *cassandraSegment) ClearAndSchedule(ctx context.Context, t Trigger) ([]T
 	}
 	q := s.store.q
 	typ := int8(t.Type)
+	st := inlineState(t.Time, cloneSpan(t.Span))
 	if form == formOverflow {
 		b := s.store.s.Batch(ctx)
-		b.Query(q.setKeyState, s.ttl(int64(t.Time)), typ, inlineState(t.Time, t.Span), s.id, t.Key)
+		b.Query(q.setKeyState, s.ttl(int64(t.Time)), typ, st, s.id, t.Key)
 		b.Query(q.deleteKeyType, s.id, t.Key, typ)
 		err = s.store.s.ExecuteBatch(b)
 	} else {
-		err = s.store.s.Query(ctx, q.setKeyState, s.ttl(int64(t.Time)), typ, inlineState(t.Time, t.Span), s.id, t.Key).Exec()
+		err = s.store.s.Query(ctx, q.setKeyState, s.ttl(int64(t.Time)), typ, st, s.id, t.Key).Exec()
 	}
+	// Clustering rows of an inline type are strays Cassandra keeps; the
+	// cache keeps them too, so it reads what a fresh read would.
+	var rows []keyEntry
+	if form != formOverflow {
+		rows = kp.rows[t.Type]
+	}
+	s.settle(t.Key, version, kp.with(t.Type, &st, rows), err)
 	if err != nil {
 		return nil, wrap(err, "replace the timers of %q in the key index", t.Key)
 	}
@@ -229,6 +312,9 @@ func (s *cassandraSegment) ClearAndSchedule(ctx context.Context, t Trigger) ([]T
 }
 
 func (s *cassandraSegment) DeleteSlab(ctx context.Context, slab uint32) error {
+	s.listedMu.Lock()
+	delete(s.listed, slab)
+	s.listedMu.Unlock()
 	if err := s.store.s.Query(ctx, s.store.q.deleteSlab, s.id, int32(slab)).Exec(); err != nil {
 		return wrap(err, "delete slab %d", slab)
 	}
@@ -260,4 +346,11 @@ func (s *cassandraSegment) TypeKeys(ctx context.Context, typ Type, through Time)
 		}
 	}
 	return out, nil
+}
+
+// withRow returns rows with e in place of the row of the same time, or
+// added: a clustering row written again replaces the old one.
+func withRow(rows []keyEntry, e keyEntry) []keyEntry {
+	out := slices.DeleteFunc(slices.Clone(rows), func(r keyEntry) bool { return r.time == e.time })
+	return append(out, e)
 }

@@ -34,7 +34,7 @@ type cassandraStore struct {
 func (c *cassandraStore) Segment(ctx context.Context, group, topic string, partition int32, slabSize uint32) (Segment, error) {
 	id := gocql.UUID(SegmentID(group, topic, partition))
 	name := segmentName(group, topic, partition)
-	seg := &cassandraSegment{store: c, id: id, slabSize: slabSize}
+	seg := newCassandraSegment(c, id, slabSize)
 
 	var storedName *string
 	var storedSize *int32

@@ -3,7 +3,10 @@ package timerstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"math/rand/v2"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -327,5 +330,65 @@ func TestCassandraErrorsAreClassified(t *testing.T) {
 	_, err = seg.Slabs(cancelled)
 	if err == nil || fault.IsTerminal(err) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("Slabs with a cancelled context: %v (class %v), want a non-terminal context error", err, fault.ClassOf(err))
+	}
+}
+
+// TestCassandraKeyCacheMatchesTheStore: a segment keeps the key index of
+// the keys it touched in memory, so that a write needs no read first. After
+// every operation of a random sequence (adds, removes, replacements and
+// listings over a few keys and times, so keys move between the inline and
+// overflow forms), what the cache holds for the key is what Cassandra
+// holds, spans included, with a cache large enough for every key and with
+// one that evicts all the time.
+func TestCassandraKeyCacheMatchesTheStore(t *testing.T) {
+	f := newCassandraFixture(t, testRetention)
+	ctx := testCtx(t)
+	for _, size := range []int{keyCacheSize, 1} {
+		seg, err := f.store.Segment(ctx, "cache", "topic", int32(size), 60)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs := seg.(*cassandraSegment)
+		cs.keys = newKeyCache(size)
+		rng := rand.New(rand.NewPCG(1, uint64(size)))
+		base := TimeOf(time.Now().Add(time.Hour))
+		for step := 0; step < 300; step++ {
+			key := fmt.Sprintf("k%d", rng.IntN(3))
+			typ := []Type{Application, DeferredMessage}[rng.IntN(2)]
+			at := base + Time(rng.IntN(4)*30)
+			span := map[string]string{"traceparent": fmt.Sprint(step)}
+			var op string
+			switch rng.IntN(4) {
+			case 0, 1:
+				op, err = "add", cs.Add(ctx, Trigger{Key: key, Time: at, Type: typ, Span: span})
+			case 2:
+				op, err = "remove", cs.Remove(ctx, key, at, typ)
+			default:
+				op = "clear and schedule"
+				_, err = cs.ClearAndSchedule(ctx, Trigger{Key: key, Time: at, Type: typ, Span: span})
+			}
+			if err != nil {
+				t.Fatalf("step %d: %s: %v", step, op, err)
+			}
+			cached, ok, _ := cs.keys.begin(key, time.Now().Unix())
+			if !ok {
+				if size == keyCacheSize {
+					t.Fatalf("step %d: %s %s: the key is not cached after a write", step, op, key)
+				}
+				continue
+			}
+			stored, err := cs.readKey(ctx, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, ty := range []Type{Application, DeferredMessage} {
+				cf, ce := cached.entries(ty)
+				sf, se := stored.entries(ty)
+				if cf != sf || !reflect.DeepEqual(ce, se) {
+					t.Fatalf("step %d, after %s %s %d type %d: cache holds form %d %v, Cassandra form %d %v",
+						step, op, key, at, ty, cf, ce, sf, se)
+				}
+			}
+		}
 	}
 }

@@ -29,7 +29,19 @@ func SaramaConfig() *sarama.Config {
 // Fill creates topic with the given partitions and writes n JSON messages
 // of about size bytes over keys distinct keys, with an idempotent LZ4
 // producer and the CRC-32 key partitioner, as Prosody's producer does.
+// Message i has key key-%05d of i mod keys and carries its per-key
+// sequence number.
 func Fill(addrs []string, topic string, partitions int32, n, keys, size int) error {
+	pad := strings.Repeat("x", max(0, size-110))
+	return FillWith(addrs, topic, partitions, n, func(i int) (string, string) {
+		k := fmt.Sprintf("key-%05d", i%keys)
+		return k, fmt.Sprintf(`{"id":"evt-%09d","type":"bench.event","key":"%s","seq":%d,"pad":"%s"}`, i, k, i/keys, pad)
+	})
+}
+
+// FillWith is Fill with the key and JSON value of message i given by
+// message.
+func FillWith(addrs []string, topic string, partitions int32, n int, message func(i int) (key, value string)) error {
 	cfg := SaramaConfig()
 	admin, err := sarama.NewClusterAdmin(addrs, cfg)
 	if err != nil {
@@ -54,10 +66,8 @@ func Fill(addrs []string, topic string, partitions int32, n, keys, size int) err
 	if err != nil {
 		return err
 	}
-	pad := strings.Repeat("x", max(0, size-110))
 	for i := 0; i < n; i++ {
-		k := fmt.Sprintf("key-%05d", i%keys)
-		v := fmt.Sprintf(`{"id":"evt-%09d","type":"bench.event","key":"%s","seq":%d,"pad":"%s"}`, i, k, i/keys, pad)
+		k, v := message(i)
 		p.Input() <- &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(k), Value: sarama.StringEncoder(v)}
 	}
 	return closeProducer()

@@ -1,0 +1,158 @@
+package main
+
+// The mixed benchmark: for each reader and round, a fresh topic holds
+// -messages JSON messages {"seq": i} over -keys keys; the reader (a whole
+// consumer at its default configuration, in its own process) handles them,
+// and each message handler schedules a timer due lead+1+(seq mod spread)
+// whole seconds after the second it runs in. The first timers fall due
+// while most messages are still queued, so firing competes with message
+// work for the key queues, the permits and Cassandra. Each reader prints one
+// JSON line (result); the driver rotates the readers' order between rounds
+// and reports medians.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/prosody-events/prosody-go/core/cassandra"
+	"github.com/prosody-events/prosody-go/internal/benchkit"
+)
+
+func runMixed(args []string) {
+	fs := flag.NewFlagSet("mixed", flag.ExitOnError)
+	var f readerFlags
+	f.register(fs)
+	keys := fs.Int("keys", 2_000, "distinct keys")
+	partitions := fs.Int("partitions", 8, "topic partitions")
+	rounds := fs.Int("rounds", 3, "rounds; the readers' order rotates each round")
+	readers := fs.String("readers", "go", "comma-separated readers: go, python, python-original, node")
+	python := fs.String("python", "build/python-venv/bin/python", "Python with this project's package")
+	original := fs.String("original-python", "build/original-venv/bin/python", "Python with prosody-events 0.4.0 (scripts/original-venv)")
+	node := fs.String("node", "node", "Node.js")
+	must(fs.Parse(args))
+	names := strings.Split(*readers, ",")
+	self, err := os.Executable()
+	must(err)
+	commands := map[string][]string{
+		"go":              {self, "read"},
+		"python":          {*python, "bindings/python/bench/timer_bench.py"},
+		"python-original": {*original, "bindings/python/bench/timer_bench.py"},
+		"node":            {*node, "bindings/node/bench/timer-bench.js"},
+	}
+	for _, n := range names {
+		if commands[n] == nil {
+			must(fmt.Errorf("unknown reader %q: the readers are go, python, python-original, node", n))
+		}
+	}
+
+	ctx := context.Background()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	scratch := "prosody_timer_bench_" + benchkit.Suffix()
+	session, err := cassandra.Connect(ctx, cassandra.Options{Nodes: []string{f.cassandra}, Keyspace: scratch, Logger: quiet})
+	must(err)
+	defer func() {
+		_ = session.Query(ctx, "DROP KEYSPACE IF EXISTS "+scratch).Exec()
+		session.Close()
+	}()
+
+	pad := strings.Repeat("x", 150)
+	all := map[string][]result{}
+	fmt.Printf("%d messages over %d keys, %d partitions; timers due %d..%d s after their message; %d rounds\n",
+		f.messages, *keys, *partitions, f.lead+1, f.lead+f.spread, *rounds)
+	for round := 0; round < *rounds; round++ {
+		for i := range names {
+			name := names[(i+round)%len(names)]
+			run := f
+			suffix := benchkit.Suffix()
+			run.topic = "timer-bench-" + suffix
+			run.group = "timer-bench-" + suffix
+			run.keyspace = "timer_bench_" + suffix
+			must(benchkit.FillWith([]string{f.bootstrap}, run.topic, int32(*partitions), f.messages, func(i int) (string, string) {
+				k := fmt.Sprintf("key-%05d", i%*keys)
+				return k, fmt.Sprintf(`{"id":"evt-%09d","type":"bench.timer","key":"%s","seq":%d,"pad":"%s"}`, i, k, i, pad)
+			}))
+			must(session.Query(ctx, "CREATE KEYSPACE IF NOT EXISTS "+run.keyspace+
+				" WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}").Exec())
+			r, err := runOne(commands[name], run)
+			_ = session.Query(ctx, "DROP KEYSPACE IF EXISTS "+run.keyspace).Exec()
+			if err != nil {
+				fmt.Printf("round %d %s: %v\n", round+1, name, err)
+				continue
+			}
+			r.Reader = name
+			all[name] = append(all[name], r)
+			fmt.Printf("round %d %-15s schedule p50 %6.1f p99 %6.1f ms  late p50 %6.0f p99 %6.0f max %6.0f ms  early %d  fired %d/%d dup %d  %5.0f schedules/s  handled %d in %.1f s\n",
+				round+1, name, r.ScheduleMs.P50, r.ScheduleMs.P99, r.LateMs.P50, r.LateMs.P99, r.LateMs.Max,
+				r.Early, r.Fired, r.Scheduled, r.Duplicates, r.SchedulesPerS, r.Messages, r.HandlingS)
+		}
+	}
+
+	fmt.Println("\nmedians over the rounds:")
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "reader\truns\tschedule p50 ms\tp99 ms\tlate p50 ms\tp99 ms\tmax ms\tearly\tunfired\tschedules/s\t")
+	for _, name := range names {
+		rs := all[name]
+		if len(rs) == 0 {
+			continue
+		}
+		med := func(get func(result) float64) float64 {
+			xs := make([]float64, len(rs))
+			for i, r := range rs {
+				xs[i] = get(r)
+			}
+			return median(xs)
+		}
+		early, unfired := 0, 0
+		for _, r := range rs {
+			early += r.Early
+			unfired += r.Scheduled - r.Fired
+		}
+		fmt.Fprintf(w, "%s\t%d\t%.1f\t%.1f\t%.0f\t%.0f\t%.0f\t%d\t%d\t%.0f\t\n", name, len(rs),
+			med(func(r result) float64 { return r.ScheduleMs.P50 }), med(func(r result) float64 { return r.ScheduleMs.P99 }),
+			med(func(r result) float64 { return r.LateMs.P50 }), med(func(r result) float64 { return r.LateMs.P99 }),
+			med(func(r result) float64 { return r.LateMs.Max }), early, unfired,
+			med(func(r result) float64 { return r.SchedulesPerS }))
+	}
+	must(w.Flush())
+}
+
+// runOne starts a reader process and parses the last line it printed.
+func runOne(command []string, f readerFlags) (result, error) {
+	args := append(append([]string(nil), command[1:]...),
+		"--bootstrap", f.bootstrap, "--topic", f.topic, "--group", f.group,
+		"--cassandra", f.cassandra, "--keyspace", f.keyspace,
+		"--messages", fmt.Sprint(f.messages), "--lead", fmt.Sprint(f.lead),
+		"--spread", fmt.Sprint(f.spread), "--timeout", fmt.Sprint(f.timeout))
+	cmd := exec.Command(command[0], args...)
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	cmd.Stderr = os.Stderr
+	deadline := time.AfterFunc(time.Duration(f.timeout+120)*time.Second, func() { _ = cmd.Process.Kill() })
+	defer deadline.Stop()
+	if err := cmd.Run(); err != nil {
+		return result{}, fmt.Errorf("%s: %w", command[0], err)
+	}
+	var last string
+	sc := bufio.NewScanner(&out)
+	for sc.Scan() {
+		if line := strings.TrimSpace(sc.Text()); line != "" {
+			last = line
+		}
+	}
+	var r result
+	if err := json.Unmarshal([]byte(last), &r); err != nil {
+		return result{}, fmt.Errorf("%s printed no result line (last line %q): %w", command[0], last, err)
+	}
+	return r, nil
+}

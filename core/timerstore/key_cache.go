@@ -1,0 +1,137 @@
+package timerstore
+
+import (
+	"container/list"
+	"math"
+	"sync"
+)
+
+// keyCacheSize bounds the key partitions one segment keeps in memory: about
+// 300 bytes each, so a partition's cache stays near a megabyte however many
+// keys it sees.
+const keyCacheSize = 4096
+
+// keyCache keeps the key partitions of timer_typed_keys that this segment
+// read or wrote, so that scheduling or removing a timer does not first read
+// the key's state back from Cassandra. It is exact, not a hint: the
+// partition's owner is the only writer of its keys, and every write through
+// the segment stores the state it leaves behind. Each operation takes a
+// version when it starts (begin) and stores its result only if no other
+// operation on the key stored one in between (put); otherwise, and after a
+// failed write, the key is dropped and the next operation reads it again.
+type keyCache struct {
+	mu   sync.Mutex
+	max  int
+	next uint64
+	lru  *list.List // of *cachedKey, most recently used first
+	keys map[string]*list.Element
+}
+
+type cachedKey struct {
+	key     string
+	kp      keyPartition
+	known   bool   // kp holds the key's state (not only a version)
+	version uint64 // changes whenever kp is replaced or dropped
+	// validUntil is when a row of kp may expire in Cassandra (epoch
+	// seconds): each lives until its timer's time plus the retention.
+	validUntil int64
+}
+
+func newKeyCache(max int) *keyCache {
+	return &keyCache{max: max, lru: list.New(), keys: map[string]*list.Element{}}
+}
+
+// begin returns the key's cached state, if known and still valid at now
+// (epoch seconds), and the version a later put must match.
+func (c *keyCache) begin(key string, now int64) (keyPartition, bool, uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.keys[key]; ok {
+		c.lru.MoveToFront(el)
+		e := el.Value.(*cachedKey)
+		if e.known && now < e.validUntil {
+			return e.kp, true, e.version
+		}
+		e.known = false
+		return keyPartition{}, false, e.version
+	}
+	c.next++
+	c.keys[key] = c.lru.PushFront(&cachedKey{key: key, version: c.next})
+	if c.lru.Len() > c.max {
+		old := c.lru.Remove(c.lru.Back()).(*cachedKey)
+		delete(c.keys, old.key)
+	}
+	return keyPartition{}, false, c.next
+}
+
+// put stores kp as the key's state if the key is still at version; else
+// another operation ran on the key meanwhile and the key is dropped.
+func (c *keyCache) put(key string, version uint64, kp keyPartition, retention int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.keys[key]
+	if !ok {
+		return // evicted meanwhile
+	}
+	e := el.Value.(*cachedKey)
+	c.next++
+	if e.version != version {
+		e.known, e.kp, e.version = false, keyPartition{}, c.next
+		return
+	}
+	e.known, e.kp, e.version, e.validUntil = true, kp, c.next, kp.validUntil(retention)
+}
+
+// drop forgets the key's state: a write failed, so what Cassandra holds is
+// not known.
+func (c *keyCache) drop(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.keys[key]; ok {
+		e := el.Value.(*cachedKey)
+		c.next++
+		e.known, e.kp, e.version = false, keyPartition{}, c.next
+	}
+}
+
+// validUntil is the first moment a row of kp may have expired: the earliest
+// timer's time plus the retention.
+func (kp keyPartition) validUntil(retention int64) int64 {
+	earliest := int64(math.MaxInt64)
+	for _, st := range kp.state {
+		earliest = min(earliest, int64(uint32(st.Time)))
+	}
+	for _, rows := range kp.rows {
+		for _, r := range rows {
+			earliest = min(earliest, int64(r.time))
+		}
+	}
+	if earliest == math.MaxInt64 {
+		return earliest
+	}
+	return earliest + retention
+}
+
+// with returns a copy of kp in which typ has the given state (nil: none)
+// and rows (nil: none). The cache never shares maps with a caller that
+// could change them.
+func (kp keyPartition) with(typ Type, st *keyTimerState, rows []keyEntry) keyPartition {
+	out := keyPartition{state: make(map[int8]keyTimerState, len(kp.state)+1), rows: make(map[Type][]keyEntry, len(kp.rows)+1)}
+	for t, s := range kp.state {
+		out.state[t] = s
+	}
+	for t, r := range kp.rows {
+		out.rows[t] = r
+	}
+	if st != nil {
+		out.state[int8(typ)] = *st
+	} else {
+		delete(out.state, int8(typ))
+	}
+	if len(rows) > 0 {
+		out.rows[typ] = rows
+	} else {
+		delete(out.rows, typ)
+	}
+	return out
+}
