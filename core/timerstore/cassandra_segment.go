@@ -114,9 +114,24 @@ func (s *cassandraSegment) KeyTimes(ctx context.Context, key string, typ Type) (
 	return times(es), nil
 }
 
-// addToSlab writes the slab-list row and the slab-index row of t, both
-// living until the end of the slab plus retention.
-func (s *cassandraSegment) addToSlab(ctx context.Context, size uint32, t Trigger) error {
+// Every operation writes in one unlogged batch: one round trip, where the
+// writes one after another cost one each, and the round trips were most of
+// a timer's cost. The writes used to go in an order chosen for a crash
+// between them (slab index before key index, so that a timer could fire
+// without being listed but never be listed without firing). A crash of
+// this process cannot split a batch, which reaches the coordinator whole;
+// Cassandra may still apply part of an unlogged batch when it fails itself,
+// and then the operation returns an error, so the caller knows the timer's
+// state is unknown and does it again (a failed handler is retried; a
+// failed delete after firing is retried until it succeeds). A logged batch
+// would apply all or nothing, but its batch log cost half again as much
+// per timer in the mixed benchmark, on the Cassandra the handlers wait for.
+
+// slabWrites adds to b the slab-list row of t's slab (unless this segment
+// wrote it already and it lives long enough) and t's slab-index row, both
+// living until the end of the slab plus retention. Once b is applied the
+// caller calls the function it returns.
+func (s *cassandraSegment) slabWrites(b *gocql.Batch, size uint32, t Trigger) (applied func()) {
 	slab := SlabOf(t.Time, size)
 	ttl := s.ttl(slabEnd(slab, size))
 	expires := int64(math.MaxInt64)
@@ -128,44 +143,45 @@ func (s *cassandraSegment) addToSlab(ctx context.Context, size uint32, t Trigger
 	listed := current && s.listed[slab] >= expires
 	s.listedMu.Unlock()
 	if !listed {
-		if err := s.store.s.Query(ctx, s.store.q.insertSlab, s.id, int32(slab), ttl).Exec(); err != nil {
-			return wrap(err, "add slab %d", slab)
-		}
-		if current {
+		b.Query(s.store.q.insertSlab, s.id, int32(slab), ttl)
+	}
+	b.Query(s.store.q.insertSlabTrigger, s.id, int32(size), int32(slab),
+		int8(t.Type), t.Key, int32(t.Time), spanValue(t.Span), ttl)
+	return func() {
+		if current && !listed {
 			s.listedMu.Lock()
 			s.listed[slab] = max(s.listed[slab], expires)
 			s.listedMu.Unlock()
 		}
 	}
-	err := s.store.s.Query(ctx, s.store.q.insertSlabTrigger, s.id, int32(size), int32(slab),
-		int8(t.Type), t.Key, int32(t.Time), spanValue(t.Span), ttl).Exec()
-	if err != nil {
-		return wrap(err, "add %q at %d to slab %d", t.Key, t.Time, slab)
+}
+
+// addToSlab writes t into the slab index of the given size.
+func (s *cassandraSegment) addToSlab(ctx context.Context, size uint32, t Trigger) error {
+	b := s.batch(ctx)
+	applied := s.slabWrites(b, size, t)
+	if err := s.store.s.ExecuteBatch(b); err != nil {
+		return wrap(err, "add %q at %d to slab %d", t.Key, t.Time, SlabOf(t.Time, size))
 	}
+	applied()
 	return nil
 }
 
-func (s *cassandraSegment) removeFromSlab(ctx context.Context, key string, at Time, typ Type) error {
-	slab := SlabOf(at, s.slabSize)
-	err := s.store.s.Query(ctx, s.store.q.deleteSlabTrigger, s.id, int32(s.slabSize), int32(slab),
-		int8(typ), key, int32(at)).Exec()
-	if err != nil {
-		return wrap(err, "remove %q at %d from slab %d", key, at, slab)
-	}
-	return nil
+func (s *cassandraSegment) unslabWrite(b *gocql.Batch, key string, at Time, typ Type) {
+	b.Query(s.store.q.deleteSlabTrigger, s.id, int32(s.slabSize), int32(SlabOf(at, s.slabSize)), int8(typ), key, int32(at))
 }
 
-// Add writes the slab list, then the slab index, then the key index: a
-// crash in between leaves a timer that fires but cannot be listed, never
-// one that is listed but cannot fire.
+// batch is a batch for one operation's writes.
+func (s *cassandraSegment) batch(ctx context.Context) *gocql.Batch { return s.store.s.Batch(ctx) }
+
+// Add writes t to the slab list, the slab index and the key index.
 func (s *cassandraSegment) Add(ctx context.Context, t Trigger) error {
-	if err := s.addToSlab(ctx, s.slabSize, t); err != nil {
-		return err
-	}
 	kp, version, err := s.keyState(ctx, t.Key)
 	if err != nil {
 		return err
 	}
+	b := s.batch(ctx)
+	applied := s.slabWrites(b, s.slabSize, t)
 	q := s.store.q
 	typ := int8(t.Type)
 	form, es := kp.entries(t.Type)
@@ -175,20 +191,18 @@ func (s *cassandraSegment) Add(ctx context.Context, t Trigger) error {
 	case form == formAbsent || (form == formInline && es[0].time == t.Time):
 		// Single timer (or the same one again, refreshing span and TTL).
 		st := inlineState(t.Time, span)
-		err = s.store.s.Query(ctx, q.setKeyState, s.ttl(int64(t.Time)), typ, st, s.id, t.Key).Exec()
+		b.Query(q.setKeyState, s.ttl(int64(t.Time)), typ, st, s.id, t.Key)
 		next = kp.with(t.Type, &st, kp.rows[t.Type])
 	case form == formInline:
 		// Promotion: both timers become clustering rows and the entry a
-		// marker, in one single-partition (hence atomic) batch.
+		// marker (atomic even unlogged: one partition).
 		old := es[0]
 		latest := max(old.time, t.Time)
 		ttl := s.ttl(int64(latest))
-		b := s.store.s.Batch(ctx)
+		st := overflowState(latest)
 		b.Query(q.insertKeyRow, s.id, t.Key, typ, int32(old.time), spanValue(old.span), ttl)
 		b.Query(q.insertKeyRow, s.id, t.Key, typ, int32(t.Time), spanValue(t.Span), ttl)
-		b.Query(q.setKeyState, ttl, typ, overflowState(latest), s.id, t.Key)
-		err = s.store.s.ExecuteBatch(b)
-		st := overflowState(latest)
+		b.Query(q.setKeyState, ttl, typ, st, s.id, t.Key)
 		next = kp.with(t.Type, &st, withRow(withRow(kp.rows[t.Type], old), keyEntry{time: t.Time, span: span}))
 	default:
 		// Overflow: add a row, and rewrite the marker so it lives as long as
@@ -197,71 +211,62 @@ func (s *cassandraSegment) Add(ctx context.Context, t Trigger) error {
 		for _, e := range es {
 			latest = max(latest, e.time)
 		}
-		b := s.store.s.Batch(ctx)
-		b.Query(q.insertKeyRow, s.id, t.Key, typ, int32(t.Time), spanValue(t.Span), s.ttl(int64(t.Time)))
-		b.Query(q.setKeyState, s.ttl(int64(latest)), typ, overflowState(latest), s.id, t.Key)
-		err = s.store.s.ExecuteBatch(b)
 		st := overflowState(latest)
+		b.Query(q.insertKeyRow, s.id, t.Key, typ, int32(t.Time), spanValue(t.Span), s.ttl(int64(t.Time)))
+		b.Query(q.setKeyState, s.ttl(int64(latest)), typ, st, s.id, t.Key)
 		next = kp.with(t.Type, &st, withRow(es, keyEntry{time: t.Time, span: span}))
 	}
+	err = s.store.s.ExecuteBatch(b)
 	s.settle(t.Key, version, next, err)
 	if err != nil {
-		return wrap(err, "add %q at %d to the key index", t.Key, t.Time)
+		return wrap(err, "add %q at %d", t.Key, t.Time)
 	}
+	applied()
 	return nil
 }
 
-// Remove deletes the slab-index row first: a crash then leaves a listed
-// timer that never fires (and is cleaned up by the next clear), rather than
-// a cancelled timer that still fires.
+// Remove deletes the timer from the slab index and the key index.
 func (s *cassandraSegment) Remove(ctx context.Context, key string, at Time, typ Type) error {
-	if err := s.removeFromSlab(ctx, key, at, typ); err != nil {
-		return err
-	}
 	kp, version, err := s.keyState(ctx, key)
 	if err != nil {
 		return err
 	}
+	b := s.batch(ctx)
+	s.unslabWrite(b, key, at, typ)
 	q := s.store.q
 	form, es := kp.entries(typ)
-	idx := slices.IndexFunc(es, func(e keyEntry) bool { return e.time == at })
-	if idx < 0 {
-		s.keys.put(key, version, kp, s.retentionSecs())
-		return nil // already gone
-	}
-	remaining := slices.Delete(slices.Clone(es), idx, idx+1)
-	var next keyPartition
-	switch {
-	case form == formInline:
-		err = s.store.s.Query(ctx, q.deleteKeyState, int8(typ), s.id, key).Exec()
-		next = kp.with(typ, nil, kp.rows[typ])
-	case len(remaining) == 0:
-		b := s.store.s.Batch(ctx)
-		b.Query(q.deleteKeyState, int8(typ), s.id, key)
-		b.Query(q.deleteKeyType, s.id, key, int8(typ))
-		err = s.store.s.ExecuteBatch(b)
-		next = kp.with(typ, nil, nil)
-	case len(remaining) == 1:
-		// Demotion back to inline: the survivor moves into the state map
-		// and every clustering row of the type goes.
-		r := remaining[0]
-		st := inlineState(r.time, r.span)
-		b := s.store.s.Batch(ctx)
-		b.Query(q.setKeyState, s.ttl(int64(r.time)), int8(typ), st, s.id, key)
-		b.Query(q.deleteKeyType, s.id, key, int8(typ))
-		err = s.store.s.ExecuteBatch(b)
-		next = kp.with(typ, &st, nil)
-	default:
-		err = s.store.s.Query(ctx, q.deleteKeyRow, s.id, key, int8(typ), int32(at)).Exec()
-		var st *keyTimerState
-		if old, ok := kp.state[int8(typ)]; ok {
-			st = &old
+	next := kp
+	if idx := slices.IndexFunc(es, func(e keyEntry) bool { return e.time == at }); idx >= 0 {
+		remaining := slices.Delete(slices.Clone(es), idx, idx+1)
+		switch {
+		case form == formInline:
+			b.Query(q.deleteKeyState, int8(typ), s.id, key)
+			next = kp.with(typ, nil, kp.rows[typ])
+		case len(remaining) == 0:
+			b.Query(q.deleteKeyState, int8(typ), s.id, key)
+			b.Query(q.deleteKeyType, s.id, key, int8(typ))
+			next = kp.with(typ, nil, nil)
+		case len(remaining) == 1:
+			// Demotion back to inline: the survivor moves into the state map
+			// and every clustering row of the type goes.
+			r := remaining[0]
+			st := inlineState(r.time, r.span)
+			b.Query(q.setKeyState, s.ttl(int64(r.time)), int8(typ), st, s.id, key)
+			b.Query(q.deleteKeyType, s.id, key, int8(typ))
+			next = kp.with(typ, &st, nil)
+		default:
+			b.Query(q.deleteKeyRow, s.id, key, int8(typ), int32(at))
+			var st *keyTimerState
+			if old, ok := kp.state[int8(typ)]; ok {
+				st = &old
+			}
+			next = kp.with(typ, st, remaining)
 		}
-		next = kp.with(typ, st, remaining)
 	}
+	err = s.store.s.ExecuteBatch(b)
 	s.settle(key, version, next, err)
 	if err != nil {
-		return wrap(err, "remove %q at %d from the key index", key, at)
+		return wrap(err, "remove %q at %d", key, at)
 	}
 	return nil
 }
@@ -272,42 +277,32 @@ func (s *cassandraSegment) ClearAndSchedule(ctx context.Context, t Trigger) ([]T
 		return nil, err
 	}
 	form, es := kp.entries(t.Type)
-	// The new timer goes in first, so a crash leaves a duplicate rather than
-	// no timer at all.
-	if err := s.addToSlab(ctx, s.slabSize, t); err != nil {
-		return nil, err
-	}
+	b := s.batch(ctx)
+	applied := s.slabWrites(b, s.slabSize, t)
 	q := s.store.q
 	typ := int8(t.Type)
 	st := inlineState(t.Time, cloneSpan(t.Span))
-	if form == formOverflow {
-		b := s.store.s.Batch(ctx)
-		b.Query(q.setKeyState, s.ttl(int64(t.Time)), typ, st, s.id, t.Key)
-		b.Query(q.deleteKeyType, s.id, t.Key, typ)
-		err = s.store.s.ExecuteBatch(b)
-	} else {
-		err = s.store.s.Query(ctx, q.setKeyState, s.ttl(int64(t.Time)), typ, st, s.id, t.Key).Exec()
-	}
+	b.Query(q.setKeyState, s.ttl(int64(t.Time)), typ, st, s.id, t.Key)
 	// Clustering rows of an inline type are strays Cassandra keeps; the
 	// cache keeps them too, so it reads what a fresh read would.
-	var rows []keyEntry
-	if form != formOverflow {
-		rows = kp.rows[t.Type]
-	}
-	s.settle(t.Key, version, kp.with(t.Type, &st, rows), err)
-	if err != nil {
-		return nil, wrap(err, "replace the timers of %q in the key index", t.Key)
+	rows := kp.rows[t.Type]
+	if form == formOverflow {
+		b.Query(q.deleteKeyType, s.id, t.Key, typ)
+		rows = nil
 	}
 	var removed []Time
 	for _, e := range es {
-		if e.time == t.Time {
-			continue
+		if e.time != t.Time {
+			s.unslabWrite(b, t.Key, e.time, t.Type)
+			removed = append(removed, e.time)
 		}
-		if err := s.removeFromSlab(ctx, t.Key, e.time, t.Type); err != nil {
-			return nil, err
-		}
-		removed = append(removed, e.time)
 	}
+	err = s.store.s.ExecuteBatch(b)
+	s.settle(t.Key, version, kp.with(t.Type, &st, rows), err)
+	if err != nil {
+		return nil, wrap(err, "replace the timers of %q", t.Key)
+	}
+	applied()
 	return removed, nil
 }
 
