@@ -25,6 +25,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/IBM/sarama"
+
 	"github.com/prosody-events/prosody-go/core/cassandra"
 	"github.com/prosody-events/prosody-go/internal/benchkit"
 )
@@ -40,6 +42,7 @@ func runMixed(args []string) {
 	python := fs.String("python", "build/python-venv/bin/python", "Python with this project's package")
 	original := fs.String("original-python", "build/original-venv/bin/python", "Python with prosody-events 0.4.0 (scripts/original-venv)")
 	node := fs.String("node", "node", "Node.js")
+	rate := fs.Int("rate", 0, "messages per second produced while the reader runs; 0: all of them before it starts (a backlog)")
 	must(fs.Parse(args))
 	names := strings.Split(*readers, ",")
 	self, err := os.Executable()
@@ -68,8 +71,12 @@ func runMixed(args []string) {
 
 	pad := strings.Repeat("x", 150)
 	all := map[string][]result{}
-	fmt.Printf("%d messages over %d keys, %d partitions; timers due %d..%d s after their message; %d rounds\n",
-		f.messages, *keys, *partitions, f.lead+1, f.lead+f.spread, *rounds)
+	flow := "all produced before the reader starts"
+	if *rate > 0 {
+		flow = fmt.Sprintf("produced at %d/s while the reader runs", *rate)
+	}
+	fmt.Printf("%d messages over %d keys, %d partitions, %s; handlers sleep %d ms after scheduling; timers due %d..%d s after their message; %d rounds\n",
+		f.messages, *keys, *partitions, flow, f.work, f.lead+1, f.lead+f.spread, *rounds)
 	for round := 0; round < *rounds; round++ {
 		for i := range names {
 			name := names[(i+round)%len(names)]
@@ -78,13 +85,27 @@ func runMixed(args []string) {
 			run.topic = "timer-bench-" + suffix
 			run.group = "timer-bench-" + suffix
 			run.keyspace = "timer_bench_" + suffix
-			must(benchkit.FillWith([]string{f.bootstrap}, run.topic, int32(*partitions), f.messages, func(i int) (string, string) {
+			message := func(i int) (string, string) {
 				k := fmt.Sprintf("key-%05d", i%*keys)
 				return k, fmt.Sprintf(`{"id":"evt-%09d","type":"bench.timer","key":"%s","seq":%d,"pad":"%s"}`, i, k, i, pad)
-			}))
+			}
+			backlog := f.messages
+			if *rate > 0 {
+				backlog = 0
+			}
+			must(benchkit.FillWith([]string{f.bootstrap}, run.topic, int32(*partitions), backlog, message))
 			must(session.Query(ctx, "CREATE KEYSPACE IF NOT EXISTS "+run.keyspace+
 				" WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}").Exec())
+			produced := make(chan error, 1)
+			if *rate > 0 {
+				go func() { produced <- produce(f.bootstrap, run.topic, f.messages, *rate, message) }()
+			} else {
+				produced <- nil
+			}
 			r, err := runOne(commands[name], run)
+			if perr := <-produced; perr != nil && err == nil {
+				err = perr
+			}
 			_ = session.Query(ctx, "DROP KEYSPACE IF EXISTS "+run.keyspace).Exec()
 			if err != nil {
 				fmt.Printf("round %d %s: %v\n", round+1, name, err)
@@ -133,7 +154,7 @@ func runOne(command []string, f readerFlags) (result, error) {
 		"--bootstrap", f.bootstrap, "--topic", f.topic, "--group", f.group,
 		"--cassandra", f.cassandra, "--keyspace", f.keyspace,
 		"--messages", fmt.Sprint(f.messages), "--lead", fmt.Sprint(f.lead),
-		"--spread", fmt.Sprint(f.spread), "--timeout", fmt.Sprint(f.timeout))
+		"--spread", fmt.Sprint(f.spread), "--timeout", fmt.Sprint(f.timeout), "--work", fmt.Sprint(f.work))
 	cmd := exec.Command(command[0], args...)
 	var out bytes.Buffer
 	cmd.Stdout = &out
@@ -155,4 +176,22 @@ func runOne(command []string, f readerFlags) (result, error) {
 		return result{}, fmt.Errorf("%s printed no result line (last line %q): %w", command[0], last, err)
 	}
 	return r, nil
+}
+
+// produce writes n messages to topic at rate per second, in bursts every
+// 10 ms, as Prosody's producer writes them.
+func produce(bootstrap, topic string, n, rate int, message func(i int) (string, string)) error {
+	p, closeProducer, err := benchkit.AsyncProducer([]string{bootstrap}, benchkit.ProducerConfig())
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		if ahead := time.Duration(i)*time.Second/time.Duration(rate) - time.Since(start); ahead > 10*time.Millisecond {
+			time.Sleep(ahead)
+		}
+		k, v := message(i)
+		p.Input() <- &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(k), Value: sarama.StringEncoder(v)}
+	}
+	return closeProducer()
 }

@@ -23,6 +23,7 @@ import (
 type readerFlags struct {
 	bootstrap, topic, group, cassandra, keyspace string
 	messages, lead, spread, timeout              int
+	work                                         int // ms a message handler sleeps after scheduling
 }
 
 func (f *readerFlags) register(fs *flag.FlagSet) {
@@ -35,6 +36,7 @@ func (f *readerFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.lead, "lead", 1, "a timer is due lead+1+(seq mod spread) whole seconds after the second its message is handled in")
 	fs.IntVar(&f.spread, "spread", 10, "see lead")
 	fs.IntVar(&f.timeout, "timeout", 300, "give up after this many seconds")
+	fs.IntVar(&f.work, "work", 0, "ms each message handler then sleeps (I/O it waits for)")
 }
 
 // quantiles are nearest-rank percentiles in milliseconds.
@@ -136,6 +138,9 @@ func runReader(args []string) {
 			t0 := time.Now()
 			err := ctx.Schedule(due)
 			t1 := time.Now()
+			if f.work > 0 {
+				time.Sleep(time.Duration(f.work) * time.Millisecond)
+			}
 			t.mu.Lock()
 			defer t.mu.Unlock()
 			if t.firstStart.IsZero() {

@@ -38,6 +38,7 @@ type Waiter interface {
 	granted(l *Scheduler)
 	gone() bool
 	dismissed()
+	due() bool
 }
 
 // NewFairScheduler returns the layer of a fair scheduler.
@@ -61,6 +62,7 @@ func (l *Scheduler) callbacks() scheduler.Callbacks[Waiter] {
 		Key:       Waiter.schedulerKey,
 		Gone:      Waiter.gone,
 		Dismissed: Waiter.dismissed,
+		Due:       Waiter.due,
 	}
 }
 
@@ -69,6 +71,14 @@ func (r *Run) schedulerKey() scheduler.Key { return keyOf(r.ev) }
 func (r *Run) granted(l *Scheduler) {
 	r.grantedAt = grantTime(l.s.Now())
 	r.Resume(Continue)
+}
+
+// due: a timer's first attempt (scheduler.Callbacks.Due). The retry
+// timers of deferred keys are not: they reserve their permit as failure
+// demand (Reserve), and a retry's backoff is no deadline.
+func (r *Run) due() bool {
+	_, timer := r.ev.(*event.Timer)
+	return timer && r.demand == Normal
 }
 
 func (r *Run) gone() bool { return r.ctx.Err() != nil || r.ctx.Stopping() }
@@ -112,6 +122,7 @@ func (v *reservation) schedulerKey() scheduler.Key { return v.key }
 func (v *reservation) granted(*Scheduler)          { v.done(true) }
 func (v *reservation) gone() bool                  { return v.isGone() }
 func (v *reservation) dismissed()                  { v.done(false) }
+func (v *reservation) due() bool                   { return false }
 
 // schedulerIDs numbers scheduler layers from 1: 0 means no lent permit.
 var schedulerIDs atomic.Uint32

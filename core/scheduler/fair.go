@@ -30,6 +30,18 @@ import (
 // 1/64²) of priority (6.3 s of virtual time with the defaults), for any
 // max_wait of 64 µs or more; between slices, and
 // for every attempt compared, the boost is exact.
+//
+// A timer's first attempt (Callbacks.Due) waits as if it had waited
+// max_wait already: it has the full boost from the start. This is ours,
+// not the original's, which lets a due timer wait its turn behind every
+// message of a busy consumer, so that timers fired seconds late while
+// handlers that scheduled them were busy. A timer's due time is the
+// deadline its handler was written for; a message has none. Starvation
+// stays bounded as before: should due timers alone keep every permit busy,
+// a message that has waited max_wait has the same boost as they do, and
+// the keys' virtual times decide between them. Timers still wait behind
+// their own key's messages (per-key order), and the split between the
+// demand classes is unchanged.
 type Fair[W any] struct {
 	permits[W]
 	keys    *keyTimes
@@ -131,6 +143,11 @@ func (o *fairOrder[W]) len() int { return o.q[Normal].len() + o.q[Failure].len()
 func (o *fairOrder[W]) push(t task[W], now int64) {
 	q := &o.q[t.d&1]
 	o.age(q, now)
+	if t.due {
+		t.enq = now - o.maxWait
+		q.full.push(t)
+		return
+	}
 	s := t.enq / o.width
 	if q.inSlices == 0 {
 		q.first = s

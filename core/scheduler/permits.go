@@ -28,6 +28,7 @@ type task[W any] struct {
 	lv  float64
 	enq int64 // when it started waiting
 	seq uint64
+	due bool // a timer's first attempt (Callbacks.Due)
 }
 
 // permits counts a scheduler's permits and runs its policy over the
@@ -77,6 +78,7 @@ func (p *permits[W]) acquire(w W, d Demand, lv func(key Key, now int64) float64)
 	if lv != nil {
 		t.key = p.cb.Key(w)
 		t.lv = lv(t.key, now)
+		t.due = p.cb.Due != nil && p.cb.Due(w)
 	}
 	p.order.push(t, now)
 	p.waiting.Add(1)

@@ -109,6 +109,11 @@ type Callbacks[W any] struct {
 	Gone func(w W) bool
 	// Dismissed: w was gone; it holds no permit.
 	Dismissed func(w W)
+	// Due reports whether w is the first attempt of a timer that has come
+	// due, asked only when w must wait. The fair scheduler counts such an
+	// attempt as one that has waited max_wait already (see Fair); nil
+	// means no attempt is.
+	Due func(w W) bool
 }
 
 // Options configure the fair scheduler (the scheduler_* options).

@@ -331,3 +331,54 @@ func TestClassWeightsAtTheExtremes(t *testing.T) {
 		f.Release()
 	}
 }
+
+// A due timer's first attempt goes ahead of the messages waiting in its
+// class, whatever its key's virtual time, but not ahead of a message that
+// has waited max_wait: then their keys' virtual times decide, so messages
+// cannot starve behind timers for longer than max_wait.
+func TestDueTimersGoFirstUntilMaxWait(t *testing.T) {
+	clock := newClock()
+	cb := testCallbacks(t)
+	cb.Due = func(w *waiter) bool { return w.key[0] == 't' }
+	f := NewFair(with(documented, func(o *Options) { o.Permits = 1; o.Clock = clock.read }), cb)
+	f.Acquire(newWaiter("holder"), Normal)
+	// The timer's key is the busiest there is.
+	f.Charge(newWaiter("timer-busy"), Normal, int64(30*time.Second))
+	grantOrder := func(ws []*waiter) []string {
+		var order []string
+		for range ws {
+			f.Release()
+			for _, w := range ws {
+				select {
+				case <-w.granted:
+					order = append(order, w.key)
+				default:
+				}
+			}
+		}
+		return order
+	}
+
+	msgs := []*waiter{newWaiter("m-1"), newWaiter("m-2")}
+	for _, w := range msgs {
+		f.Acquire(w, Normal)
+		clock.advance(time.Second)
+	}
+	tm := newWaiter("timer-busy")
+	f.Acquire(tm, Normal)
+	if got := grantOrder(append([]*waiter{tm}, msgs...)); got[0] != "timer-busy" {
+		t.Fatalf("grant order %v: the due timer should go first", got)
+	}
+
+	// A message that has waited max_wait has the boost the timer has; its
+	// idle key then goes before the timer's busy one.
+	old := newWaiter("m-old")
+	f.Acquire(old, Normal)
+	clock.advance(documented.MaxWait)
+	tm2 := newWaiter("timer-busy")
+	f.Acquire(tm2, Normal)
+	if got := grantOrder([]*waiter{old, tm2}); got[0] != "m-old" {
+		t.Fatalf("grant order %v: a message that waited max_wait should go before a busy key's timer", got)
+	}
+	f.Release()
+}

@@ -54,15 +54,7 @@ func FillWith(addrs []string, topic string, partitions int32, n int, message fun
 	admin.Close()
 	time.Sleep(time.Second) // let leaders settle before the first batch
 
-	cfg.Producer.Idempotent = true
-	cfg.Producer.RequiredAcks = sarama.WaitForAll
-	cfg.Net.MaxOpenRequests = 1
-	cfg.Producer.Compression = sarama.CompressionLZ4
-	cfg.Producer.Return.Successes = false
-	cfg.Producer.Flush.Bytes = 512 * 1024
-	cfg.Producer.Flush.Frequency = 5 * time.Millisecond
-	cfg.Producer.Partitioner = sarama.NewCustomPartitioner(sarama.WithAbsFirst(), sarama.WithCustomHashFunction(crc32.NewIEEE))
-	p, closeProducer, err := AsyncProducer(addrs, cfg)
+	p, closeProducer, err := AsyncProducer(addrs, ProducerConfig())
 	if err != nil {
 		return err
 	}
@@ -71,6 +63,21 @@ func FillWith(addrs []string, topic string, partitions int32, n int, message fun
 		p.Input() <- &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(k), Value: sarama.StringEncoder(v)}
 	}
 	return closeProducer()
+}
+
+// ProducerConfig is a sarama configuration that produces as Prosody's
+// producer does: idempotent, LZ4, the CRC-32 key partitioner.
+func ProducerConfig() *sarama.Config {
+	cfg := SaramaConfig()
+	cfg.Producer.Idempotent = true
+	cfg.Producer.RequiredAcks = sarama.WaitForAll
+	cfg.Net.MaxOpenRequests = 1
+	cfg.Producer.Compression = sarama.CompressionLZ4
+	cfg.Producer.Return.Successes = false
+	cfg.Producer.Flush.Bytes = 512 * 1024
+	cfg.Producer.Flush.Frequency = 5 * time.Millisecond
+	cfg.Producer.Partitioner = sarama.NewCustomPartitioner(sarama.WithAbsFirst(), sarama.WithCustomHashFunction(crc32.NewIEEE))
+	return cfg
 }
 
 // AsyncProducer is a sarama async producer on addrs whose failures are
