@@ -143,10 +143,12 @@ func runReader(args []string) {
 			}
 			t.mu.Lock()
 			defer t.mu.Unlock()
-			if t.firstStart.IsZero() {
+			if t.firstStart.IsZero() || start.Before(t.firstStart) {
 				t.firstStart, t.firstSchedule = start, t0
 			}
-			t.lastEnd, t.lastSchedule = t1, t1
+			if t1.After(t.lastEnd) {
+				t.lastEnd, t.lastSchedule = t1, t1
+			}
 			if err != nil {
 				t.scheduleErrors++
 			} else {

@@ -31,17 +31,20 @@ import (
 // max_wait of 64 µs or more; between slices, and
 // for every attempt compared, the boost is exact.
 //
-// A timer's first attempt (Callbacks.Due) waits as if it had waited
-// max_wait already: it has the full boost from the start. This is ours,
-// not the original's, which lets a due timer wait its turn behind every
-// message of a busy consumer, so that timers fired seconds late while
+// A timer's first attempt (Callbacks.Due) waits as if it had waited half
+// of max_wait already: it starts with a quarter of the full boost (50 s of
+// virtual time with the defaults), which puts it ahead of the messages of
+// its class that have waited less than half of max_wait, unless its key
+// has had that much more handler time than theirs. This is ours, not the
+// original's, which lets a due timer wait its turn behind every message
+// of a busy consumer, so that timers fired seconds late while the
 // handlers that scheduled them were busy. A timer's due time is the
-// deadline its handler was written for; a message has none. Starvation
-// stays bounded as before: should due timers alone keep every permit busy,
-// a message that has waited max_wait has the same boost as they do, and
-// the keys' virtual times decide between them. Timers still wait behind
-// their own key's messages (per-key order), and the split between the
-// demand classes is unchanged.
+// deadline its handler was written for; a message has none. Messages do
+// not starve behind timers: one that has waited max_wait has four times a
+// fresh timer's boost, and goes first unless the timer's key has had
+// three quarters of the full boost (150 s) less handler time. Timers still
+// wait behind their own key's messages (per-key order), and the split
+// between the demand classes is unchanged.
 type Fair[W any] struct {
 	permits[W]
 	keys    *keyTimes
@@ -144,12 +147,13 @@ func (o *fairOrder[W]) push(t task[W], now int64) {
 	q := &o.q[t.d&1]
 	o.age(q, now)
 	if t.due {
-		t.enq = now - o.maxWait
-		q.full.push(t)
-		return
+		t.enq = now - o.maxWait/2
 	}
 	s := t.enq / o.width
-	if q.inSlices == 0 {
+	if q.inSlices == 0 || t.due && s < q.first {
+		// A due attempt's slice lies half of max_wait back, and every
+		// attempt waiting started since then, so the ring still holds
+		// them all from there.
 		q.first = s
 	}
 	// The clock only moves forward, and age keeps the slices within the

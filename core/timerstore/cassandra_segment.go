@@ -24,10 +24,16 @@ type cassandraSegment struct {
 	// for every timer in it would change nothing.
 	listedMu sync.Mutex
 	listed   map[uint32]int64
+
+	// owed holds, per key and type, the old timers of a ClearAndSchedule
+	// that failed part-way (see ClearAndSchedule).
+	owedMu sync.Mutex
+	owed   map[ownedKey][]Time
 }
 
 func newCassandraSegment(store *cassandraStore, id gocql.UUID, slabSize uint32) *cassandraSegment {
-	return &cassandraSegment{store: store, id: id, slabSize: slabSize, keys: newKeyCache(keyCacheSize), listed: map[uint32]int64{}}
+	return &cassandraSegment{store: store, id: id, slabSize: slabSize, keys: newKeyCache(keyCacheSize),
+		listed: map[uint32]int64{}, owed: map[ownedKey][]Time{}}
 }
 
 func (s *cassandraSegment) retentionSecs() int64 { return int64(s.store.retention / time.Second) }
@@ -46,11 +52,12 @@ func (s *cassandraSegment) keyState(ctx context.Context, key string) (keyPartiti
 // settle records the outcome of a write to the key index: the state it
 // left, or, after a failure, that the state is unknown.
 func (s *cassandraSegment) settle(key string, version uint64, kp keyPartition, err error) {
+	now := s.store.now().Unix()
 	if err != nil {
-		s.keys.drop(key)
+		s.keys.drop(key, now)
 		return
 	}
-	s.keys.put(key, version, kp, s.retentionSecs())
+	s.keys.put(key, version, kp, s.retentionSecs(), now)
 }
 
 func (s *cassandraSegment) SlabSize() uint32 { return s.slabSize }
@@ -106,7 +113,7 @@ func (s *cassandraSegment) KeyTimes(ctx context.Context, key string, typ Type) (
 	if err != nil {
 		return nil, err
 	}
-	s.keys.put(key, version, kp, s.retentionSecs())
+	s.keys.put(key, version, kp, s.retentionSecs(), s.store.now().Unix())
 	_, es := kp.entries(typ)
 	if len(es) == 0 {
 		return nil, nil
@@ -114,18 +121,23 @@ func (s *cassandraSegment) KeyTimes(ctx context.Context, key string, typ Type) (
 	return times(es), nil
 }
 
-// Every operation writes in one unlogged batch: one round trip, where the
-// writes one after another cost one each, and the round trips were most of
-// a timer's cost. The writes used to go in an order chosen for a crash
-// between them (slab index before key index, so that a timer could fire
-// without being listed but never be listed without firing). A crash of
-// this process cannot split a batch, which reaches the coordinator whole;
-// Cassandra may still apply part of an unlogged batch when it fails itself,
-// and then the operation returns an error, so the caller knows the timer's
-// state is unknown and does it again (a failed handler is retried; a
-// failed delete after firing is retried until it succeeds). A logged batch
-// would apply all or nothing, but its batch log cost half again as much
-// per timer in the mixed benchmark, on the Cassandra the handlers wait for.
+// Add and Remove write in one unlogged batch each (ClearAndSchedule in a
+// few): one round trip, where the writes one after another cost one each,
+// and the round trips were most of a timer's cost. They used to go in an
+// order chosen for a crash between them: slab index before key index, so
+// that an added timer could fire without being listed but never be listed
+// without firing, and a removed one could stay listed but never fire
+// without being listed. A crash of this process cannot split a batch, which
+// reaches the coordinator whole. Cassandra may still apply part of an
+// unlogged batch when it fails itself, and then the call returns an error:
+// the timer's state is unknown until the call is made again and succeeds,
+// which rewrites (or deletes) every row. A handler's failed call is retried
+// with the handler, and a fired timer's delete is retried until it
+// succeeds; a caller that gives up after such an error may be left with a
+// timer that is listed but does not fire, or fires without being listed.
+// A logged batch would apply all or nothing, but its batch log cost half
+// again as much per timer in the mixed benchmark, on the Cassandra the
+// handlers wait for.
 
 // slabWrites adds to b the slab-list row of t's slab (unless this segment
 // wrote it already and it lives long enough) and t's slab-index row, both
@@ -133,10 +145,11 @@ func (s *cassandraSegment) KeyTimes(ctx context.Context, key string, typ Type) (
 // caller calls the function it returns.
 func (s *cassandraSegment) slabWrites(b *gocql.Batch, size uint32, t Trigger) (applied func()) {
 	slab := SlabOf(t.Time, size)
-	ttl := s.ttl(slabEnd(slab, size))
+	now := s.store.now()
+	ttl := RowTTL(slabEnd(slab, size), now, s.store.retention)
 	expires := int64(math.MaxInt64)
 	if ttl > 0 {
-		expires = s.store.now().Unix() + int64(ttl)
+		expires = now.Unix() + int64(ttl)
 	}
 	current := size == s.slabSize
 	s.listedMu.Lock()
@@ -268,15 +281,49 @@ func (s *cassandraSegment) Remove(ctx context.Context, key string, at Time, typ 
 	if err != nil {
 		return wrap(err, "remove %q at %d", key, at)
 	}
+	s.owedMu.Lock()
+	if times, ok := s.owed[ownedKey{key, typ}]; ok {
+		if times = slices.DeleteFunc(times, func(t Time) bool { return t == at }); len(times) == 0 {
+			delete(s.owed, ownedKey{key, typ})
+		} else {
+			s.owed[ownedKey{key, typ}] = times
+		}
+	}
+	s.owedMu.Unlock()
 	return nil
 }
 
+// ClearAndSchedule writes t and the key's new state in one batch, then
+// deletes the old timers' slab-index rows in batches of unslabChunk, so a
+// crash in between leaves a duplicate rather than no timer, and no batch
+// grows past Cassandra's batch size limit however many timers the key had.
+// A failure part-way leaves old timers that may still be in the slab index
+// but no longer in the key index, where the next call would not find them:
+// the segment keeps them owed for the key and type, and the next
+// successful ClearAndSchedule deletes and returns them too (so the Manager
+// drops them from memory).
 func (s *cassandraSegment) ClearAndSchedule(ctx context.Context, t Trigger) ([]Time, error) {
 	kp, version, err := s.keyState(ctx, t.Key)
 	if err != nil {
 		return nil, err
 	}
 	form, es := kp.entries(t.Type)
+	var removed []Time
+	for _, e := range es {
+		if e.time != t.Time {
+			removed = append(removed, e.time)
+		}
+	}
+	owed := ownedKey{t.Key, t.Type}
+	s.owedMu.Lock()
+	for _, at := range s.owed[owed] {
+		if at != t.Time && !slices.Contains(removed, at) {
+			removed = append(removed, at)
+		}
+	}
+	s.owedMu.Unlock()
+	slices.SortFunc(removed, cmpTime)
+
 	b := s.batch(ctx)
 	applied := s.slabWrites(b, s.slabSize, t)
 	q := s.store.q
@@ -290,20 +337,36 @@ func (s *cassandraSegment) ClearAndSchedule(ctx context.Context, t Trigger) ([]T
 		b.Query(q.deleteKeyType, s.id, t.Key, typ)
 		rows = nil
 	}
-	var removed []Time
-	for _, e := range es {
-		if e.time != t.Time {
-			s.unslabWrite(b, t.Key, e.time, t.Type)
-			removed = append(removed, e.time)
-		}
-	}
 	err = s.store.s.ExecuteBatch(b)
 	s.settle(t.Key, version, kp.with(t.Type, &st, rows), err)
+	if err == nil {
+		applied()
+		for i := 0; i < len(removed) && err == nil; i += unslabChunk {
+			b := s.batch(ctx)
+			for _, at := range removed[i:min(i+unslabChunk, len(removed))] {
+				s.unslabWrite(b, t.Key, at, t.Type)
+			}
+			err = s.store.s.ExecuteBatch(b)
+		}
+	}
+	s.owedMu.Lock()
+	defer s.owedMu.Unlock()
 	if err != nil {
+		s.owed[owed] = removed
 		return nil, wrap(err, "replace the timers of %q", t.Key)
 	}
-	applied()
+	delete(s.owed, owed)
 	return removed, nil
+}
+
+// unslabChunk is how many slab-index deletes go in one batch: far below
+// Cassandra's default batch_size_fail_threshold (50 KiB) for any key.
+const unslabChunk = 64
+
+// ownedKey names the timers of one key and type.
+type ownedKey struct {
+	key string
+	typ Type
 }
 
 func (s *cassandraSegment) DeleteSlab(ctx context.Context, slab uint32) error {

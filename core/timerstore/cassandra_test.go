@@ -392,3 +392,73 @@ func TestCassandraKeyCacheMatchesTheStore(t *testing.T) {
 		}
 	}
 }
+
+// TestCassandraClearAndScheduleManyTimers: replacing the timers of a key
+// that has more than fit in one batch removes every one of them from the
+// slab index and reports each; a replacement that failed part-way owes
+// its old timers, and the next one removes and reports them too.
+func TestCassandraClearAndScheduleManyTimers(t *testing.T) {
+	f := newCassandraFixture(t, testRetention)
+	ctx := testCtx(t)
+	seg, err := f.store.Segment(ctx, "many", "topic", 0, 3600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := TimeOf(time.Now().Add(time.Hour))
+	const n = 3*unslabChunk + 5
+	for i := 0; i < n; i++ {
+		if err := seg.Add(ctx, Trigger{Key: "k", Time: base + Time(i), Type: Application}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	removed, err := seg.ClearAndSchedule(ctx, Trigger{Key: "k", Time: base + n, Type: Application})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(removed) != n {
+		t.Fatalf("removed %d timers, want %d", len(removed), n)
+	}
+	left := 0
+	slabs, err := seg.Slabs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, slab := range slabs {
+		ts, err := seg.SlabTriggers(ctx, slab)
+		if err != nil {
+			t.Fatal(err)
+		}
+		left += len(ts)
+	}
+	if left != 1 {
+		t.Fatalf("the slab index holds %d timers, want only the replacement", left)
+	}
+
+	// Owed timers of a failed replacement: still in the slab index, gone
+	// from the key index.
+	cs := seg.(*cassandraSegment)
+	stray := base + 2*n
+	if err := cs.addToSlab(ctx, cs.slabSize, Trigger{Key: "k", Time: stray, Type: Application}); err != nil {
+		t.Fatal(err)
+	}
+	cs.owed[ownedKey{"k", Application}] = []Time{stray}
+	removed, err = seg.ClearAndSchedule(ctx, Trigger{Key: "k", Time: base + n + 1, Type: Application})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(removed, []Time{base + n, stray}) {
+		t.Fatalf("removed %v, want the previous timer and the owed one", removed)
+	}
+	if len(cs.owed) != 0 {
+		t.Fatalf("still owed after a successful replacement: %v", cs.owed)
+	}
+	ts, err := seg.SlabTriggers(ctx, SlabOf(stray, cs.slabSize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tr := range ts {
+		if tr.Time == stray {
+			t.Fatal("the owed timer is still in the slab index")
+		}
+	}
+}

@@ -6,10 +6,21 @@ import (
 	"sync"
 )
 
-// keyCacheSize bounds the key partitions one segment keeps in memory: about
-// 300 bytes each, so a partition's cache stays near a megabyte however many
-// keys it sees.
-const keyCacheSize = 4096
+// keyCacheSize bounds the key partitions one segment keeps in memory (the
+// spec's 8192 per partition): a few hundred bytes each for a key with a
+// timer or two, so a partition's cache stays near a few megabytes however
+// many keys it sees.
+const keyCacheSize = 8192
+
+// keyCacheLifetime bounds how long a key's state is trusted without being
+// read again, and failedKeyPause how long a key whose write failed is read
+// again before every operation: a write that timed out may still land
+// after the next read, and rows read back carry TTLs written by an earlier
+// owner, perhaps with a shorter retention than ours.
+const (
+	keyCacheLifetime = 10 * 60 // seconds
+	failedKeyPause   = 60      // seconds
+)
 
 // keyCache keeps the key partitions of timer_typed_keys that this segment
 // read or wrote, so that scheduling or removing a timer does not first read
@@ -32,9 +43,13 @@ type cachedKey struct {
 	kp      keyPartition
 	known   bool   // kp holds the key's state (not only a version)
 	version uint64 // changes whenever kp is replaced or dropped
-	// validUntil is when a row of kp may expire in Cassandra (epoch
-	// seconds): each lives until its timer's time plus the retention.
+	// validUntil is when kp stops being trusted (epoch seconds): when a
+	// row of it may expire in Cassandra (each lives until its timer's
+	// time plus the retention), or keyCacheLifetime after it was stored.
 	validUntil int64
+	// failedUntil: a write to the key failed; until then its state is
+	// read before every operation and not kept.
+	failedUntil int64
 }
 
 func newKeyCache(max int) *keyCache {
@@ -66,7 +81,7 @@ func (c *keyCache) begin(key string, now int64) (keyPartition, bool, uint64) {
 
 // put stores kp as the key's state if the key is still at version; else
 // another operation ran on the key meanwhile and the key is dropped.
-func (c *keyCache) put(key string, version uint64, kp keyPartition, retention int64) {
+func (c *keyCache) put(key string, version uint64, kp keyPartition, retention, now int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	el, ok := c.keys[key]
@@ -79,18 +94,23 @@ func (c *keyCache) put(key string, version uint64, kp keyPartition, retention in
 		e.known, e.kp, e.version = false, keyPartition{}, c.next
 		return
 	}
-	e.known, e.kp, e.version, e.validUntil = true, kp, c.next, kp.validUntil(retention)
+	if now < e.failedUntil {
+		e.version = c.next
+		return
+	}
+	e.known, e.kp, e.version = true, kp, c.next
+	e.validUntil = min(kp.validUntil(retention), now+keyCacheLifetime)
 }
 
 // drop forgets the key's state: a write failed, so what Cassandra holds is
 // not known.
-func (c *keyCache) drop(key string) {
+func (c *keyCache) drop(key string, now int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if el, ok := c.keys[key]; ok {
 		e := el.Value.(*cachedKey)
 		c.next++
-		e.known, e.kp, e.version = false, keyPartition{}, c.next
+		e.known, e.kp, e.version, e.failedUntil = false, keyPartition{}, c.next, now+failedKeyPause
 	}
 }
 
