@@ -6,7 +6,7 @@ GOTEST   ?= $(GO) test -race -count=1 -timeout 30m
 SERVICES := scripts/services
 
 .DEFAULT_GOAL := help
-.PHONY: help deps services-up services-down services-status test test-go test-python test-node demo lint fmt lib test-c install example bench-c fuzz fuzz-short
+.PHONY: help deps services-up services-down services-status test test-go test-python test-node demo lint fmt lib test-c install example bench-c bench-timers fuzz fuzz-short
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -103,6 +103,14 @@ bench-c: lib ## events/s through the C ABI vs the Go engine alone, same real-Kaf
 	$(CC) -Wall -O2 -Iinclude tests/c/bench.c -L$(LIB_DIR) -lprosody -Wl,-rpath,$(CURDIR)/$(LIB_DIR) \
 		-lpthread -o build/c/prosody_bench_c
 	$(GO) run ./tests/c/benchgo $(BENCH_ARGS)
+
+bench-timers: ## mixed timer benchmark: Go, Python, Node and the original prosody-events 0.4.0 readers (TIMER_BENCH_ARGS)
+	python3 -m venv build/python-venv
+	build/python-venv/bin/python -m pip install -q .
+	npm ci --no-audit --no-fund
+	scripts/original-venv >/dev/null
+	$(GO) build -o build/prosody-timer-bench ./cmd/prosody-timer-bench
+	build/prosody-timer-bench mixed -readers go,python,node,python-original $(TIMER_BENCH_ARGS)
 
 install: lib ## install libprosody.so, prosody.h and prosody.pc under PREFIX (default /usr/local)
 	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include

@@ -69,6 +69,17 @@ func runMixed(args []string) {
 		session.Close()
 	}()
 
+	keyspaces := map[string]string{}
+	for _, n := range names {
+		keyspaces[n] = "timer_bench_" + strings.ReplaceAll(n, "-", "_") + "_" + benchkit.Suffix()
+		must(session.Query(ctx, "CREATE KEYSPACE IF NOT EXISTS "+keyspaces[n]+
+			" WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}").Exec())
+	}
+	defer func() {
+		for _, ks := range keyspaces {
+			_ = session.Query(ctx, "DROP KEYSPACE IF EXISTS "+ks).Exec()
+		}
+	}()
 	pad := strings.Repeat("x", 150)
 	all := map[string][]result{}
 	flow := "all produced before the reader starts"
@@ -84,7 +95,13 @@ func runMixed(args []string) {
 			suffix := benchkit.Suffix()
 			run.topic = "timer-bench-" + suffix
 			run.group = "timer-bench-" + suffix
-			run.keyspace = "timer_bench_" + suffix
+			// One keyspace per reader for the whole run (timers are kept
+			// per group, so runs do not meet): Cassandra's prepared
+			// statement cache (10 MiB) holds each keyspace's statements,
+			// and a keyspace per run filled it within the hour, after
+			// which every reader slowed down as statements were
+			// re-prepared.
+			run.keyspace = keyspaces[name]
 			message := func(i int) (string, string) {
 				k := fmt.Sprintf("key-%05d", i%*keys)
 				return k, fmt.Sprintf(`{"id":"evt-%09d","type":"bench.timer","key":"%s","seq":%d,"pad":"%s"}`, i, k, i, pad)
@@ -94,8 +111,6 @@ func runMixed(args []string) {
 				backlog = 0
 			}
 			must(benchkit.FillWith([]string{f.bootstrap}, run.topic, int32(*partitions), backlog, message))
-			must(session.Query(ctx, "CREATE KEYSPACE IF NOT EXISTS "+run.keyspace+
-				" WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}").Exec())
 			produced := make(chan error, 1)
 			if *rate > 0 {
 				go func() { produced <- produce(f.bootstrap, run.topic, f.messages, *rate, message) }()
@@ -106,7 +121,6 @@ func runMixed(args []string) {
 			if perr := <-produced; perr != nil && err == nil {
 				err = perr
 			}
-			_ = session.Query(ctx, "DROP KEYSPACE IF EXISTS "+run.keyspace).Exec()
 			if err != nil {
 				fmt.Printf("round %d %s: %v\n", round+1, name, err)
 				continue
