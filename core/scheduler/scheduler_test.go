@@ -279,22 +279,12 @@ func TestFairOrderWithinAClass(t *testing.T) {
 	f.Acquire(holder, Normal)
 	f.Charge(newWaiter("busy"), Normal, int64(3*time.Second))
 	f.Charge(newWaiter("some"), Normal, int64(time.Second))
-	var order []string
 	ws := []*waiter{newWaiter("busy"), newWaiter("idle-1"), newWaiter("some"), newWaiter("idle-2")}
 	for _, w := range ws {
 		f.Acquire(w, Normal)
 		clock.advance(time.Millisecond)
 	}
-	for range ws {
-		f.Release()
-		for _, w := range ws {
-			select {
-			case <-w.granted:
-				order = append(order, w.key)
-			default:
-			}
-		}
-	}
+	order := grantOrder(f, ws)
 	f.Release()
 	want := []string{"idle-1", "idle-2", "some", "busy"}
 	for i := range want {
@@ -344,21 +334,6 @@ func TestDueTimersGoFirstUntilMaxWait(t *testing.T) {
 	f.Acquire(newWaiter("holder"), Normal)
 	// The timer's key is the busiest there is.
 	f.Charge(newWaiter("timer-busy"), Normal, int64(30*time.Second))
-	grantOrder := func(ws []*waiter) []string {
-		var order []string
-		for range ws {
-			f.Release()
-			for _, w := range ws {
-				select {
-				case <-w.granted:
-					order = append(order, w.key)
-				default:
-				}
-			}
-		}
-		return order
-	}
-
 	msgs := []*waiter{newWaiter("m-1"), newWaiter("m-2")}
 	for _, w := range msgs {
 		f.Acquire(w, Normal)
@@ -366,7 +341,7 @@ func TestDueTimersGoFirstUntilMaxWait(t *testing.T) {
 	}
 	tm := newWaiter("timer-busy")
 	f.Acquire(tm, Normal)
-	if got := grantOrder(append([]*waiter{tm}, msgs...)); got[0] != "timer-busy" {
+	if got := grantOrder(f, append([]*waiter{tm}, msgs...)); got[0] != "timer-busy" {
 		t.Fatalf("grant order %v: the due timer should go first", got)
 	}
 
@@ -377,8 +352,25 @@ func TestDueTimersGoFirstUntilMaxWait(t *testing.T) {
 	clock.advance(documented.MaxWait)
 	tm2 := newWaiter("timer-busy")
 	f.Acquire(tm2, Normal)
-	if got := grantOrder([]*waiter{old, tm2}); got[0] != "m-old" {
+	if got := grantOrder(f, []*waiter{old, tm2}); got[0] != "m-old" {
 		t.Fatalf("grant order %v: a message that waited max_wait should go before a busy key's timer", got)
 	}
 	f.Release()
+}
+
+// grantOrder releases one permit per waiter of ws, which all wait behind
+// a held one, and returns their keys in the order they were granted.
+func grantOrder(s Scheduler[*waiter], ws []*waiter) []string {
+	var order []string
+	for range ws {
+		s.Release()
+		for _, w := range ws {
+			select {
+			case <-w.granted:
+				order = append(order, w.key)
+			default:
+			}
+		}
+	}
+	return order
 }
