@@ -82,15 +82,23 @@ def _failed_future(exc: BaseException) -> asyncio.Future[Any]:
     return fut
 
 
-def _start(call: Any, bad_argument: type[Exception] = RuntimeError) -> asyncio.Future[None]:
+def _start(owner: object, call: Any, bad_argument: type[Exception] = RuntimeError) -> asyncio.Future[None]:
     """Runs an ABI call that completes through _prosody_on_done; returns its future.
 
-    A call the library refuses at once for a bad argument fails with
-    ``bad_argument``; other refusals with RuntimeError.
+    The future keeps ``owner`` (the client whose handle the call uses) alive
+    until it is done: ``await AdminClient().create_topic(...)`` holds no other
+    reference, and the client's finaliser would release the handle while the
+    call runs. A call the library refuses at once for a bad argument fails
+    with ``bad_argument``; other refusals with RuntimeError.
     """
     loop = asyncio.get_running_loop()
     _native.load()
     fut: asyncio.Future[None] = loop.create_future()
+
+    def keep(_: asyncio.Future[None], _owner: object = owner) -> None:
+        pass  # holding _owner was its job; done callbacks go when it runs
+
+    fut.add_done_callback(keep)
     _native.begin(loop, fut, call, bad_argument)
     return fut
 
@@ -177,6 +185,7 @@ class ProsodyClient:
                         setattr(trace, field + "_len", len(raw))
         handle = self._handle
         return _start(
+            self,
             lambda lib, ud, err: lib.prosody_client_send(
                 handle, topic_b, len(topic_b), key_b, len(key_b), data, len(data), trace,
                 lib._prosody_on_done, ud, err
@@ -220,6 +229,7 @@ class ProsodyClient:
         self._subscribing = True
         dispatcher.start()
         fut = _start(
+            self,
             lambda lib, ud, err: lib.prosody_client_subscribe(handle, config, lib._prosody_on_done, ud, err)
         )
 
@@ -251,6 +261,7 @@ class ProsodyClient:
             return asyncio.wrap_future(dispatcher.orphan_unsubscribed())
         handle = self._handle
         fut = _start(
+            self,
             lambda lib, ud, err: lib.prosody_client_unsubscribe(handle, lib._prosody_on_done, ud, err)
         )
 
@@ -449,6 +460,7 @@ class AdminClient:
         doc = json.dumps(spec).encode()
         handle = self._handle
         return _start(
+            self,
             lambda lib, ud, err: lib.prosody_admin_create_topic(handle, doc, lib._prosody_on_done, ud, err)
         )
 
@@ -463,6 +475,7 @@ class AdminClient:
             return _failed_future(e)
         handle = self._handle
         return _start(
+            self,
             lambda lib, ud, err: lib.prosody_admin_delete_topic(
                 handle, name_b, len(name_b), lib._prosody_on_done, ud, err
             ),

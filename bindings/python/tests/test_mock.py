@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from prosody import Context, Message, PermanentError, Timer, TransientError, permanent
+from prosody import AdminClient, Context, Message, PermanentError, Timer, TransientError, permanent
 
 from conftest import Recorder, eventually, mock_client, stop, unique
 
@@ -396,3 +396,13 @@ async def test_unsubscribe_starts_no_queued_handler(mock_topic: str, caplog: pyt
     assert starts == started_before, f"{starts - started_before} handlers started after unsubscribe began"
     consumer._release()
     producer._release()
+
+
+async def test_a_client_held_by_nothing_but_its_call_finishes_the_call() -> None:
+    # The only reference to each client is the call's future: the client
+    # must live until the call is done, not be released by its finaliser
+    # as soon as the call has started.
+    name = unique("py-temp")
+    await AdminClient(bootstrap_servers="mock:9092", mock=True).create_topic(name, partition_count=1)
+    await mock_client(source_system="py-temp").send(name, "k", {"n": 1})
+    await AdminClient(bootstrap_servers="mock:9092", mock=True).delete_topic(name)
