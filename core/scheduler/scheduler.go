@@ -111,8 +111,8 @@ type Callbacks[W any] struct {
 	Dismissed func(w W)
 	// Due reports whether w is the first attempt of a timer that has come
 	// due, asked only when w must wait. The fair scheduler counts such an
-	// attempt as one that has waited max_wait already (see Fair); nil
-	// means no attempt is.
+	// attempt as one that has waited half of max_wait already (see Fair);
+	// nil means no attempt is.
 	Due func(w W) bool
 }
 

@@ -323,9 +323,9 @@ func TestClassWeightsAtTheExtremes(t *testing.T) {
 }
 
 // A due timer's first attempt goes ahead of the messages waiting in its
-// class, whatever its key's virtual time, but not ahead of a message that
-// has waited max_wait: then their keys' virtual times decide, so messages
-// cannot starve behind timers for longer than max_wait.
+// class even when its key is the busiest, but not ahead of a message that
+// has waited max_wait (four times the timer's head start), so messages
+// cannot starve behind timers.
 func TestDueTimersGoFirstUntilMaxWait(t *testing.T) {
 	clock := newClock()
 	cb := testCallbacks(t)
@@ -345,8 +345,8 @@ func TestDueTimersGoFirstUntilMaxWait(t *testing.T) {
 		t.Fatalf("grant order %v: the due timer should go first", got)
 	}
 
-	// A message that has waited max_wait has the boost the timer has; its
-	// idle key then goes before the timer's busy one.
+	// A message that has waited max_wait has four times the boost a fresh
+	// timer starts with, which outweighs the timer key's head of 30 s.
 	old := newWaiter("m-old")
 	f.Acquire(old, Normal)
 	clock.advance(documented.MaxWait)

@@ -171,7 +171,7 @@ func (s *cassandraSegment) slabWrites(b *gocql.Batch, size uint32, t Trigger) (a
 
 // addToSlab writes t into the slab index of the given size.
 func (s *cassandraSegment) addToSlab(ctx context.Context, size uint32, t Trigger) error {
-	b := s.batch(ctx)
+	b := s.store.s.Batch(ctx)
 	applied := s.slabWrites(b, size, t)
 	if err := s.store.s.ExecuteBatch(b); err != nil {
 		return wrap(err, "add %q at %d to slab %d", t.Key, t.Time, SlabOf(t.Time, size))
@@ -184,16 +184,13 @@ func (s *cassandraSegment) unslabWrite(b *gocql.Batch, key string, at Time, typ 
 	b.Query(s.store.q.deleteSlabTrigger, s.id, int32(s.slabSize), int32(SlabOf(at, s.slabSize)), int8(typ), key, int32(at))
 }
 
-// batch is a batch for one operation's writes.
-func (s *cassandraSegment) batch(ctx context.Context) *gocql.Batch { return s.store.s.Batch(ctx) }
-
 // Add writes t to the slab list, the slab index and the key index.
 func (s *cassandraSegment) Add(ctx context.Context, t Trigger) error {
 	kp, version, err := s.keyState(ctx, t.Key)
 	if err != nil {
 		return err
 	}
-	b := s.batch(ctx)
+	b := s.store.s.Batch(ctx)
 	applied := s.slabWrites(b, s.slabSize, t)
 	q := s.store.q
 	typ := int8(t.Type)
@@ -244,7 +241,7 @@ func (s *cassandraSegment) Remove(ctx context.Context, key string, at Time, typ 
 	if err != nil {
 		return err
 	}
-	b := s.batch(ctx)
+	b := s.store.s.Batch(ctx)
 	s.unslabWrite(b, key, at, typ)
 	q := s.store.q
 	form, es := kp.entries(typ)
@@ -324,7 +321,7 @@ func (s *cassandraSegment) ClearAndSchedule(ctx context.Context, t Trigger) ([]T
 	s.owedMu.Unlock()
 	slices.SortFunc(removed, cmpTime)
 
-	b := s.batch(ctx)
+	b := s.store.s.Batch(ctx)
 	applied := s.slabWrites(b, s.slabSize, t)
 	q := s.store.q
 	typ := int8(t.Type)
@@ -342,7 +339,7 @@ func (s *cassandraSegment) ClearAndSchedule(ctx context.Context, t Trigger) ([]T
 	if err == nil {
 		applied()
 		for i := 0; i < len(removed) && err == nil; i += unslabChunk {
-			b := s.batch(ctx)
+			b := s.store.s.Batch(ctx)
 			for _, at := range removed[i:min(i+unslabChunk, len(removed))] {
 				s.unslabWrite(b, t.Key, at, t.Type)
 			}

@@ -41,11 +41,11 @@ type keyCache struct {
 type cachedKey struct {
 	key     string
 	kp      keyPartition
-	known   bool   // kp holds the key's state (not only a version)
 	version uint64 // changes whenever kp is replaced or dropped
 	// validUntil is when kp stops being trusted (epoch seconds): when a
 	// row of it may expire in Cassandra (each lives until its timer's
-	// time plus the retention), or keyCacheLifetime after it was stored.
+	// time plus the retention), or keyCacheLifetime after it was stored;
+	// 0 while the entry holds only a version.
 	validUntil int64
 	// failedUntil: a write to the key failed; until then its state is
 	// read before every operation and not kept.
@@ -64,10 +64,9 @@ func (c *keyCache) begin(key string, now int64) (keyPartition, bool, uint64) {
 	if el, ok := c.keys[key]; ok {
 		c.lru.MoveToFront(el)
 		e := el.Value.(*cachedKey)
-		if e.known && now < e.validUntil {
+		if now < e.validUntil {
 			return e.kp, true, e.version
 		}
-		e.known = false
 		return keyPartition{}, false, e.version
 	}
 	c.next++
@@ -89,17 +88,19 @@ func (c *keyCache) put(key string, version uint64, kp keyPartition, retention, n
 		return // evicted meanwhile
 	}
 	e := el.Value.(*cachedKey)
+	if e.version != version || now < e.failedUntil {
+		c.forget(e)
+		return
+	}
 	c.next++
-	if e.version != version {
-		e.known, e.kp, e.version = false, keyPartition{}, c.next
-		return
-	}
-	if now < e.failedUntil {
-		e.version = c.next
-		return
-	}
-	e.known, e.kp, e.version = true, kp, c.next
+	e.kp, e.version = kp, c.next
 	e.validUntil = min(kp.validUntil(retention), now+keyCacheLifetime)
+}
+
+// forget leaves e holding only a new version.
+func (c *keyCache) forget(e *cachedKey) {
+	c.next++
+	e.kp, e.version, e.validUntil = keyPartition{}, c.next, 0
 }
 
 // drop forgets the key's state: a write failed, so what Cassandra holds is
@@ -109,8 +110,8 @@ func (c *keyCache) drop(key string, now int64) {
 	defer c.mu.Unlock()
 	if el, ok := c.keys[key]; ok {
 		e := el.Value.(*cachedKey)
-		c.next++
-		e.known, e.kp, e.version, e.failedUntil = false, keyPartition{}, c.next, now+failedKeyPause
+		c.forget(e)
+		e.failedUntil = now + failedKeyPause
 	}
 }
 
