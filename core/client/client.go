@@ -18,6 +18,7 @@ import (
 	"github.com/prosody-events/prosody-go/core/cassandra"
 	"github.com/prosody-events/prosody-go/core/config"
 	"github.com/prosody-events/prosody-go/core/consumer"
+	"github.com/prosody-events/prosody-go/core/dedup"
 	"github.com/prosody-events/prosody-go/core/event"
 	"github.com/prosody-events/prosody-go/core/kafkasec"
 	"github.com/prosody-events/prosody-go/core/logging"
@@ -84,6 +85,9 @@ type Client struct {
 	keyed *keyedState
 	// readers serve published-state readers, opened by the first Reader.
 	readers *state.Readers
+	// dedup skips messages handled before (pipeline mode), made by the
+	// first subscribe; its cache outlives subscriptions.
+	dedup *dedup.Deduplicator
 }
 
 // New builds a client from a validated configuration. The producer connects
@@ -203,6 +207,10 @@ func (c *Client) Subscribe(h event.Handler) error {
 	if err != nil {
 		return err
 	}
+	deduplicator, err := c.dedupLocked()
+	if err != nil {
+		return err
+	}
 	timeouts := middleware.NewTimeouts(c.cfg.HandlerTimeout())
 	broadcast := telemetry.NewBroadcast()
 	sched := middleware.SchedulerOf(c.cfg, broadcast.Now)
@@ -213,6 +221,7 @@ func (c *Client) Subscribe(h event.Handler) error {
 		Logger:      c.log,
 		Broadcast:   broadcast,
 		KeyedState:  keyed != nil,
+		Dedup:       deduplicator,
 	})
 	cons, err := consumer.Start(consumer.Options{
 		Brokers:         c.cfg.BootstrapServers,
@@ -342,6 +351,10 @@ func (c *Client) Close(ctx context.Context) error {
 	if c.readers != nil {
 		c.readers.Close()
 		c.readers = nil
+	}
+	if c.dedup != nil {
+		c.dedup.Close()
+		c.dedup = nil
 	}
 	if c.session != nil {
 		c.session.Close()

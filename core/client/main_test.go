@@ -23,6 +23,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(stateChildEnv) != "" {
 		os.Exit(runStateChild())
 	}
+	if os.Getenv(dedupChildEnv) != "" {
+		os.Exit(runDedupChild())
+	}
 	// sarama reads its logger globals without synchronisation, so they
 	// are set once, before any client runs; tests that want sarama's logs
 	// switch where this writer sends them (saramaLog.set).

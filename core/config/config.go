@@ -92,11 +92,11 @@ type Config struct {
 	// operating system pick a free port.
 	ProbePort    Optional[int]
 	FailureTopic string // failure_topic, PROSODY_FAILURE_TOPIC; required in low-latency mode
-	// IdempotenceCacheSize sizes the producer's event-id cache
-	// (idempotence_cache_size, PROSODY_IDEMPOTENCE_CACHE_SIZE; 8192), which
-	// skips a resend of a (topic, key, id) already delivered; 0 turns it
-	// off. The consumer's deduplication caches it will also size are not
-	// built yet.
+	// IdempotenceCacheSize sizes the producer's event-id cache, which
+	// skips a resend of a (topic, key, id) already delivered, and the
+	// consumer's cache of handled message ids in front of the
+	// deduplication store (pipeline mode) (idempotence_cache_size,
+	// PROSODY_IDEMPOTENCE_CACHE_SIZE; 8192); 0 turns both off.
 	IdempotenceCacheSize int
 	IdempotenceVersion   string        // idempotence_version, PROSODY_IDEMPOTENCE_VERSION; "1"
 	IdempotenceTTL       time.Duration // idempotence_ttl, PROSODY_IDEMPOTENCE_TTL; 7d

@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/prosody-events/prosody-go/core/config"
+	"github.com/prosody-events/prosody-go/core/dedup"
+	"github.com/prosody-events/prosody-go/core/dedupstore"
 	"github.com/prosody-events/prosody-go/core/deferral"
 	"github.com/prosody-events/prosody-go/core/deferstore"
 	"github.com/prosody-events/prosody-go/core/event"
@@ -66,6 +68,8 @@ type scenario struct {
 	// retry makes the event the retry timer of a key deferred before (of
 	// this type), instead of a message or a timer of the key.
 	retry timerstore.Type
+	// seen records the message's deduplication id before it runs.
+	seen bool
 }
 
 var scenarios = []scenario{
@@ -85,6 +89,7 @@ var scenarios = []scenario{
 	{name: "a deferred message's retry failing again", retry: timerstore.DeferredMessage, acts: []act{actTransient}},
 	{name: "a deferred timer's retry", retry: timerstore.DeferredTimer},
 	{name: "a deferred timer's retry failing permanently", retry: timerstore.DeferredTimer, acts: []act{actPermanent}},
+	{name: "a message handled before", seen: true},
 }
 
 // parityEnv is what one run of a scenario is built from: fresh for each
@@ -102,6 +107,26 @@ type parityEnv struct {
 	retries   *fakeRetries
 	state     *state.Partition
 	stateKV   statestore.Store
+	dedupIDs  dedupstore.Memory
+	dedup     *dedup.Deduplicator
+}
+
+// elsewhereStore answers on another goroutine, as the Cassandra store does.
+type elsewhereStore struct{ dedupstore.Memory }
+
+func (s elsewhereStore) Exists(id dedupstore.ID, done func(bool, error)) {
+	go s.Memory.Exists(id, done)
+}
+
+func (s elsewhereStore) Record(id dedupstore.ID, done func(error)) { go s.Memory.Record(id, done) }
+
+func (elsewhereStore) Local() bool { return false }
+
+// recorded says whether the suite's message is recorded as handled.
+func (e *parityEnv) recorded() bool {
+	found := make(chan bool, 1)
+	e.dedupIDs.Exists(e.dedup.ID(parityMessage()), func(ok bool, _ error) { found <- ok })
+	return <-found
 }
 
 // parityMessage is the suite's message, which the partition's loader
@@ -124,6 +149,8 @@ func newParityEnv() *parityEnv {
 	}
 	e.log = slog.New(e.logs)
 	e.broadcast.Subscribe(e.published)
+	e.dedupIDs = dedupstore.NewMemory(time.Hour)
+	e.dedup = dedup.New(dedup.Options{Version: "1", Group: "group", CacheSize: 64, Store: elsewhereStore{e.dedupIDs}, Logger: e.log})
 	store := deferstore.NewMemory()
 	ctx := context.Background()
 	msgs, _ := store.Messages(ctx, "group", "orders", 3)
@@ -214,6 +241,7 @@ var layerCases = []parityCase{
 	{"Monopolization", func(e *parityEnv) []Layer { return []Layer{NewMonopolization(hotTracker(), 0.9)} }},
 	{"Telemetry", func(e *parityEnv) []Layer { return []Layer{NewTelemetry(e.broadcast)} }},
 	{"Transaction", func(e *parityEnv) []Layer { return []Layer{&Transaction{Logger: e.log}} }},
+	{"Deduplication", func(e *parityEnv) []Layer { return []Layer{NewDeduplication(e.dedup)} }},
 }
 
 // modeCases are the whole stack of each mode, as the client builds it.
@@ -225,7 +253,7 @@ var modeCases = func() []parityCase {
 			cfg.Mode, cfg.GroupID, cfg.FailureTopic, cfg.MaxRetries = mode, "group", "failures", 2
 			cfg.RetryBase, cfg.MaxRetryDelay = 20*time.Millisecond, time.Second
 			stacks := ModeStacks(&cfg, nil, Services{Scheduler: e.limiter, Timeouts: e.timeouts,
-				DeadLetters: e.sink, Logger: e.log, Jitter: jitter, Broadcast: e.broadcast, KeyedState: true})
+				DeadLetters: e.sink, Logger: e.log, Jitter: jitter, Broadcast: e.broadcast, KeyedState: true, Dedup: e.dedup})
 			return stacks.Events.layers
 		}})
 	}
@@ -306,7 +334,9 @@ func TestEveryLayerIsInTheParitySuite(t *testing.T) {
 	}
 	covered := map[string]bool{}
 	for _, pc := range layerCases {
-		for _, l := range pc.layers(newParityEnv()) {
+		e := newParityEnv()
+		e.dedup.Close()
+		for _, l := range pc.layers(e) {
 			covered[reflect.Indirect(reflect.ValueOf(l)).Type().Name()] = true
 		}
 	}
@@ -334,6 +364,7 @@ type observed struct {
 	log           []string
 	published     []string // telemetry events
 	deferred      string   // the deferral state of the key afterwards
+	recorded      bool     // the message is recorded as handled afterwards
 	state         string   // the key's committed keyed state afterwards
 	permitsAfter  int
 	attemptsTimed bool
@@ -345,7 +376,11 @@ type observed struct {
 func runScenario(t *testing.T, layers func(*parityEnv) []Layer, async bool, sc scenario) observed {
 	t.Helper()
 	e := newParityEnv()
+	defer e.dedup.Close()
 	e.sink.fails = sc.sinkFails
+	if sc.seen {
+		e.dedupIDs.Record(e.dedup.ID(parityMessage()), func(error) {})
+	}
 	parent, revoke := context.WithCancelCause(context.Background())
 	defer revoke(nil)
 	h := &scriptHandler{acts: sc.acts, limiter: e.limiter, revoke: revoke, hanging: make(chan struct{}, 16)}
@@ -418,7 +453,7 @@ wait:
 
 	obs := observed{outcome: "ok", attempts: h.attempts, permits: h.permits, causes: h.causes,
 		demands: probe.demands, delays: e.clock.asked(), letters: e.sink.letters(), log: e.logs.lines(),
-		published: e.published.events(), deferred: e.deferredState(), state: e.committedState(),
+		published: e.published.events(), deferred: e.deferredState(), state: e.committedState(), recorded: e.recorded(),
 		permitsAfter: e.limiter.InUse(), attemptsTimed: e.timeouts.scan()}
 	if err != nil {
 		obs.outcome = fault.ClassOf(err).String() + ": " + err.Error()

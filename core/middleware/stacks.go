@@ -4,6 +4,7 @@ import (
 	"log/slog"
 
 	"github.com/prosody-events/prosody-go/core/config"
+	"github.com/prosody-events/prosody-go/core/dedup"
 	"github.com/prosody-events/prosody-go/core/deferral"
 	"github.com/prosody-events/prosody-go/core/event"
 	"github.com/prosody-events/prosody-go/core/monopolization"
@@ -31,6 +32,9 @@ type Services struct {
 	// tracker of pipeline mode subscribe to it. Nil: no telemetry layer,
 	// and deferral is never gated off.
 	Broadcast *telemetry.Broadcast
+	// Dedup skips messages handled before, in pipeline mode; nil (or an
+	// idempotence_cache_size of 0) leaves the layer out.
+	Dedup *dedup.Deduplicator
 	// KeyedState: the client has keyed-state collections, so every stack
 	// settles an attempt's state (Transaction), reading the partition's
 	// keyed state from the invocation's environment.
@@ -101,12 +105,11 @@ func ModeStacks(cfg *config.Config, h event.Handler, svc Services) Stacks {
 		}
 		// The defer layers are there even with defer_enabled off, which
 		// only stops new deferrals: keys deferred before still drain.
-		outer = []Layer{
-			NewRetry(unlimited), // the durability boundary: retries until success or shutdown
-			// Deduplication (omitted when idempotence_cache_size is 0): the deduplication issue.
-			NewMessageDefer(policy),
-			NewTimerDefer(policy),
+		outer = []Layer{NewRetry(unlimited)} // the durability boundary: retries until success or shutdown
+		if svc.Dedup != nil && cfg.IdempotenceCacheSize > 0 {
+			outer = append(outer, NewDeduplication(svc.Dedup))
 		}
+		outer = append(outer, NewMessageDefer(policy), NewTimerDefer(policy))
 		if cfg.MonopolizationEnabled && svc.Broadcast != nil {
 			tracker := monopolization.NewTracker(cfg.MonopolizationWindow, cfg.MonopolizationCacheSize, cfg.MonopolizationThreshold)
 			svc.Broadcast.Subscribe(tracker)

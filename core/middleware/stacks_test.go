@@ -4,8 +4,11 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prosody-events/prosody-go/core/config"
+	"github.com/prosody-events/prosody-go/core/dedup"
+	"github.com/prosody-events/prosody-go/core/dedupstore"
 	"github.com/prosody-events/prosody-go/core/scheduler"
 	"github.com/prosody-events/prosody-go/core/telemetry"
 )
@@ -17,14 +20,18 @@ func TestModeStacks(t *testing.T) {
 		mode           config.Mode
 		noBroadcast    bool
 		monopolization bool
-		events         string
-		undecodable    string
+		// dedup gives the stacks a deduplicator, with this
+		// idempotence_cache_size (-1: none).
+		dedup       int
+		events      string
+		undecodable string
 	}{
-		{"pipeline", config.ModePipeline, false, true, "Retry MessageDefer TimerDefer Monopolization Cancellation Scheduler Timeouts Telemetry", ""},
-		{"pipeline without monopolization", config.ModePipeline, false, false, "Retry MessageDefer TimerDefer Cancellation Scheduler Timeouts Telemetry", ""},
-		{"pipeline without telemetry", config.ModePipeline, true, true, "Retry MessageDefer TimerDefer Cancellation Scheduler Timeouts", ""},
-		{"low-latency", config.ModeLowLatency, false, true, "Retry DeadLetter Retry Cancellation Scheduler Timeouts Telemetry", "Retry DeadLetter"},
-		{"best-effort", config.ModeBestEffort, false, true, "Log Cancellation Scheduler Timeouts Telemetry", ""},
+		{"pipeline", config.ModePipeline, false, true, 8192, "Retry Deduplication MessageDefer TimerDefer Monopolization Cancellation Scheduler Timeouts Telemetry", ""},
+		{"pipeline with idempotence_cache_size 0", config.ModePipeline, false, true, 0, "Retry MessageDefer TimerDefer Monopolization Cancellation Scheduler Timeouts Telemetry", ""},
+		{"pipeline without monopolization", config.ModePipeline, false, false, -1, "Retry MessageDefer TimerDefer Cancellation Scheduler Timeouts Telemetry", ""},
+		{"pipeline without telemetry", config.ModePipeline, true, true, -1, "Retry MessageDefer TimerDefer Cancellation Scheduler Timeouts", ""},
+		{"low-latency", config.ModeLowLatency, false, true, 8192, "Retry DeadLetter Retry Cancellation Scheduler Timeouts Telemetry", "Retry DeadLetter"},
+		{"best-effort", config.ModeBestEffort, false, true, 8192, "Log Cancellation Scheduler Timeouts Telemetry", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -36,6 +43,11 @@ func TestModeStacks(t *testing.T) {
 			svc := Services{Scheduler: NewFIFOScheduler(1), Timeouts: timeouts, DeadLetters: &fakeSink{}}
 			if !tt.noBroadcast {
 				svc.Broadcast = new(telemetry.Broadcast)
+			}
+			if tt.dedup >= 0 {
+				cfg.IdempotenceCacheSize = tt.dedup
+				svc.Dedup = dedup.New(dedup.Options{Group: "g", CacheSize: 16, Store: dedupstore.NewMemory(time.Hour)})
+				defer svc.Dedup.Close()
 			}
 			stacks := ModeStacks(&cfg, handlerFunc(nil), svc)
 			if got := layerNames(stacks.Events); got != tt.events {

@@ -1,0 +1,47 @@
+package middleware
+
+import (
+	"github.com/prosody-events/prosody-go/core/dedup"
+	"github.com/prosody-events/prosody-go/core/event"
+	"github.com/prosody-events/prosody-go/core/fault"
+)
+
+// Deduplication skips a message handled before (core-behavior.md §4.3):
+// its id in the cache or the store ends the attempt as a success that
+// the layers inside never see, and a message whose layers inside succeed
+// or fail permanently is recorded before its outcome moves on, so its
+// offset is committed only once the store has it. Timers pass through:
+// they are never deduplicated. It sits outside the defer layers, so a
+// message deferred, or queued behind a deferred key, counts as seen: its
+// retry comes back as a timer, which passes.
+type Deduplication struct{ d *dedup.Deduplicator }
+
+// NewDeduplication returns the layer over d.
+func NewDeduplication(d *dedup.Deduplicator) *Deduplication { return &Deduplication{d: d} }
+
+// Before implements Layer.
+func (l *Deduplication) Before(r *Run) Step {
+	msg, ok := r.ev.(*event.Message)
+	if !ok {
+		return Continue
+	}
+	l.d.Check(msg, l.d.ID(msg), func(seen bool) {
+		if seen {
+			r.Resume(Result(nil))
+		} else {
+			r.Resume(Continue)
+		}
+	})
+	return Wait
+}
+
+// After implements Layer. The id is computed again rather than kept: a
+// hash of a few dozen bytes costs less than a slot.
+func (l *Deduplication) After(r *Run, err error) Step {
+	msg, ok := r.ev.(*event.Message)
+	if !ok || (err != nil && fault.ClassOf(err) != fault.ClassPermanent) {
+		return Result(err)
+	}
+	l.d.Record(msg, l.d.ID(msg), func() { r.Resume(Result(err)) })
+	return Wait
+}
