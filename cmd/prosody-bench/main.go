@@ -10,11 +10,15 @@
 //
 //   - prosody: the engine as the client runs it at the default
 //     configuration (pipeline mode with deferral and monopolization on,
-//     durable timers and defer stores in memory, or in Cassandra with
-//     -cassandra);
+//     durable timers, defer stores and deduplication ids in memory, or
+//     in Cassandra with -cassandra);
 //
-//   - bare: the engine without the telemetry broadcast, timers and
-//     deferral (the layers' cost is prosody against bare);
+//   - nodedup: prosody with idempotence_cache_size 0, which leaves
+//     deduplication out (its cost is prosody against nodedup);
+//
+//   - bare: the engine without the telemetry broadcast, timers,
+//     deferral and deduplication (the layers' cost is prosody against
+//     bare);
 //
 //   - failing: prosody with 1 % of the keys failing transiently for
 //     -fail-for: its rate counts the healthy keys' messages, so it compares
@@ -46,6 +50,7 @@ import (
 	"github.com/prosody-events/prosody-go/core/cassandra"
 	"github.com/prosody-events/prosody-go/core/config"
 	"github.com/prosody-events/prosody-go/core/consumer"
+	"github.com/prosody-events/prosody-go/core/dedupstore"
 	"github.com/prosody-events/prosody-go/core/deferstore"
 	"github.com/prosody-events/prosody-go/core/event"
 	"github.com/prosody-events/prosody-go/core/middleware"
@@ -58,7 +63,7 @@ var (
 	verbose        = flag.Bool("v", false, "print details of each engine run")
 	progress       = flag.Duration("progress", 0, "print each reader's message count at this interval (0: never)")
 	maxUncommitted = flag.Int("max-uncommitted", 0, "max_uncommitted for the engine (0: the default configuration's)")
-	readers        = flag.String("readers", "sarama,prosody", "readers to run each round, comma-separated: sarama, prosody, bare, failing")
+	readers        = flag.String("readers", "sarama,prosody", "readers to run each round, comma-separated: sarama, prosody, nodedup, bare, failing")
 	failFor        = flag.Duration("fail-for", 30*time.Second, "how long the failing reader's failing keys fail")
 	cassandraNodes = flag.String("cassandra", "", "Cassandra nodes for the engine's timer and defer stores (default: in memory)")
 )
@@ -290,17 +295,22 @@ func engine(addrs []string, topic string, n, keys int, reader string) (el, first
 		}
 		return nil
 	}}
-	opts := benchreader.Options(def, addrs, "bench-prosody-"+suffix(), topic, slog.LevelWarn)
+	def.GroupID = "bench-prosody-" + suffix()
+	opts := benchreader.Options(def, addrs, def.GroupID, topic, slog.LevelWarn)
 	var stacks middleware.Stacks
 	var stop func()
 	if reader == "bare" {
 		stacks, stop, opts.Scheduler = benchkit.BareStacks(def, h)
 	} else {
-		stacks, stop, opts.Scheduler = benchkit.PipelineStacks(def, h)
-		opts.Timers, opts.Deferral, err = stores(def)
+		if reader == "nodedup" {
+			def.IdempotenceCacheSize = 0
+		}
+		var ids dedupstore.Store
+		opts.Timers, opts.Deferral, ids, err = stores(def)
 		if err != nil {
 			return 0, 0, 0, err
 		}
+		stacks, stop, opts.Scheduler = benchkit.PipelineStacksWith(def, h, ids)
 	}
 	opts.Stacks = stacks
 	defer stop()
@@ -337,21 +347,22 @@ var healthyRates []float64
 
 // stores are the engine's timer and defer stores: in memory, or in
 // Cassandra (a fresh keyspace) with -cassandra.
-func stores(def config.Config) (timerstore.Store, *consumer.Deferral, error) {
+func stores(def config.Config) (timerstore.Store, *consumer.Deferral, dedupstore.Store, error) {
 	if *cassandraNodes == "" {
-		return timerstore.NewMemory(), benchreader.Deferral(def, deferstore.NewMemory()), nil
+		return timerstore.NewMemory(), benchreader.Deferral(def, deferstore.NewMemory()), dedupstore.NewMemory(def.IdempotenceTTL), nil
 	}
 	if benchSession == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		s, err := cassandra.Connect(ctx, cassandra.Options{Nodes: strings.Split(*cassandraNodes, ","), Keyspace: "prosody_bench_" + suffix()})
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		benchSession = s
 	}
 	return timerstore.NewCassandra(benchSession, def.CassandraRetention),
-		benchreader.Deferral(def, deferstore.NewCassandra(benchSession, def.CassandraRetention, def.DeferStoreCacheSize)), nil
+		benchreader.Deferral(def, deferstore.NewCassandra(benchSession, def.CassandraRetention, def.DeferStoreCacheSize)),
+		dedupstore.NewCassandra(benchSession, def.IdempotenceTTL), nil
 }
 
 var benchSession *cassandra.Session

@@ -272,7 +272,7 @@ func (c *Client) Subscribe(h event.Handler) error {
 // stops the probe server. The client may subscribe again afterwards.
 func (c *Client) Unsubscribe(ctx context.Context) error {
 	c.mu.Lock()
-	cons, timeouts, broadcast, srv := c.consumer, c.timeouts, c.broadcast, c.probe
+	cons, timeouts, broadcast, srv, dd := c.consumer, c.timeouts, c.broadcast, c.probe, c.dedup
 	c.consumer, c.timeouts, c.broadcast, c.probe = nil, nil, nil, nil
 	c.live.Store(nil)
 	c.mu.Unlock()
@@ -287,6 +287,13 @@ func (c *Client) Unsubscribe(ctx context.Context) error {
 	}
 	if err := cons.Stop(ctx); err != nil {
 		errs = append(errs, err)
+	}
+	if dd != nil {
+		// The ids of the last messages handled are written before the
+		// partitions' next owners could look for them.
+		if err := dd.Flush(ctx); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	timeouts.Stop()
 	broadcast.Close()

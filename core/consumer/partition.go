@@ -201,6 +201,7 @@ func (p *partition) admit(rs []fetch.Record) int {
 			skipped = append(skipped, p.filterOut(msg, filter.ReasonEventType))
 			continue
 		}
+		p.c.opts.Stacks.Events.Prefetch(msg)
 		items = append(items, item{ev: msg, offset: r.Offset, hash: p.keys.Hash(msg.Key)})
 	}
 	p.takeBuf = taken[:0]

@@ -1,8 +1,11 @@
 package dedup
 
 import (
+	"context"
+	"fmt"
 	"log/slog"
 	"sync/atomic"
+	"time"
 
 	"github.com/prosody-events/prosody-go/core/dedupstore"
 	"github.com/prosody-events/prosody-go/core/event"
@@ -22,8 +25,9 @@ type Options struct {
 // lives as long as the client, across subscriptions.
 type Deduplicator struct {
 	version, group string
-	cache          *cache
+	cache          *cache // nil in front of a store in memory
 	store          dedupstore.Store
+	ahead          ahead
 	log            *slog.Logger
 
 	skipped, readFailures, writeFailures atomic.Int64
@@ -35,7 +39,14 @@ func New(o Options) *Deduplicator {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Deduplicator{version: o.Version, group: o.Group, cache: newCache(max(o.CacheSize, 1)), store: o.Store, log: log}
+	d := &Deduplicator{version: o.Version, group: o.Group, store: o.Store, log: log}
+	// A store in memory (mock mode) answers as fast as a cache would, and
+	// everything a cache could hold: one there would only cost its upkeep,
+	// which for a stream of new ids is ristretto's eviction on every add.
+	if !o.Store.Local() {
+		d.cache = newCache(max(o.CacheSize, 1))
+	}
+	return d
 }
 
 // ID is msg's deduplication id.
@@ -50,12 +61,12 @@ func (d *Deduplicator) Local() bool { return d.store.Local() }
 // seen before is counted and logged as filtered. done runs exactly once,
 // possibly before Check returns.
 func (d *Deduplicator) Check(msg *event.Message, id ID, done func(seen bool)) {
-	if d.cache.has(id) {
+	if d.cache != nil && d.cache.has(id) {
 		d.skip(msg)
 		done(true)
 		return
 	}
-	d.store.Exists(id, func(found bool, err error) {
+	d.lookup(id, func(found bool, err error) {
 		if err != nil {
 			d.readFailures.Add(1)
 			d.log.Warn("deduplication store read failed; the message is handled as unseen",
@@ -65,7 +76,9 @@ func (d *Deduplicator) Check(msg *event.Message, id ID, done func(seen bool)) {
 			return
 		}
 		if found {
-			d.cache.add(id)
+			if d.cache != nil {
+				d.cache.add(id)
+			}
 			d.skip(msg)
 		}
 		done(found)
@@ -79,21 +92,81 @@ func (d *Deduplicator) skip(msg *event.Message) {
 		slog.Int64("offset", msg.Offset), slog.String("key", msg.Key))
 }
 
-// Record marks id as handled, in the store and then in the cache, and
-// calls done. A failed store write is logged and changes nothing else:
-// the cache still deduplicates within the process (core-behavior.md
-// §1(e)). done runs exactly once, possibly before Record returns.
+// maxUnwritten is how many recorded ids may wait for their store write
+// before Record waits for its own: the writes of a busy consumer go out
+// in batches behind its handlers, and a store that falls behind slows
+// the handlers instead of growing the queue.
+const maxUnwritten = 16384
+
+// Record marks id as handled and calls done. With a store over the
+// network the id is cached and held as unwritten at once, and done runs
+// then, while the write goes out behind it (in a batch with others);
+// Check answers from the unwritten ids until the write has landed. Only
+// when maxUnwritten ids wait does done wait for this one's write. A
+// failed store write is logged and changes nothing else: the cache still
+// deduplicates within the process (core-behavior.md §1(e)). A crash
+// before the write lands may have the message handled again by the next
+// owner, as a crash before the handler's outcome would. done runs exactly
+// once, possibly before Record returns.
 func (d *Deduplicator) Record(msg *event.Message, id ID, done func()) {
+	if d.cache == nil {
+		d.store.Record(id, func(err error) {
+			d.wrote(msg, err)
+			done()
+		})
+		return
+	}
+	a := &d.ahead
+	a.mu.Lock()
+	if a.unwritten == nil {
+		a.unwritten = make(map[ID]struct{})
+	}
+	wait := len(a.unwritten) >= maxUnwritten
+	a.unwritten[id] = struct{}{}
+	delete(a.m, id) // a lookup started before now may say absent
+	a.mu.Unlock()
+	d.cache.add(id)
 	d.store.Record(id, func(err error) {
-		if err != nil {
-			d.writeFailures.Add(1)
-			d.log.Warn("deduplication store write failed; the message may be handled again after a restart",
-				slog.String("topic", msg.Topic), slog.Int("partition", int(msg.Partition)),
-				slog.Int64("offset", msg.Offset), slog.Any("error", err))
+		d.wrote(msg, err)
+		a.mu.Lock()
+		delete(a.unwritten, id)
+		a.mu.Unlock()
+		if wait {
+			done()
 		}
-		d.cache.add(id)
-		done()
 	})
+	if !wait {
+		done()
+	}
+}
+
+func (d *Deduplicator) wrote(msg *event.Message, err error) {
+	if err != nil {
+		d.writeFailures.Add(1)
+		d.log.Warn("deduplication store write failed; the message may be handled again after a restart",
+			slog.String("topic", msg.Topic), slog.Int("partition", int(msg.Partition)),
+			slog.Int64("offset", msg.Offset), slog.Any("error", err))
+	}
+}
+
+// Flush waits until every recorded id has been written (or its write has
+// failed), or ctx ends.
+func (d *Deduplicator) Flush(ctx context.Context) error {
+	t := time.NewTicker(2 * time.Millisecond)
+	defer t.Stop()
+	for {
+		d.ahead.mu.Lock()
+		n := len(d.ahead.unwritten)
+		d.ahead.mu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("deduplication: %d ids still being written: %w", n, context.Cause(ctx))
+		case <-t.C:
+		}
+	}
 }
 
 // Stats are the Deduplicator's counters.
@@ -109,4 +182,8 @@ func (d *Deduplicator) Stats() Stats {
 }
 
 // Close releases the cache. Check and Record must not be called after.
-func (d *Deduplicator) Close() { d.cache.close() }
+func (d *Deduplicator) Close() {
+	if d.cache != nil {
+		d.cache.close()
+	}
+}

@@ -1,6 +1,7 @@
 package dedupstore
 
 import (
+	"encoding/binary"
 	"sync"
 	"time"
 )
@@ -14,21 +15,49 @@ type Memory struct {
 	ttl time.Duration
 }
 
+// memoryIDs are sharded by the id's first byte, so that partitions
+// handled on different goroutines seldom wait for one another's lock.
 type memoryIDs struct {
-	now func() time.Time
+	now    func() time.Time
+	shards [memoryShards]memoryShard
+}
 
+const memoryShards = 32
+
+// A shard's map is keyed by the id's first half and holds the second,
+// which tells a collision from a hit (two ids sharing a first half: the
+// later replaces the earlier, a miss, never a false hit). Neither holds a
+// pointer, so the collector never scans the map, and its lookups take the
+// runtime's fast path for 64-bit keys.
+type memoryShard struct {
 	mu      sync.Mutex
-	expires map[ID]time.Time
+	expires map[uint64]memoryEntry
 	// sweepAt is when the next record sweeps out expired ids, which keeps
 	// the map from holding what no lookup would return.
 	sweepAt time.Time
+	_       [24]byte // a cache line of its own
+}
+
+type memoryEntry struct {
+	check   uint64
+	expires int64 // unix nanoseconds
+}
+
+func halves(id ID) (key, check uint64) {
+	return binary.LittleEndian.Uint64(id[0:8]), binary.LittleEndian.Uint64(id[8:16])
 }
 
 // NewMemory returns an empty store whose ids expire ttl after they were
 // recorded.
 func NewMemory(ttl time.Duration) Memory {
-	return Memory{ids: &memoryIDs{now: time.Now, expires: make(map[ID]time.Time)}, ttl: ttl}
+	ids := &memoryIDs{now: time.Now}
+	for i := range ids.shards {
+		ids.shards[i].expires = make(map[uint64]memoryEntry)
+	}
+	return Memory{ids: ids, ttl: ttl}
 }
+
+func (s *memoryIDs) shard(key uint64) *memoryShard { return &s.shards[key%memoryShards] }
 
 // WithTTL is the store over the same ids whose records expire after ttl
 // (each client of a process has its own idempotence_ttl).
@@ -36,20 +65,22 @@ func (m Memory) WithTTL(ttl time.Duration) Memory { return Memory{ids: m.ids, tt
 
 // Exists implements Store.
 func (m Memory) Exists(id ID, done func(bool, error)) {
-	s := m.ids
+	now := m.ids.now().UnixNano()
+	key, check := halves(id)
+	s := m.ids.shard(key)
 	s.mu.Lock()
-	exp, ok := s.expires[id]
-	found := ok && s.now().Before(exp)
+	e, ok := s.expires[key]
 	s.mu.Unlock()
-	done(found, nil)
+	done(ok && e.check == check && now < e.expires, nil)
 }
 
 // Record implements Store.
 func (m Memory) Record(id ID, done func(error)) {
-	s := m.ids
-	now := s.now()
+	now := m.ids.now()
+	key, check := halves(id)
+	s := m.ids.shard(key)
 	s.mu.Lock()
-	s.expires[id] = now.Add(m.ttl)
+	s.expires[key] = memoryEntry{check: check, expires: now.Add(m.ttl).UnixNano()}
 	if now.After(s.sweepAt) {
 		s.sweepLocked(now)
 	}
@@ -57,10 +88,10 @@ func (m Memory) Record(id ID, done func(error)) {
 	done(nil)
 }
 
-func (s *memoryIDs) sweepLocked(now time.Time) {
-	for id, exp := range s.expires {
-		if !now.Before(exp) {
-			delete(s.expires, id)
+func (s *memoryShard) sweepLocked(now time.Time) {
+	for key, e := range s.expires {
+		if now.UnixNano() >= e.expires {
+			delete(s.expires, key)
 		}
 	}
 	s.sweepAt = now.Add(time.Minute)

@@ -19,6 +19,9 @@ type Deduplication struct{ d *dedup.Deduplicator }
 // NewDeduplication returns the layer over d.
 func NewDeduplication(d *dedup.Deduplicator) *Deduplication { return &Deduplication{d: d} }
 
+// Prefetch implements Prefetcher: the store lookup starts at admission.
+func (l *Deduplication) Prefetch(msg *event.Message) { l.d.Prefetch(msg) }
+
 // Before implements Layer.
 func (l *Deduplication) Before(r *Run) Step {
 	msg, ok := r.ev.(*event.Message)

@@ -68,6 +68,13 @@ type WaitCanceller interface {
 	CancelWaiting()
 }
 
+// Prefetcher is a layer that starts, as a message is admitted to its
+// partition, the I/O its Before will need (a deduplication lookup), so
+// that the answer is there, or on its way, when the message runs.
+type Prefetcher interface {
+	Prefetch(msg *event.Message)
+}
+
 // Target is what the innermost layer runs: the handler.
 type Target interface {
 	// Start begins one attempt of r's event in the context of the attempt. It returns the

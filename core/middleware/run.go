@@ -40,6 +40,7 @@ type Stack struct {
 	slotOf     []int8     // a layer's slot, -1 for none
 	releasers  []Releaser // by position, nil where the layer is not one
 	cancellers []WaitCanceller
+	prefetch   []Prefetcher
 	scheduler  *Scheduler // the stack's scheduler layer, nil without one
 	target     Target
 	preparer   preparer // target, if it readies attempts ahead (found once: an assertion per message costs)
@@ -71,6 +72,9 @@ func NewStack(target Target, layers ...Layer) *Stack {
 		if c, ok := l.(WaitCanceller); ok {
 			s.cancellers = append(s.cancellers, c)
 		}
+		if p, ok := l.(Prefetcher); ok {
+			s.prefetch = append(s.prefetch, p)
+		}
 		if sched, ok := l.(*Scheduler); ok {
 			s.scheduler = sched
 		}
@@ -90,6 +94,14 @@ func (s *Stack) WithClock(c Clock) *Stack {
 // StartsAsync reports whether the target starts ev without holding the
 // goroutine until its outcome: the caller then uses Start, not Invoke.
 func (s *Stack) StartsAsync(ev event.Event) bool { return s.target.Async(ev) }
+
+// Prefetch tells the layers that prefetch (Prefetcher) that msg was
+// admitted and will run.
+func (s *Stack) Prefetch(msg *event.Message) {
+	for _, p := range s.prefetch {
+		p.Prefetch(msg)
+	}
+}
 
 // CancelWaiting ends the waits of runs whose invocation is cancelled (see
 // WaitCanceller). The owner of the invocations' parent context calls it

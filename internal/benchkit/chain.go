@@ -5,6 +5,8 @@ import (
 	"os"
 
 	"github.com/prosody-events/prosody-go/core/config"
+	"github.com/prosody-events/prosody-go/core/dedup"
+	"github.com/prosody-events/prosody-go/core/dedupstore"
 	"github.com/prosody-events/prosody-go/core/event"
 	"github.com/prosody-events/prosody-go/core/middleware"
 	"github.com/prosody-events/prosody-go/core/telemetry"
@@ -14,27 +16,35 @@ import (
 // (pipeline by default, with its telemetry broadcast, failure-rate gate and
 // monopolization tracker): what the benchmarks that drive the consumer
 // directly run, with the scheduler (for consumer.Options.Scheduler, as
-// the client passes it). Call the returned stop when done.
+// the client passes it). Call the returned stop when done. Deduplication
+// (on unless cfg's idempotence_cache_size is 0) keeps its ids in memory,
+// as in mock mode; PipelineStacksWith takes another store.
 func PipelineStacks(cfg config.Config, h event.Handler) (middleware.Stacks, func(), *middleware.Scheduler) {
-	return stacks(cfg, h, telemetry.NewBroadcast(), nil, nil)
+	return stacks(cfg, h, telemetry.NewBroadcast(), nil, nil, dedupstore.NewMemory(cfg.IdempotenceTTL))
+}
+
+// PipelineStacksWith are PipelineStacks deduplicating with ids in store
+// (the Cassandra table, for a benchmark with -cassandra).
+func PipelineStacksWith(cfg config.Config, h event.Handler, store dedupstore.Store) (middleware.Stacks, func(), *middleware.Scheduler) {
+	return stacks(cfg, h, telemetry.NewBroadcast(), nil, nil, store)
 }
 
 // StacksWith are the stacks of cfg's mode with their telemetry broadcast,
 // sched as the scheduler (nil: the fair one cfg describes), and sink for
 // the failure topic of low-latency mode.
 func StacksWith(cfg config.Config, h event.Handler, sched *middleware.Scheduler, sink middleware.DeadLetterSink) (middleware.Stacks, func(), *middleware.Scheduler) {
-	return stacks(cfg, h, telemetry.NewBroadcast(), sched, sink)
+	return stacks(cfg, h, telemetry.NewBroadcast(), sched, sink, dedupstore.NewMemory(cfg.IdempotenceTTL))
 }
 
 // BareStacks are PipelineStacks without the telemetry broadcast, and so
 // without the telemetry and monopolization layers and the failure-rate
-// gate: the stack before deferral, for a side-by-side measure of what
-// those layers cost.
+// gate, and without deduplication: the stack before deferral, for a
+// side-by-side measure of what those layers cost.
 func BareStacks(cfg config.Config, h event.Handler) (middleware.Stacks, func(), *middleware.Scheduler) {
-	return stacks(cfg, h, nil, nil, nil)
+	return stacks(cfg, h, nil, nil, nil, nil)
 }
 
-func stacks(cfg config.Config, h event.Handler, b *telemetry.Broadcast, sched *middleware.Scheduler, sink middleware.DeadLetterSink) (middleware.Stacks, func(), *middleware.Scheduler) {
+func stacks(cfg config.Config, h event.Handler, b *telemetry.Broadcast, sched *middleware.Scheduler, sink middleware.DeadLetterSink, ids dedupstore.Store) (middleware.Stacks, func(), *middleware.Scheduler) {
 	timeouts := middleware.NewTimeouts(cfg.HandlerTimeout())
 	var clock func() int64
 	if b != nil {
@@ -46,8 +56,15 @@ func stacks(cfg config.Config, h event.Handler, b *telemetry.Broadcast, sched *m
 	// Warnings only: a benchmark that defers logs every retry otherwise.
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	svc := middleware.Services{Scheduler: sched, Timeouts: timeouts, Broadcast: b, Logger: log, DeadLetters: sink}
+	if ids != nil && cfg.IdempotenceCacheSize > 0 {
+		svc.Dedup = dedup.New(dedup.Options{Version: cfg.IdempotenceVersion, Group: cfg.GroupID,
+			CacheSize: cfg.IdempotenceCacheSize, Store: ids, Logger: log})
+	}
 	stop := func() {
 		timeouts.Stop()
+		if svc.Dedup != nil {
+			svc.Dedup.Close()
+		}
 		if b != nil {
 			b.Close()
 		}

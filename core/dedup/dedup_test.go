@@ -1,0 +1,120 @@
+package dedup
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prosody-events/prosody-go/core/dedupstore"
+	"github.com/prosody-events/prosody-go/core/event"
+)
+
+// heldStore is a store over the network whose calls finish when the test
+// says: each waits in a queue until released.
+type heldStore struct {
+	mu      sync.Mutex
+	ids     map[ID]bool
+	reads   []func()
+	writes  []func()
+	lookups int
+}
+
+func newHeldStore() *heldStore { return &heldStore{ids: map[ID]bool{}} }
+
+func (s *heldStore) Exists(id dedupstore.ID, done func(bool, error)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lookups++
+	found := s.ids[id] // read when asked, as a lookup that raced a write would
+	s.reads = append(s.reads, func() { done(found, nil) })
+}
+
+func (s *heldStore) Record(id dedupstore.ID, done func(error)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.writes = append(s.writes, func() {
+		s.mu.Lock()
+		s.ids[id] = true
+		s.mu.Unlock()
+		done(nil)
+	})
+}
+
+func (*heldStore) Local() bool { return false }
+
+// release finishes every call waiting so far, reads first.
+func (s *heldStore) release() {
+	s.mu.Lock()
+	calls := append(s.reads, s.writes...)
+	s.reads, s.writes = nil, nil
+	s.mu.Unlock()
+	for _, f := range calls {
+		f()
+	}
+}
+
+func check(d *Deduplicator, s *heldStore, msg *event.Message) bool {
+	got := make(chan bool, 1)
+	d.Check(msg, d.ID(msg), func(seen bool) { got <- seen })
+	for {
+		select {
+		case seen := <-got:
+			return seen
+		default:
+			s.release()
+		}
+	}
+}
+
+// A recorded message counts as seen at once, before its write lands; a
+// lookup prefetched before it was recorded (which says absent) is not
+// trusted after; Flush waits for the writes.
+func TestRecordIsSeenBeforeItsWriteLands(t *testing.T) {
+	s := newHeldStore()
+	d := New(Options{Version: "1", Group: "g", CacheSize: 64, Store: s})
+	defer d.Close()
+	first := &event.Message{Topic: "t", Key: "k", Offset: 1, ID: "e", HasID: true}
+	dup := &event.Message{Topic: "t", Key: "k", Offset: 2, ID: "e", HasID: true}
+
+	d.Prefetch(first)
+	d.Prefetch(dup) // the same id: one lookup serves both
+	if s.lookups != 1 {
+		t.Fatalf("%d lookups for one id, want 1", s.lookups)
+	}
+	s.release() // the prefetched answer: absent
+	if check(d, s, first) {
+		t.Fatal("a new message seen")
+	}
+	recorded := make(chan struct{})
+	d.Record(first, d.ID(first), func() { close(recorded) })
+	select {
+	case <-recorded:
+	case <-time.After(time.Second):
+		t.Fatal("Record waited for its write")
+	}
+	if !check(d, s, dup) {
+		t.Fatal("a copy of a recorded message, its write not landed, not seen")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := d.Flush(ctx); err == nil {
+		t.Fatal("Flush returned with a write waiting")
+	}
+	s.release()
+	if err := d.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !s.ids[d.ID(first)] {
+		t.Fatal("the id never reached the store")
+	}
+	// A new process: a cold cache, the store's answer.
+	d2 := New(Options{Version: "1", Group: "g", CacheSize: 64, Store: s})
+	defer d2.Close()
+	if !check(d2, s, dup) {
+		t.Fatal("a copy not seen from the store")
+	}
+	if d.Stats().Skipped != 1 || d2.Stats().Skipped != 1 {
+		t.Fatalf("skipped %d and %d, want 1 each", d.Stats().Skipped, d2.Stats().Skipped)
+	}
+}

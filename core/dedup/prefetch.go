@@ -1,0 +1,107 @@
+package dedup
+
+import (
+	"sync"
+	"time"
+
+	"github.com/prosody-events/prosody-go/core/event"
+)
+
+// pendingLifetime is how long a prefetched lookup waits for its message:
+// longer means the message never ran here (its partition went away).
+const pendingLifetime = time.Minute
+
+// ahead holds the store lookups started when messages were admitted
+// (Prefetch) until their message's Check takes them. With a store over
+// the network this is what keeps a busy consumer from waiting a round
+// trip per message: the lookups of a fetched burst go out together, and
+// its messages find their answers there when they run.
+type ahead struct {
+	mu      sync.Mutex
+	m       map[ID]*pending
+	sweepAt int64
+	// unwritten are the ids recorded whose store write has not landed
+	// (Record).
+	unwritten map[ID]struct{}
+}
+
+type pending struct {
+	at     int64 // when the lookup started, unix nanoseconds
+	done   bool
+	found  bool
+	err    error
+	waiter func(found bool, err error) // Check's, when it came first
+}
+
+// Prefetch starts the store lookup of msg, admitted to its partition and
+// to run, unless its id is cached, already under way, or the store is in
+// memory (nothing to gain).
+func (d *Deduplicator) Prefetch(msg *event.Message) {
+	if d.cache == nil {
+		return
+	}
+	id := d.ID(msg)
+	if d.cache.has(id) {
+		return
+	}
+	now := time.Now().UnixNano()
+	a := &d.ahead
+	a.mu.Lock()
+	_, queued := a.m[id]
+	_, unwritten := a.unwritten[id]
+	if queued || unwritten {
+		a.mu.Unlock()
+		return
+	}
+	if a.m == nil {
+		a.m = make(map[ID]*pending)
+	}
+	p := &pending{at: now}
+	a.m[id] = p
+	if now > a.sweepAt {
+		for id, q := range a.m {
+			if now-q.at > int64(pendingLifetime) {
+				delete(a.m, id)
+			}
+		}
+		a.sweepAt = now + int64(pendingLifetime/4)
+	}
+	a.mu.Unlock()
+	d.store.Exists(id, func(found bool, err error) {
+		a.mu.Lock()
+		p.done, p.found, p.err = true, found, err
+		w := p.waiter
+		p.waiter = nil
+		a.mu.Unlock()
+		if w != nil {
+			w(found, err)
+		}
+	})
+}
+
+// lookup answers whether id is recorded: unwritten yet, or in the store
+// by its prefetched lookup, if there is one (taking it), else by a lookup
+// of its own.
+func (d *Deduplicator) lookup(id ID, done func(found bool, err error)) {
+	a := &d.ahead
+	a.mu.Lock()
+	if _, ok := a.unwritten[id]; ok {
+		a.mu.Unlock()
+		done(true, nil)
+		return
+	}
+	p := a.m[id]
+	if p == nil {
+		a.mu.Unlock()
+		d.store.Exists(id, done)
+		return
+	}
+	delete(a.m, id)
+	if p.done {
+		a.mu.Unlock()
+		done(p.found, p.err)
+		return
+	}
+	p.waiter = done
+	a.mu.Unlock()
+}
