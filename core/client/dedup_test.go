@@ -182,7 +182,7 @@ func TestRedeliveredMessagesAreSkipped(t *testing.T) {
 	// (a new offset, so new), a copy of a handled id.
 	send(dedupMessage{key: "k1", seq: 31, id: "event-31"})
 	send(dedupMessage{key: "k2", seq: 32})
-	send(dedupMessage{key: "k3", seq: 3})                    // seq 3 had no id: this one is new
+	send(dedupMessage{key: "k3", seq: 3})                   // seq 3 had no id: this one is new
 	send(dedupMessage{key: "k1", seq: 1001, id: "event-1"}) // a copy of event-1
 
 	startDedupChild(t, topic, group, second, stats, false)
