@@ -406,3 +406,59 @@ test("pipeline mode defers a poisoned key: the other keys move on, its later mes
     }
   });
 });
+
+test("a new owner skips what was handled but not committed (in-memory ids, a cold cache)", async () => {
+  // One partition; its first message never finishes, so nothing after it
+  // is committed when the first consumer stops. The next consumer reads
+  // everything again and skips what the first handled, by event id or,
+  // without one, by offset.
+  const topic = unique("dedup");
+  const admin = new AdminClient("mock:1", { mock: true });
+  await admin.createTopic(topic, 1, 1);
+  admin.close();
+  const group = unique("group");
+  const producer = new ProsodyClient(mockConfig({ subscribedTopics: undefined, groupId: undefined }));
+  try {
+    await producer.send(topic, "blocker", { seq: 0 });
+    for (let seq = 1; seq <= 6; seq++) {
+      await producer.send(topic, `k${seq % 3}`, seq % 2 === 0 ? { seq, id: `event-${seq}` } : { seq });
+    }
+    const firstSeen = [];
+    await withClient({ subscribedTopics: topic, groupId: group, shutdownTimeoutMs: 200 }, async (first) => {
+      await first.subscribe({
+        async onMessage(_ctx, m, signal) {
+          if (m.key === "blocker") {
+            await new Promise((resolve) => signal.addEventListener("abort", resolve));
+            throw new Error("stopped before finishing");
+          }
+          firstSeen.push(m.payload.seq);
+        },
+      });
+      await waitFor(() => firstSeen.length === 6, "all but the blocker handled");
+    });
+    await producer.send(topic, "k1", { seq: 7, id: "event-7" });
+    // A copy of a handled id, from a producer whose id cache has not seen it.
+    const other = new ProsodyClient(mockConfig({ subscribedTopics: undefined, groupId: undefined }));
+    try {
+      await other.send(topic, "k2", { seq: 8, id: "event-2" });
+    } finally {
+      await other.shutdown();
+    }
+    const secondSeen = [];
+    await withClient({ subscribedTopics: topic, groupId: group }, async (second) => {
+      await second.subscribe({ async onMessage(_ctx, m) { secondSeen.push(m.payload.seq); } });
+      await waitFor(() => secondSeen.length === 2, "the blocker and the new message");
+    });
+    // Everything was committed: a third consumer handles only what is new.
+    const thirdSeen = [];
+    await withClient({ subscribedTopics: topic, groupId: group }, async (third) => {
+      await third.subscribe({ async onMessage(_ctx, m) { thirdSeen.push(m.payload.seq); } });
+      await producer.send(topic, "k9", { seq: 9 });
+      await waitFor(() => thirdSeen.length === 1, "the fresh message");
+    });
+    assert.deepEqual(secondSeen.sort((a, b) => a - b), [0, 7]);
+    assert.deepEqual(thirdSeen, [9]);
+  } finally {
+    await producer.shutdown();
+  }
+});

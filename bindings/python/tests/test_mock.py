@@ -406,3 +406,63 @@ async def test_a_client_held_by_nothing_but_its_call_finishes_the_call() -> None
     await AdminClient(bootstrap_servers="mock:9092", mock=True).create_topic(name, partition_count=1)
     await mock_client(source_system="py-temp").send(name, "k", {"n": 1})
     await AdminClient(bootstrap_servers="mock:9092", mock=True).delete_topic(name)
+
+
+async def test_a_new_owner_skips_what_was_handled_but_not_committed() -> None:
+    # One partition; its first message never finishes, so nothing after it
+    # is committed when the first consumer stops. The second consumer (a
+    # cold cache) reads everything again and skips what the first handled,
+    # by event id or, without one, by offset; the in-memory ids of mock
+    # mode live as long as the process.
+    topic = unique("py-dedup")
+    await AdminClient(bootstrap_servers="mock:9092", mock=True).create_topic(topic, partition_count=1)
+    # No id cache on the producer: a copy of an id sent before is written.
+    producer = mock_client(source_system=unique("src"), idempotence_cache_size=0)
+    group = unique("g")
+    await producer.send(topic, "blocker", {"seq": 0})
+    for seq in range(1, 7):
+        payload: dict[str, object] = {"seq": seq}
+        if seq % 2 == 0:
+            payload["id"] = f"event-{seq}"
+        await producer.send(topic, f"k{seq % 3}", payload)
+
+    first_seen: list[int] = []
+    never = asyncio.Event()
+
+    async def block_first(ctx: Context, m: Message) -> None:
+        assert isinstance(m.payload, dict)
+        if m.key == "blocker":
+            await never.wait()
+        first_seen.append(int(m.payload["seq"]))  # type: ignore[arg-type]
+
+    first = mock_client(group_id=group, subscribed_topics=topic, shutdown_timeout=0.2)
+    await first.subscribe(Recorder(on_message=block_first))
+    await eventually(lambda: len(first_seen) == 6, what="all but the blocker handled")
+    await stop(first)
+
+    await producer.send(topic, "k1", {"seq": 7, "id": "event-7"})
+    await producer.send(topic, "k2", {"seq": 8, "id": "event-2"})  # a copy of a handled id
+    second_seen: list[int] = []
+
+    async def record(ctx: Context, m: Message) -> None:
+        assert isinstance(m.payload, dict)
+        second_seen.append(int(m.payload["seq"]))  # type: ignore[arg-type]
+
+    second = mock_client(group_id=group, subscribed_topics=topic)
+    await second.subscribe(Recorder(on_message=record))
+    await eventually(lambda: sorted(second_seen) == [0, 7], what="the blocker and the new message")
+    # The copy of event-2 comes after event-7 in the log: once the copy's
+    # offset is committed, nothing more can arrive.
+    await stop(second)
+    third_seen: list[int] = []
+
+    async def record_third(ctx: Context, m: Message) -> None:
+        third_seen.append(0)
+
+    third = mock_client(group_id=group, subscribed_topics=topic)
+    await third.subscribe(Recorder(on_message=record_third))
+    await producer.send(topic, "k9", {"seq": 9})
+    await eventually(lambda: len(third_seen) == 1, what="a fresh message after everything was committed")
+    await stop(third)
+    assert sorted(second_seen) == [0, 7]
+    producer._release()
