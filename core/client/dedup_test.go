@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -19,6 +20,7 @@ import (
 	"github.com/prosody-events/prosody-go/core/dedup"
 	"github.com/prosody-events/prosody-go/core/dedupstore"
 	"github.com/prosody-events/prosody-go/core/event"
+	"github.com/prosody-events/prosody-go/core/internal/cassandratest"
 	"github.com/prosody-events/prosody-go/core/internal/testservices"
 )
 
@@ -36,14 +38,7 @@ func runDedupChild() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	cfg, err := config.Load(func(c *config.Config) {
-		c.BootstrapServers = testservices.KafkaAddrs()
-		c.CassandraNodes = testservices.CassandraNodes()
-		c.GroupID, c.SubscribedTopics = os.Getenv("DEDUP_GROUP"), []string{os.Getenv("DEDUP_TOPIC")}
-		c.PollInterval, c.CommitInterval = 50*time.Millisecond, 200*time.Millisecond
-		c.ProbePort = config.None[int]()
-		c.TelemetryEnabled = false
-	})
+	cfg, err := childConfig(os.Getenv("DEDUP_GROUP"), os.Getenv("DEDUP_TOPIC"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -140,7 +135,7 @@ func TestRedeliveredMessagesAreSkipped(t *testing.T) {
 		send(m)
 	}
 
-	startDedupChild(t, topic, group, first, stats, true)
+	child := startDedupChild(t, topic, group, first, stats, true)
 	waitFor(t, 2*time.Minute, "every message but the blocker handled", func() bool {
 		got := calls(t, first)
 		for _, m := range sent[1:] {
@@ -153,7 +148,7 @@ func TestRedeliveredMessagesAreSkipped(t *testing.T) {
 	// The handler finishes before its id is written; wait until the store
 	// has every id, then kill before anything past the blocker is
 	// committed.
-	s := connectCassandra(t)
+	s := cassandratest.Connect(t, cassandra.Options{Nodes: testservices.CassandraNodes(), Keyspace: config.Default().CassandraKeyspace, Logger: quietLogger()})
 	store := dedupstore.NewCassandra(s, time.Hour)
 	cfg := newConfig(t, tg, func(c *config.Config) { c.GroupID = group })
 	ids := func(ms []dedupMessage, offs []int64) []dedupstore.ID {
@@ -176,7 +171,10 @@ func TestRedeliveredMessagesAreSkipped(t *testing.T) {
 	if off := committed(t, clusterAdmin(t, testservices.KafkaAddrs()), group, topic); off > 0 {
 		t.Fatalf("offset %d committed: past the blocker", off)
 	}
-	killChildren(t)
+	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = child.Wait()
 
 	// After the kill: new messages, a message without an id sent again
 	// (a new offset, so new), a copy of a handled id.
@@ -203,38 +201,13 @@ func TestRedeliveredMessagesAreSkipped(t *testing.T) {
 	waitFor(t, 30*time.Second, "the skipped count", func() bool { return skippedIn(stats) == wantSkipped })
 }
 
-var dedupChildren []*os.Process
-
-func startDedupChild(t *testing.T, topic, group, out, stats string, block bool) {
+func startDedupChild(t *testing.T, topic, group, out, stats string, block bool) *exec.Cmd {
 	t.Helper()
 	env := []string{dedupChildEnv + "=1", "DEDUP_TOPIC=" + topic, "DEDUP_GROUP=" + group, "DEDUP_OUT=" + out, "DEDUP_STATS=" + stats}
 	if block {
 		env = append(env, "DEDUP_BLOCK=1")
 	}
-	dedupChildren = append(dedupChildren, startTestChild(t, env...).Process)
-}
-
-func killChildren(t *testing.T) {
-	t.Helper()
-	for _, p := range dedupChildren {
-		if err := p.Signal(syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
-		_, _ = p.Wait()
-	}
-	dedupChildren = nil
-}
-
-func connectCassandra(t *testing.T) *cassandra.Session {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	s, err := cassandra.Connect(ctx, cassandra.Options{Nodes: testservices.CassandraNodes(), Keyspace: config.Default().CassandraKeyspace, Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	return s
+	return startTestChild(t, env...)
 }
 
 func existsIn(t *testing.T, s dedupstore.Store, id dedupstore.ID) bool {

@@ -42,14 +42,8 @@ func runDeferChild() int {
 		_, err := os.Stat(failFile)
 		return err == nil
 	}
-	cfg, err := config.Load(func(c *config.Config) {
-		c.BootstrapServers = testservices.KafkaAddrs()
-		c.CassandraNodes = testservices.CassandraNodes()
-		c.GroupID, c.SubscribedTopics = os.Getenv("DEFER_GROUP"), []string{os.Getenv("DEFER_TOPIC")}
-		c.PollInterval, c.CommitInterval = 50*time.Millisecond, 200*time.Millisecond
+	cfg, err := childConfig(os.Getenv("DEFER_GROUP"), os.Getenv("DEFER_TOPIC"), func(c *config.Config) {
 		c.DeferBase, c.DeferMaxDelay = time.Second, 2*time.Second
-		c.ProbePort = config.None[int]()
-		c.TelemetryEnabled = false
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -111,5 +111,20 @@ func newClient(t *testing.T, cfg *config.Config) *Client {
 	return c
 }
 
+// childConfig is the configuration of a consumer the tests run as a
+// child process: group on topic, on the test services, intervals short,
+// no probe server and no telemetry; set changes it further.
+func childConfig(group, topic string, set ...func(*config.Config)) (*config.Config, error) {
+	base := func(c *config.Config) {
+		c.BootstrapServers = testservices.KafkaAddrs()
+		c.CassandraNodes = testservices.CassandraNodes()
+		c.GroupID, c.SubscribedTopics = group, []string{topic}
+		c.PollInterval, c.CommitInterval = 50*time.Millisecond, 200*time.Millisecond
+		c.ProbePort = config.None[int]()
+		c.TelemetryEnabled = false
+	}
+	return config.Load(append([]func(*config.Config){base}, set...)...)
+}
+
 // waitFor is testservices.WaitFor, named short for the many uses here.
 var waitFor = testservices.WaitFor

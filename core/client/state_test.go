@@ -179,17 +179,12 @@ func runStateChild() int {
 // in STATE_GROUP, the collections defs published by STATE_SUBSYSTEM,
 // failures retried in place.
 func childClient(defs []config.StateCollection) (*Client, error) {
-	cfg, err := config.Load(func(c *config.Config) {
-		c.BootstrapServers = testservices.KafkaAddrs()
-		c.CassandraNodes = testservices.CassandraNodes()
-		c.GroupID, c.SubscribedTopics = os.Getenv("STATE_GROUP"), []string{os.Getenv("STATE_TOPIC")}
+	cfg, err := childConfig(os.Getenv("STATE_GROUP"), os.Getenv("STATE_TOPIC"), func(c *config.Config) {
 		c.StateCollections = defs
 		c.Subsystem = config.Some(os.Getenv("STATE_SUBSYSTEM"))
 		c.DeferEnabled = false
-		c.PollInterval, c.CommitInterval = 50*time.Millisecond, 500*time.Millisecond
+		c.CommitInterval = 500 * time.Millisecond
 		c.RetryBase, c.MaxRetryDelay = 5*time.Millisecond, 50*time.Millisecond
-		c.ProbePort = config.None[int]()
-		c.TelemetryEnabled = false
 	})
 	if err != nil {
 		return nil, err

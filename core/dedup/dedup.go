@@ -52,9 +52,6 @@ func New(o Options) *Deduplicator {
 // ID is msg's deduplication id.
 func (d *Deduplicator) ID(msg *event.Message) ID { return MessageID(d.version, d.group, msg) }
 
-// Local reports whether Check and Record finish before they return.
-func (d *Deduplicator) Local() bool { return d.store.Local() }
-
 // Check calls done with whether msg, whose id is id, was handled before:
 // its id is in the cache, or else in the store (then it is cached). A
 // failed store read is a miss, logged (core-behavior.md §1(e)). A message

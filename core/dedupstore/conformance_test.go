@@ -12,7 +12,7 @@ import (
 // backend prepares isolated storage and returns an opener: every Store it
 // returns (with the given TTL) sees the same ids; for Cassandra each has a
 // session of its own, which is how persistence is checked.
-type backend func(t *testing.T) (open func(t *testing.T, ttl time.Duration) Store)
+type backend func(t testing.TB) (open func(t testing.TB, ttl time.Duration) Store)
 
 func newID() ID {
 	var id ID
@@ -56,14 +56,14 @@ func recordID(t *testing.T, s Store, id ID) {
 
 var conformanceCases = []struct {
 	name string
-	run  func(t *testing.T, open func(*testing.T, time.Duration) Store)
+	run  func(t *testing.T, open func(testing.TB, time.Duration) Store)
 }{
-	{"an id never recorded does not exist", func(t *testing.T, open func(*testing.T, time.Duration) Store) {
+	{"an id never recorded does not exist", func(t *testing.T, open func(testing.TB, time.Duration) Store) {
 		if exists(t, open(t, time.Hour), newID()) {
 			t.Fatal("a fresh id exists")
 		}
 	}},
-	{"a recorded id exists, for every store over the same data", func(t *testing.T, open func(*testing.T, time.Duration) Store) {
+	{"a recorded id exists, for every store over the same data", func(t *testing.T, open func(testing.TB, time.Duration) Store) {
 		s := open(t, time.Hour)
 		id := newID()
 		recordID(t, s, id)
@@ -74,7 +74,7 @@ var conformanceCases = []struct {
 			t.Fatal("recorded id not found by another store over the same data")
 		}
 	}},
-	{"recording twice keeps the id", func(t *testing.T, open func(*testing.T, time.Duration) Store) {
+	{"recording twice keeps the id", func(t *testing.T, open func(testing.TB, time.Duration) Store) {
 		s := open(t, time.Hour)
 		id := newID()
 		recordID(t, s, id)
@@ -83,13 +83,13 @@ var conformanceCases = []struct {
 			t.Fatal("id recorded twice not found")
 		}
 	}},
-	{"a record expires after its TTL", func(t *testing.T, open func(*testing.T, time.Duration) Store) {
+	{"a record expires after its TTL", func(t *testing.T, open func(testing.TB, time.Duration) Store) {
 		s := open(t, time.Second)
 		id := newID()
 		recordID(t, s, id)
 		testservices.WaitFor(t, 30*time.Second, "the id to expire", func() bool { return !exists(t, s, id) })
 	}},
-	{"concurrent calls each get their own answer", func(t *testing.T, open func(*testing.T, time.Duration) Store) {
+	{"concurrent calls each get their own answer", func(t *testing.T, open func(testing.TB, time.Duration) Store) {
 		s := open(t, time.Hour)
 		const n = 600 // several full batches, with batches under way
 		ids := make([]ID, n)
@@ -140,8 +140,8 @@ func runConformance(t *testing.T, b backend) {
 }
 
 func TestMemoryConformance(t *testing.T) {
-	runConformance(t, func(*testing.T) func(*testing.T, time.Duration) Store {
+	runConformance(t, func(testing.TB) func(testing.TB, time.Duration) Store {
 		m := NewMemory(time.Hour)
-		return func(_ *testing.T, ttl time.Duration) Store { return m.WithTTL(ttl) }
+		return func(_ testing.TB, ttl time.Duration) Store { return m.WithTTL(ttl) }
 	})
 }

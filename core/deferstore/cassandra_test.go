@@ -2,14 +2,13 @@ package deferstore
 
 import (
 	"context"
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/gocql/gocql"
 
 	"github.com/prosody-events/prosody-go/core/cassandra"
-	"github.com/prosody-events/prosody-go/core/internal/testservices"
+	"github.com/prosody-events/prosody-go/core/internal/cassandratest"
 	"github.com/prosody-events/prosody-go/core/timerstore"
 )
 
@@ -21,33 +20,11 @@ const testRetention = 24 * time.Hour
 func cassandraEnv(cacheSize int) backend {
 	return func(t *testing.T) func(t *testing.T) Store {
 		t.Helper()
-		opts := cassandra.Options{
-			Nodes:    testservices.RequireCassandra(t),
-			Keyspace: testservices.UniqueName("defer"),
-			Logger:   slog.New(slog.DiscardHandler),
+		opts := cassandratest.Keyspace(t, "defer")
+		return func(t *testing.T) Store {
+			return NewCassandra(cassandratest.Connect(t, opts), testRetention, cacheSize)
 		}
-		first := connect(t, opts)
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			if err := first.Query(ctx, `DROP KEYSPACE IF EXISTS `+opts.Keyspace).Exec(); err != nil {
-				t.Errorf("drop keyspace: %v", err)
-			}
-		})
-		return func(t *testing.T) Store { return NewCassandra(connect(t, opts), testRetention, cacheSize) }
 	}
-}
-
-func connect(t *testing.T, opts cassandra.Options) *cassandra.Session {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	s, err := cassandra.Connect(ctx, opts)
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	t.Cleanup(s.Close)
-	return s
 }
 
 // The suite runs with the default cache and without one: answers must not

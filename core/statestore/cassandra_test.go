@@ -2,9 +2,7 @@ package statestore
 
 import (
 	"bytes"
-	"context"
 	"errors"
-	"log/slog"
 	"reflect"
 	"sync/atomic"
 	"testing"
@@ -12,9 +10,9 @@ import (
 
 	"github.com/gocql/gocql"
 
-	"github.com/prosody-events/prosody-go/core/cassandra"
 	"github.com/prosody-events/prosody-go/core/config"
 	"github.com/prosody-events/prosody-go/core/fault"
+	"github.com/prosody-events/prosody-go/core/internal/cassandratest"
 	"github.com/prosody-events/prosody-go/core/internal/testservices"
 )
 
@@ -23,32 +21,10 @@ import (
 // time.
 func cassandraEnv(t testing.TB, opts ...CassandraOption) func(t testing.TB) *cassandraStore {
 	t.Helper()
-	o := cassandra.Options{
-		Nodes:    testservices.RequireCassandra(t),
-		Keyspace: testservices.UniqueName("state"),
-		Logger:   slog.New(slog.DiscardHandler),
+	o := cassandratest.Keyspace(t, "state")
+	return func(t testing.TB) *cassandraStore {
+		return NewCassandra(cassandratest.Connect(t, o), opts...).(*cassandraStore)
 	}
-	first := connect(t, o)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := first.Query(ctx, `DROP KEYSPACE IF EXISTS `+o.Keyspace).Exec(); err != nil {
-			t.Errorf("drop keyspace: %v", err)
-		}
-	})
-	return func(t testing.TB) *cassandraStore { return NewCassandra(connect(t, o), opts...).(*cassandraStore) }
-}
-
-func connect(t testing.TB, o cassandra.Options) *cassandra.Session {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	s, err := cassandra.Connect(ctx, o)
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	t.Cleanup(s.Close)
-	return s
 }
 
 func cassandraBackend(cacheBytes int64) backend {

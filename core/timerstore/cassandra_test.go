@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"reflect"
 	"strings"
@@ -15,7 +14,7 @@ import (
 
 	"github.com/prosody-events/prosody-go/core/cassandra"
 	"github.com/prosody-events/prosody-go/core/fault"
-	"github.com/prosody-events/prosody-go/core/internal/testservices"
+	"github.com/prosody-events/prosody-go/core/internal/cassandratest"
 )
 
 const testRetention = 24 * time.Hour
@@ -25,32 +24,8 @@ const testRetention = 24 * time.Hour
 // time.
 func cassandraEnv(t *testing.T) func(t *testing.T) Store {
 	t.Helper()
-	opts := cassandra.Options{
-		Nodes:    testservices.RequireCassandra(t),
-		Keyspace: testservices.UniqueName("timers"),
-		Logger:   slog.New(slog.DiscardHandler),
-	}
-	first := connect(t, opts)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := first.Query(ctx, `DROP KEYSPACE IF EXISTS `+opts.Keyspace).Exec(); err != nil {
-			t.Errorf("drop keyspace: %v", err)
-		}
-	})
-	return func(t *testing.T) Store { return NewCassandra(connect(t, opts), testRetention) }
-}
-
-func connect(t *testing.T, opts cassandra.Options) *cassandra.Session {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	s, err := cassandra.Connect(ctx, opts)
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	t.Cleanup(s.Close)
-	return s
+	opts := cassandratest.Keyspace(t, "timers")
+	return func(t *testing.T) Store { return NewCassandra(cassandratest.Connect(t, opts), testRetention) }
 }
 
 func TestCassandraConformance(t *testing.T) { runConformance(t, cassandraEnv) }
