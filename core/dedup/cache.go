@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/dgraph-io/ristretto/v2"
+
+	"github.com/prosody-events/prosody-go/core/dedupstore"
 )
 
 // cache is the in-memory tier: a bounded set of ids recently handled or
@@ -33,13 +35,13 @@ func newCache(size int) *cache {
 // half holds its second half, so two ids sharing a first half are told
 // apart (the later one replaces the earlier: a miss, never a false hit).
 func (c *cache) has(id ID) bool {
-	k, check := id.halves()
+	k, check := dedupstore.Halves(id)
 	v, ok := c.c.Get(k)
 	return ok && v == check
 }
 
 func (c *cache) add(id ID) {
-	k, check := id.halves()
+	k, check := dedupstore.Halves(id)
 	c.c.Set(k, check, 1)
 }
 

@@ -39,7 +39,8 @@ func New(o Options) *Deduplicator {
 	if log == nil {
 		log = slog.Default()
 	}
-	d := &Deduplicator{version: o.Version, group: o.Group, store: o.Store, log: log}
+	d := &Deduplicator{version: o.Version, group: o.Group, store: o.Store, log: log,
+		ahead: ahead{m: make(map[ID]*pending), unwritten: make(map[ID]struct{})}}
 	// A store in memory (mock mode) answers as fast as a cache would, and
 	// everything a cache could hold: one there would only cost its upkeep,
 	// which for a stream of new ids is ristretto's eviction on every add.
@@ -115,9 +116,6 @@ func (d *Deduplicator) Record(msg *event.Message, id ID, done func()) {
 	}
 	a := &d.ahead
 	a.mu.Lock()
-	if a.unwritten == nil {
-		a.unwritten = make(map[ID]struct{})
-	}
 	wait := len(a.unwritten) >= maxUnwritten
 	a.unwritten[id] = struct{}{}
 	delete(a.m, id) // a lookup started before now may say absent

@@ -56,9 +56,3 @@ func fromDigest(h xxh3.Uint128) ID {
 	id[8] = id[8]&0x3F | 0x80
 	return id
 }
-
-// halves splits the id for the cache: the first half keys it, the second
-// tells a collision from a hit.
-func (id ID) halves() (key, check uint64) {
-	return binary.LittleEndian.Uint64(id[0:8]), binary.LittleEndian.Uint64(id[8:16])
-}

@@ -53,9 +53,6 @@ func (d *Deduplicator) Prefetch(msg *event.Message) {
 		a.mu.Unlock()
 		return
 	}
-	if a.m == nil {
-		a.m = make(map[ID]*pending)
-	}
 	p := &pending{at: now}
 	a.m[id] = p
 	if now > a.sweepAt {

@@ -43,7 +43,9 @@ type memoryEntry struct {
 	expires int64 // unix nanoseconds
 }
 
-func halves(id ID) (key, check uint64) {
+// Halves splits id in two: the first half keys a map or cache, the
+// second tells a collision from a hit.
+func Halves(id ID) (key, check uint64) {
 	return binary.LittleEndian.Uint64(id[0:8]), binary.LittleEndian.Uint64(id[8:16])
 }
 
@@ -66,7 +68,7 @@ func (m Memory) WithTTL(ttl time.Duration) Memory { return Memory{ids: m.ids, tt
 // Exists implements Store.
 func (m Memory) Exists(id ID, done func(bool, error)) {
 	now := m.ids.now().UnixNano()
-	key, check := halves(id)
+	key, check := Halves(id)
 	s := m.ids.shard(key)
 	s.mu.Lock()
 	e, ok := s.expires[key]
@@ -77,7 +79,7 @@ func (m Memory) Exists(id ID, done func(bool, error)) {
 // Record implements Store.
 func (m Memory) Record(id ID, done func(error)) {
 	now := m.ids.now()
-	key, check := halves(id)
+	key, check := Halves(id)
 	s := m.ids.shard(key)
 	s.mu.Lock()
 	s.expires[key] = memoryEntry{check: check, expires: now.Add(m.ttl).UnixNano()}
