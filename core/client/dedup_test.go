@@ -33,17 +33,7 @@ const dedupChildEnv = "PROSODY_DEDUP_CHILD"
 // of skipped duplicates in DEDUP_STATS. With DEDUP_BLOCK set, the message
 // of key "blocker" never finishes, so no offset after it is committed.
 func runDedupChild() int {
-	f, err := os.OpenFile(os.Getenv("DEDUP_OUT"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	cfg, err := childConfig(os.Getenv("DEDUP_GROUP"), os.Getenv("DEDUP_TOPIC"))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	c, err := New(cfg, WithLogger(quietLogger()))
+	c, f, err := childWithOutput("DEDUP_OUT", os.Getenv("DEDUP_GROUP"), os.Getenv("DEDUP_TOPIC"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -27,11 +27,6 @@ const deferChildEnv = "PROSODY_DEFER_CHILD"
 // "key/seq ok|failed" for every call to DEFER_OUT (one write per line on
 // an O_APPEND file, so what was written before a SIGKILL is there).
 func runDeferChild() int {
-	f, err := os.OpenFile(os.Getenv("DEFER_OUT"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
 	// The poisoned keys fail while DEFER_FAIL is set and, if it names a
 	// file, while that file exists.
 	failFile := os.Getenv("DEFER_FAIL")
@@ -42,14 +37,9 @@ func runDeferChild() int {
 		_, err := os.Stat(failFile)
 		return err == nil
 	}
-	cfg, err := childConfig(os.Getenv("DEFER_GROUP"), os.Getenv("DEFER_TOPIC"), func(c *config.Config) {
+	c, f, err := childWithOutput("DEFER_OUT", os.Getenv("DEFER_GROUP"), os.Getenv("DEFER_TOPIC"), func(c *config.Config) {
 		c.DeferBase, c.DeferMaxDelay = time.Second, 2*time.Second
 	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	c, err := New(cfg, WithLogger(quietLogger()))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -126,5 +126,22 @@ func childConfig(group, topic string, set ...func(*config.Config)) (*config.Conf
 	return config.Load(append([]func(*config.Config){base}, set...)...)
 }
 
+// childWithOutput opens a child consumer's output (the file named by the
+// environment variable out, appended to: one write a line, so what was
+// written before a SIGKILL is there) and its client, configured by
+// childConfig.
+func childWithOutput(out, group, topic string, set ...func(*config.Config)) (*Client, *os.File, error) {
+	f, err := os.OpenFile(os.Getenv(out), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg, err := childConfig(group, topic, set...)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := New(cfg, WithLogger(quietLogger()))
+	return c, f, err
+}
+
 // waitFor is testservices.WaitFor, named short for the many uses here.
 var waitFor = testservices.WaitFor
