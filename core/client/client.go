@@ -19,6 +19,7 @@ import (
 	"github.com/prosody-events/prosody-go/core/config"
 	"github.com/prosody-events/prosody-go/core/consumer"
 	"github.com/prosody-events/prosody-go/core/dedup"
+	"github.com/prosody-events/prosody-go/core/emitter"
 	"github.com/prosody-events/prosody-go/core/event"
 	"github.com/prosody-events/prosody-go/core/kafkasec"
 	"github.com/prosody-events/prosody-go/core/logging"
@@ -88,6 +89,10 @@ type Client struct {
 	// dedup skips messages handled before (pipeline mode), made by the
 	// first subscribe; its cache outlives subscriptions.
 	dedup *dedup.Deduplicator
+	// emitter writes the telemetry topic; nil when telemetry is off.
+	emitter *emitter.Emitter
+	// unwatch ends the emitter's subscription to the broadcast.
+	unwatch func()
 }
 
 // New builds a client from a validated configuration. The producer connects
@@ -127,6 +132,12 @@ func New(cfg *config.Config, opts ...Option) (*Client, error) {
 			return nil, fmt.Errorf("creating producer: %w", err)
 		}
 		c.producer = p
+	}
+	if err := c.startEmitter(); err != nil {
+		if c.producer != nil {
+			_ = c.producer.Close()
+		}
+		return nil, err
 	}
 	return c, nil
 }
@@ -213,6 +224,10 @@ func (c *Client) Subscribe(h event.Handler) error {
 	}
 	timeouts := middleware.NewTimeouts(c.cfg.HandlerTimeout())
 	broadcast := telemetry.NewBroadcast()
+	var unwatch func()
+	if c.emitter != nil {
+		unwatch = broadcast.Subscribe(c.emitter)
+	}
 	sched := middleware.SchedulerOf(c.cfg, broadcast.Now)
 	stacks := middleware.ModeStacks(c.cfg, h, middleware.Services{
 		Scheduler:   sched,
@@ -241,11 +256,15 @@ func (c *Client) Subscribe(h event.Handler) error {
 		State:           keyed.service(),
 		Stacks:          stacks,
 		Scheduler:       sched,
+		Broadcast:       broadcast,
 		Logger:          c.log,
 	})
 	if err != nil {
 		timeouts.Stop()
 		broadcast.Close()
+		if unwatch != nil {
+			unwatch()
+		}
 		return fmt.Errorf("starting consumer: %w", err)
 	}
 	if port, ok := c.cfg.ProbePort.Get(); ok && !c.cfg.Mock {
@@ -256,11 +275,14 @@ func (c *Client) Subscribe(h event.Handler) error {
 			_ = cons.Stop(ctx)
 			timeouts.Stop()
 			broadcast.Close()
+			if unwatch != nil {
+				unwatch()
+			}
 			return fmt.Errorf("probe_port: starting the probe server on port %d: %w", port, err)
 		}
 		c.probe = srv
 	}
-	c.consumer, c.timeouts, c.broadcast = cons, timeouts, broadcast
+	c.consumer, c.timeouts, c.broadcast, c.unwatch = cons, timeouts, broadcast, unwatch
 	c.live.Store(cons)
 	c.scheduler.Store(sched)
 	keyed.startRecovery(c.cfg)
@@ -272,8 +294,8 @@ func (c *Client) Subscribe(h event.Handler) error {
 // stops the probe server. The client may subscribe again afterwards.
 func (c *Client) Unsubscribe(ctx context.Context) error {
 	c.mu.Lock()
-	cons, timeouts, broadcast, srv, dd := c.consumer, c.timeouts, c.broadcast, c.probe, c.dedup
-	c.consumer, c.timeouts, c.broadcast, c.probe = nil, nil, nil, nil
+	cons, timeouts, broadcast, srv, dd, unwatch := c.consumer, c.timeouts, c.broadcast, c.probe, c.dedup, c.unwatch
+	c.consumer, c.timeouts, c.broadcast, c.probe, c.unwatch = nil, nil, nil, nil, nil
 	c.live.Store(nil)
 	c.mu.Unlock()
 	if cons == nil {
@@ -295,6 +317,10 @@ func (c *Client) Unsubscribe(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	if unwatch != nil {
+		unwatch()
+	}
+	c.flushTelemetry(ctx)
 	timeouts.Stop()
 	broadcast.Close()
 	c.mu.Lock()
@@ -352,6 +378,8 @@ func (c *Client) Close(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	// After the producer: its last deliveries are telemetry too.
+	c.closeEmitter(ctx)
 	c.mu.Lock()
 	c.keyed.release()
 	c.keyed = nil

@@ -18,6 +18,7 @@ import (
 	"github.com/prosody-events/prosody-go/core/config"
 	"github.com/prosody-events/prosody-go/core/event"
 	"github.com/prosody-events/prosody-go/core/fault"
+	"github.com/prosody-events/prosody-go/core/internal/kafkatest"
 	"github.com/prosody-events/prosody-go/core/internal/testservices"
 	"github.com/prosody-events/prosody-go/core/mockbroker"
 )
@@ -285,16 +286,7 @@ func brokerAddrs(t *testing.T, tg target) []string {
 	return cluster.Addrs()
 }
 
-func saramaTestConfig() *sarama.Config {
-	cfg := sarama.NewConfig()
-	cfg.Version = mockbroker.KafkaVersion
-	cfg.Producer.Return.Successes = true
-	cfg.Producer.RequiredAcks = sarama.WaitForAll
-	cfg.Producer.Partitioner = sarama.NewRoundRobinPartitioner
-	// The tests' own reads must not create the topics they look at.
-	cfg.Metadata.AllowAutoTopicCreation = false
-	return cfg
-}
+func saramaTestConfig() *sarama.Config { return kafkatest.SaramaConfig() }
 
 // produceRaw writes records as they are, each with a traceparent and a
 // header of the application's own, round robin over the partitions.
@@ -332,54 +324,15 @@ func rawClient(t *testing.T, tg target) sarama.Client {
 	return client
 }
 
-// highWaterMarks is the high-water mark of each partition of topic; empty
-// when the topic does not exist (yet).
 func highWaterMarks(t *testing.T, client sarama.Client, topic string) map[int32]int64 {
-	t.Helper()
-	hwms := map[int32]int64{}
-	parts, err := client.Partitions(topic)
-	if err != nil {
-		return hwms
-	}
-	for _, p := range parts {
-		hwm, err := client.GetOffset(topic, p, sarama.OffsetNewest)
-		if err != nil {
-			t.Fatal(err)
-		}
-		hwms[p] = hwm
-	}
-	return hwms
+	return kafkatest.HighWaterMarks(t, client, topic)
 }
 
 // readTopic reads every record of topic up to its high-water marks
 // (nothing when the topic does not exist).
 func readTopic(t *testing.T, tg target, topic string) []*sarama.ConsumerMessage {
 	t.Helper()
-	client := rawClient(t, tg)
-	defer client.Close()
-	cons, err := sarama.NewConsumerFromClient(client)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cons.Close()
-	var out []*sarama.ConsumerMessage
-	for p, hwm := range highWaterMarks(t, client, topic) {
-		if hwm == 0 {
-			continue
-		}
-		pc, err := cons.ConsumePartition(topic, p, sarama.OffsetOldest)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for m := range pc.Messages() {
-			out = append(out, m)
-			if m.Offset == hwm-1 {
-				break
-			}
-		}
-		pc.Close()
-	}
-	return out
+	return kafkatest.ReadTopic(t, brokerAddrs(t, tg), topic)
 }
 
 // committedAll reports whether group has committed every partition of

@@ -15,6 +15,7 @@ import (
 	"github.com/prosody-events/prosody-go/core/middleware"
 	"github.com/prosody-events/prosody-go/core/mockbroker"
 	"github.com/prosody-events/prosody-go/core/state"
+	"github.com/prosody-events/prosody-go/core/telemetry"
 	"github.com/prosody-events/prosody-go/core/timerstore"
 )
 
@@ -69,6 +70,11 @@ type Options struct {
 	// of each event taking and returning one (middleware.Scheduler.Lease).
 	// Nil: every event takes its own, as the stack does anyway.
 	Scheduler *middleware.Scheduler
+
+	// Broadcast, when set, is told of the timers scheduled and cancelled
+	// (telemetry.TimerScheduled, TimerCancelled), for its observers of
+	// every kind of event (the telemetry emitter).
+	Broadcast *telemetry.Broadcast
 
 	// Fetched, if set, sees each batch of records as its fetch delivers
 	// it (fetch.Options.Fetched): a measurement hook, for the time

@@ -15,6 +15,7 @@ import (
 	"github.com/prosody-events/prosody-go/core/payload"
 	"github.com/prosody-events/prosody-go/core/scheduler"
 	"github.com/prosody-events/prosody-go/core/state"
+	"github.com/prosody-events/prosody-go/core/telemetry"
 	"github.com/prosody-events/prosody-go/core/timers"
 	"github.com/prosody-events/prosody-go/core/timerstore"
 	"github.com/prosody-events/prosody-go/core/tracing"
@@ -195,6 +196,7 @@ func (p *partition) startTimers(seg timerstore.Segment, dp *deferral.Partition, 
 		Fire:        p.fireTimer,
 		MaxInFlight: p.c.opts.MaxUncommitted,
 		Logger:      p.log,
+		Changed:     p.timerChanged,
 	})
 	p.timers = m
 	var handlerTimers invocation.Timers = timers.Application{M: m}
@@ -301,3 +303,31 @@ func (m *messageTrace) TraceSpan() map[string]string { return tracing.FromHeader
 type timerTrace map[string]string
 
 func (t timerTrace) TraceSpan() map[string]string { return t }
+
+// timerChanged tells the broadcast of a timer written to or removed from
+// the store, for the observers of every kind of event.
+func (p *partition) timerChanged(t timerstore.Trigger, scheduled bool) {
+	b := p.c.opts.Broadcast
+	if b == nil || !b.WantsEvery() {
+		return
+	}
+	kind := telemetry.TimerCancelled
+	if scheduled {
+		kind = telemetry.TimerScheduled
+	}
+	b.Publish(telemetry.Event{
+		Kind: kind, At: b.Now(), Topic: p.topic, Partition: p.id, Key: t.Key,
+		Subject:   &event.Timer{Topic: p.topic, Partition: p.id, Key: t.Key, Time: t.Time.Std(), TraceContext: t.Span},
+		TimerType: timerTypeName(t.Type),
+	})
+}
+
+func timerTypeName(t timerstore.Type) string {
+	switch t {
+	case timerstore.DeferredMessage:
+		return telemetry.TimerDeferredMessage
+	case timerstore.DeferredTimer:
+		return telemetry.TimerDeferredTimer
+	}
+	return telemetry.TimerApplication
+}

@@ -25,7 +25,7 @@ func (t *Telemetry) Before(r *Run) Step {
 	if t.b.Active() {
 		r.invoked = t.b.Now()
 		if t.b.WantsInvoked() {
-			t.publish(r, telemetry.HandlerInvoked, r.invoked, 0)
+			t.publish(r, telemetry.HandlerInvoked, r.invoked, 0, nil)
 		}
 	}
 	return Continue
@@ -38,14 +38,14 @@ func (t *Telemetry) After(r *Run, err error) Step {
 		if err != nil {
 			kind = telemetry.HandlerFailed
 		}
-		t.publish(r, kind, t.b.Now(), r.invoked)
+		t.publish(r, kind, t.b.Now(), r.invoked, err)
 		r.invoked = 0
 	}
 	return Result(err)
 }
 
-func (t *Telemetry) publish(r *Run, kind telemetry.Kind, at, start int64) {
-	e := telemetry.Event{Kind: kind, At: at, Start: start, Failure: r.demand == Failure}
+func (t *Telemetry) publish(r *Run, kind telemetry.Kind, at, start int64, err error) {
+	e := telemetry.Event{Kind: kind, At: at, Start: start, Failure: r.demand == Failure, Subject: r.ev, Err: err}
 	var ok bool
 	if e.Topic, e.Partition, e.Key, e.Timer, ok = handled(r.ev); ok {
 		t.b.Publish(e)

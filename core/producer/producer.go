@@ -13,6 +13,7 @@ import (
 	"github.com/prosody-events/prosody-go/core/kafkafault"
 	"github.com/prosody-events/prosody-go/core/kafkasec"
 	"github.com/prosody-events/prosody-go/core/mockbroker"
+	"github.com/prosody-events/prosody-go/core/tracing"
 )
 
 // Producer sends records to Kafka. It is safe for concurrent use. Create it
@@ -54,6 +55,31 @@ type Producer struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	// delivered is the observer of acknowledged records (OnDelivered).
+	delivered atomic.Pointer[func(Delivered)]
+}
+
+// Delivered is a record Kafka acknowledged, as an observer of sends
+// (OnDelivered) sees it.
+type Delivered struct {
+	Topic, Key string
+	Partition  int32
+	Offset     int64
+	// TraceParent and TraceState are the record's trace headers; both
+	// empty when it carried no trace context.
+	TraceParent, TraceState string
+}
+
+// OnDelivered makes fn the observer of every record Kafka acknowledges
+// from now on (nil: none). fn runs on the goroutine that routes delivery
+// reports and must not block.
+func (p *Producer) OnDelivered(fn func(Delivered)) {
+	if fn == nil {
+		p.delivered.Store(nil)
+		return
+	}
+	p.delivered.Store(&fn)
 }
 
 // connection is a live sarama producer and the client it runs on.
@@ -61,6 +87,8 @@ type connection struct {
 	client   sarama.Client
 	producer sarama.AsyncProducer
 	drained  sync.WaitGroup // the two delivery-report goroutines
+	// delivered is the producer's observer of acknowledged records.
+	delivered *atomic.Pointer[func(Delivered)]
 }
 
 // New validates opts and returns a producer. It does not wait for Kafka:
@@ -123,7 +151,7 @@ func (p *Producer) connect(addrs []string, cfg *sarama.Config) {
 	defer close(p.connectDone)
 	backoff := dialBackoffMin
 	for {
-		c, err := dial(addrs, cfg)
+		c, err := dial(addrs, cfg, &p.delivered)
 		if err == nil {
 			p.conn = c
 			close(p.ready)
@@ -154,7 +182,7 @@ func (p *Producer) connect(addrs []string, cfg *sarama.Config) {
 
 // dial opens a client and an idempotent producer on it and starts the
 // goroutines that route delivery reports back to senders.
-func dial(addrs []string, cfg *sarama.Config) (*connection, error) {
+func dial(addrs []string, cfg *sarama.Config, delivered *atomic.Pointer[func(Delivered)]) (*connection, error) {
 	client, err := sarama.NewClient(addrs, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to %v: %w", addrs, err)
@@ -175,7 +203,7 @@ func dial(addrs []string, cfg *sarama.Config) (*connection, error) {
 		_ = client.Close()
 		return nil, fmt.Errorf("start idempotent producer on %v: %w", addrs, err)
 	}
-	c := &connection{client: client, producer: ap}
+	c := &connection{client: client, producer: ap, delivered: delivered}
 	c.drained.Add(2)
 	go c.routeSuccesses()
 	go c.routeErrors()
@@ -190,7 +218,28 @@ func (c *connection) routeSuccesses() {
 		if f, ok := msg.Metadata.(*flight); ok {
 			f.done <- outcome{partition: msg.Partition, offset: msg.Offset}
 		}
+		if fn := c.delivered.Load(); fn != nil {
+			(*fn)(deliveredOf(msg))
+		}
 	}
+}
+
+func deliveredOf(msg *sarama.ProducerMessage) Delivered {
+	d := Delivered{Topic: msg.Topic, Partition: msg.Partition, Offset: msg.Offset}
+	if msg.Key != nil {
+		if k, err := msg.Key.Encode(); err == nil {
+			d.Key = string(k)
+		}
+	}
+	for _, h := range msg.Headers {
+		switch string(h.Key) {
+		case tracing.TraceParent:
+			d.TraceParent = string(h.Value)
+		case tracing.TraceState:
+			d.TraceState = string(h.Value)
+		}
+	}
+	return d
 }
 
 // routeErrors is routeSuccesses for failure reports.

@@ -1,7 +1,7 @@
-// Package telemetry carries what happens to handlers inside a consumer to
-// whoever watches it: the failure-rate gate of deferral and the
-// monopolization tracker subscribe to a consumer's Broadcast, and so will
-// the telemetry emitter and metrics.
+// Package telemetry carries what happens inside a consumer to whoever
+// watches it: the failure-rate gate of deferral and the monopolization
+// tracker subscribe to a consumer's Broadcast for handler outcomes, and
+// the telemetry emitter (package emitter) for everything.
 //
 // The innermost layer of every stack publishes three events per handler
 // call (invoked, and succeeded or failed) for messages and timers of every
@@ -17,6 +17,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/prosody-events/prosody-go/core/event"
 )
 
 // Kind is what happened.
@@ -29,7 +31,18 @@ const (
 	HandlerSucceeded
 	// HandlerFailed: the call returned an error (of any class).
 	HandlerFailed
+	// TimerScheduled: a timer was written to the store (Subject is its
+	// *event.Timer, TimerType its type).
+	TimerScheduled
+	// TimerCancelled: a timer was removed from the store.
+	TimerCancelled
+	// MessageSent: the producer's record was acknowledged (Subject is an
+	// *event.Message with the delivery's partition and offset).
+	MessageSent
 )
+
+// Outcome reports whether k ends a handler call.
+func (k Kind) Outcome() bool { return k == HandlerSucceeded || k == HandlerFailed }
 
 func (k Kind) String() string {
 	switch k {
@@ -39,6 +52,12 @@ func (k Kind) String() string {
 		return "succeeded"
 	case HandlerFailed:
 		return "failed"
+	case TimerScheduled:
+		return "timer scheduled"
+	case TimerCancelled:
+		return "timer cancelled"
+	case MessageSent:
+		return "message sent"
 	}
 	return "unknown"
 }
@@ -61,7 +80,24 @@ type Event struct {
 	// Start is when the call was invoked, on an outcome (succeeded or
 	// failed), on the broadcast's clock; zero on HandlerInvoked.
 	Start int64
+	// Subject is the *event.Message or *event.Timer the event is about,
+	// for observers that report more than its key (the emitter). It is
+	// shared with the handler: read it, never change it.
+	Subject event.Event
+	// Err is the error of a HandlerFailed call.
+	Err error
+	// TimerType names the type of a scheduled or cancelled timer's
+	// (TimerApplication and the internal types of deferral); handler
+	// events of timers are of application timers.
+	TimerType string
 }
+
+// Timer types as the telemetry topic names them.
+const (
+	TimerApplication     = "application"
+	TimerDeferredMessage = "deferredMessage"
+	TimerDeferredTimer   = "deferredTimer"
+)
 
 // Now is the time on the broadcast's clock: monotonic nanoseconds, from a
 // start far enough from zero that no time is zero or negative. It reads
@@ -71,6 +107,12 @@ func Now() int64 { return int64(time.Since(clockBase)) + clockOffset }
 
 var clockBase = time.Now()
 
+// At is t on the clock of Now (the inverse of Wall).
+func At(t time.Time) int64 { return int64(t.Sub(clockBase)) + clockOffset }
+
+// Wall is the wall-clock time of at, a time on a broadcast's clock.
+func Wall(at int64) time.Time { return clockBase.Add(time.Duration(at - clockOffset)) }
+
 const clockOffset = 1 << 42 // about 73 minutes
 
 // Observer receives events. Observe is called on the handler's goroutine
@@ -79,9 +121,10 @@ type Observer interface {
 	Observe(e Event)
 }
 
-// OutcomeObserver is an Observer that needs only outcomes: a broadcast
-// whose observers all are skips HandlerInvoked events (an outcome carries
-// its call's Start).
+// OutcomeObserver is an Observer that needs only handler outcomes
+// (succeeded, failed): it is given no other kind, and a broadcast whose
+// observers all are skips HandlerInvoked events (an outcome carries its
+// call's Start).
 type OutcomeObserver interface {
 	Observer
 	OutcomesOnly()
@@ -121,8 +164,10 @@ func (b *Broadcast) Now() int64 {
 }
 
 type subscribers struct {
-	all     []Observer
-	invoked bool // some observer wants HandlerInvoked
+	all []Observer // given outcomes
+	// every is the observers of all kinds of events, so some observer
+	// wants HandlerInvoked when it is not empty.
+	every []Observer
 }
 
 // Subscribe adds o and returns the function that removes it.
@@ -151,7 +196,7 @@ func (b *Broadcast) storeLocked(all []Observer) {
 	s := &subscribers{all: all}
 	for _, o := range all {
 		if _, ok := o.(OutcomeObserver); !ok {
-			s.invoked = true
+			s.every = append(s.every, o)
 		}
 	}
 	b.subs.Store(s)
@@ -164,19 +209,27 @@ func (b *Broadcast) Active() bool {
 	return p != nil && len(p.all) > 0
 }
 
-// WantsInvoked reports whether an observer listens to HandlerInvoked.
+// WantsInvoked reports whether an observer listens to HandlerInvoked, and
+// so to every kind of event.
 func (b *Broadcast) WantsInvoked() bool {
 	p := b.subs.Load()
-	return p != nil && p.invoked
+	return p != nil && len(p.every) > 0
 }
 
-// Publish hands e to every observer.
+// WantsEvery is WantsInvoked, for the publishers of the other kinds.
+func (b *Broadcast) WantsEvery() bool { return b.WantsInvoked() }
+
+// Publish hands e to every observer of its kind.
 func (b *Broadcast) Publish(e Event) {
 	p := b.subs.Load()
 	if p == nil {
 		return
 	}
-	for _, o := range p.all {
+	obs := p.every
+	if e.Kind.Outcome() {
+		obs = p.all
+	}
+	for _, o := range obs {
 		o.Observe(e)
 	}
 }

@@ -66,6 +66,10 @@ type Options struct {
 	// in the background (loads, deletes after commit). Default 1 s.
 	RetryDelay time.Duration
 	Logger     *slog.Logger
+	// Changed, if set, is told of each timer written to the store
+	// (scheduled) and each removed from it, once the store has it. It is
+	// called on the operation's goroutine and must not block.
+	Changed func(t timerstore.Trigger, scheduled bool)
 	// Now is the clock; tests may replace it.
 	Now func() time.Time
 }
@@ -345,11 +349,18 @@ func (m *Manager) Schedule(ctx context.Context, t timerstore.Trigger) error {
 		return fmt.Errorf("scheduling timer: %w", err)
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	if !m.stopped && m.ownsLocked(t.Time) {
 		m.addLocked(id, t.Span)
 	}
+	m.mu.Unlock()
+	m.changed(t, true)
 	return nil
+}
+
+func (m *Manager) changed(t timerstore.Trigger, scheduled bool) {
+	if m.opts.Changed != nil {
+		m.opts.Changed(t, scheduled)
+	}
 }
 
 // Unschedule removes a timer. Unscheduling the timer that is running now
@@ -369,6 +380,7 @@ func (m *Manager) Unschedule(ctx context.Context, id ID) error {
 	if err := m.seg.Remove(ctx, id.Key, id.Time, id.Type); err != nil {
 		return fmt.Errorf("unscheduling timer: %w", err)
 	}
+	m.changed(timerstore.Trigger{Key: id.Key, Time: id.Time, Type: id.Type}, false)
 	return nil
 }
 
@@ -388,6 +400,13 @@ func (m *Manager) ClearAndSchedule(ctx context.Context, t timerstore.Trigger) er
 	if err != nil {
 		return fmt.Errorf("replacing timers: %w", err)
 	}
+	// The store has the change whatever follows here.
+	for _, at := range old {
+		if at != t.Time {
+			m.changed(timerstore.Trigger{Key: t.Key, Time: at, Type: t.Type}, false)
+		}
+	}
+	m.changed(t, true)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.stopped {
