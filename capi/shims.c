@@ -84,6 +84,12 @@ int prosody_config_schema(char **schema_json, char **error_message) {
   return prosodyGo_config_schema(schema_json, error_message);
 }
 
+int prosody_flush_telemetry(int64_t timeout_ms, prosody_completion_fn done, void *user_data,
+                            char **error_message) {
+  PROSODY_ENTER(error_message);
+  return prosodyGo_flush_telemetry(timeout_ms, done, (uintptr_t)user_data, error_message);
+}
+
 /* ---- client ---- */
 
 int prosody_client_new(const char *config_json, uint64_t *client, char **error_message) {

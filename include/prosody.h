@@ -354,6 +354,16 @@ int prosody_set_log_callback(prosody_log_fn fn, void *user_data, char **error_me
  * INVALID_ARGUMENT, AFTER_FORK. */
 int prosody_config_schema(char **schema_json, char **error_message);
 
+/* Writes the telemetry events every client of the process has queued for
+ * its telemetry topic, then calls done (required): OK once Kafka has
+ * acknowledged or refused each of them, CANCELLED when timeout_ms (> 0)
+ * passed first, TRANSIENT when an emitter has not reached Kafka yet (its
+ * events stay queued). Clients without an emitter (telemetry_enabled off,
+ * mock mode) have nothing to write. Errors returned at once:
+ * INVALID_ARGUMENT (done NULL, timeout_ms not positive), AFTER_FORK. */
+int prosody_flush_telemetry(int64_t timeout_ms, prosody_completion_fn done, void *user_data,
+                            char **error_message);
+
 /* ------------------------------------------------------------------------
  * Client
  * ------------------------------------------------------------------------ */

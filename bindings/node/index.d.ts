@@ -319,7 +319,13 @@ export declare function setLogger(logger: Logger): void;
 export declare function setLoggerIfUnset(logger: Logger): boolean;
 export declare function loggerIsSet(): boolean;
 export declare function getCurrentLogger(): Logger | null;
+/**
+ * Writes the telemetry events every client has queued for its telemetry
+ * topic (clients of mock mode and with `telemetryEnabled: false` have
+ * none); rejects when Kafka has not taken them within 30 s.
+ */
 export declare function flushTelemetry(): Promise<void>;
+/** Flushes the telemetry events, as flushTelemetry. */
 export declare function shutdownTelemetry(): Promise<void>;
 
 // ---------------------------------------------------------------------------

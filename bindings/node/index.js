@@ -8,6 +8,7 @@ const { Context, Message } = require("./lib/events");
 const errors = require("./lib/errors");
 const logger = require("./lib/logger");
 const state = require("./lib/state");
+const telemetry = require("./lib/telemetry");
 
 logger.initialize();
 logger.setLoggerIfUnset(logger.consoleLogger);
@@ -32,12 +33,8 @@ module.exports = {
   setLoggerIfUnset: logger.setLoggerIfUnset,
   loggerIsSet: logger.loggerIsSet,
   getCurrentLogger: logger.getCurrentLogger,
-  // The core has no spans of its own yet (they come with the telemetry
-  // work), so it has nothing to flush or shut down; the handler spans this
-  // package makes belong to the application's tracer provider. These exist
-  // for API compatibility.
-  flushTelemetry: async () => {},
-  shutdownTelemetry: async () => {},
+  flushTelemetry: telemetry.flushTelemetry,
+  shutdownTelemetry: telemetry.shutdownTelemetry,
   value: state.value,
   map: state.map,
   deque: state.deque,

@@ -190,6 +190,13 @@ static void test_library(void) {
   CHECK(strcmp(prosody_status_name(PROSODY_ERR_NULL_VALUE), "PROSODY_ERR_NULL_VALUE") == 0, "status name");
   prosody_free(NULL);
   EXPECT(prosody_set_log_callback(on_log, &log_records, errp_), PROSODY_OK, NULL);
+  waiter w;
+  waiter_init(&w, 1);
+  EXPECT(prosody_flush_telemetry(0, on_done, &w, errp_), PROSODY_ERR_INVALID_ARGUMENT, "timeout_ms");
+  EXPECT(prosody_flush_telemetry(1000, NULL, &w, errp_), PROSODY_ERR_INVALID_ARGUMENT, "done");
+  waiter_destroy(&w);
+  /* No emitter runs (mock mode has none): nothing to wait for. */
+  AWAIT(&w, prosody_flush_telemetry(1000, on_done, &w, &err_), 30, PROSODY_OK);
 }
 
 static void test_client_config_errors(void) {
@@ -2083,9 +2090,12 @@ static void test_real_kafka(const char *brokers, const char *cassandra) {
   EXPECT(prosody_client_assigned_partition_count(consumer, &parts, errp_), PROSODY_OK, NULL);
   CHECK(parts == 2, "partitions %u", parts);
   unsubscribe(consumer);
+  /* Telemetry is on by default against real Kafka: both clients' events
+   * (sends, dispatches, successes) are written and acknowledged. */
+  waiter w;
+  AWAIT(&w, prosody_flush_telemetry(30000, on_done, &w, &err_), 60, PROSODY_OK);
   release_client(consumer);
   release_client(sender);
-  waiter w;
   AWAIT(&w, prosody_admin_delete_topic(admin, topic, strlen(topic), on_done, &w, &err_), 30, PROSODY_OK);
   EXPECT(prosody_admin_release(admin, errp_), PROSODY_OK, NULL);
   /* A bad broker address reaches the completion, not the caller. */

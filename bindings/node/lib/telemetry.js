@@ -115,4 +115,20 @@ function active() {
   return delegate?.constructor?.name !== "NoopTracerProvider";
 }
 
-module.exports = { inject, extract, runInSpan, active, available: () => api !== null };
+// How long flushTelemetry waits for Kafka before it rejects.
+const FLUSH_TIMEOUT_MS = 30000;
+
+/**
+ * Writes the telemetry events every client of the process has queued for
+ * its telemetry topic; rejects when Kafka did not take them in time.
+ */
+async function flushTelemetry() {
+  await require("./native").flushTelemetry(FLUSH_TIMEOUT_MS);
+}
+
+/** Flushes the telemetry events; the emitters stop with their clients. */
+async function shutdownTelemetry() {
+  await flushTelemetry();
+}
+
+module.exports = { inject, extract, runInSpan, active, available: () => api !== null, flushTelemetry, shutdownTelemetry };

@@ -1349,6 +1349,13 @@ Napi::Value ConfigSchema(const Napi::CallbackInfo& info) {
   return s;
 }
 
+// flushTelemetry(timeoutMs): resolves once every client's queued telemetry
+// events are written (prosody_flush_telemetry).
+Napi::Value FlushTelemetry(const Napi::CallbackInfo& info) {
+  int64_t timeout = info[0].As<Napi::Number>().Int64Value();
+  return StartOp(info.Env(), [&](Op* op, char** err) { return prosody_flush_telemetry(timeout, OnDone, op, err); });
+}
+
 Napi::Value Version(const Napi::CallbackInfo& info) {
   const char* v = nullptr;
   int status = prosody_version(&v);
@@ -1411,6 +1418,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("openState", Napi::Function::New(env, OpenState));
   exports.Set("setLogSink", Napi::Function::New(env, SetLogSink));
   exports.Set("version", Napi::Function::New(env, Version));
+  exports.Set("flushTelemetry", Napi::Function::New(env, FlushTelemetry));
   exports.Set("configSchema", Napi::Function::New(env, ConfigSchema));
   return exports;
 }

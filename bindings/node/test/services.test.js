@@ -130,3 +130,43 @@ test("real Kafka: random keys (NUL included) and payloads arrive byte-exact", { 
     }
   });
 });
+
+test("real Kafka: the telemetry topic gets the sends and the handler's events, flushed by flushTelemetry", { timeout: 120000 }, async () => {
+  await withTopic(1, async (topic) => {
+    const telemetryTopic = unique("node-telemetry");
+    const admin = new AdminClient(KAFKA);
+    await admin.createTopic(telemetryTopic, 1, 1);
+    const client = new ProsodyClient(realConfig({
+      subscribedTopics: topic, cassandraKeyspace: KEYSPACE, telemetryEnabled: true, telemetryTopic,
+    }));
+    const sender = new ProsodyClient(realConfig({ telemetryEnabled: true, telemetryTopic }));
+    // A second consumer reads the telemetry topic back: its records are
+    // JSON documents keyed by the event's key.
+    const reader = new ProsodyClient(realConfig({ subscribedTopics: telemetryTopic, cassandraKeyspace: KEYSPACE }));
+    const events = [];
+    try {
+      let handled = 0;
+      await client.subscribe({ async onMessage() { handled++; } });
+      await reader.subscribe({ async onMessage(_ctx, m) { assert.equal(m.key, m.payload.key); events.push(m.payload); } });
+      for (const k of ["t1", "t2", "t3"]) await sender.send(topic, k, { id: k });
+      await waitFor(() => handled === 3, "three messages handled", 60000);
+      await prosody.flushTelemetry();
+      const of = (type) => events.filter((e) => e.type === type).map((e) => e.key).sort();
+      await waitFor(() => of("prosody.message.sent").length === 3 && of("prosody.message.succeeded").length === 3,
+        "the sends and the successes on the telemetry topic", 60000);
+      assert.deepEqual(of("prosody.message.sent"), ["t1", "t2", "t3"]);
+      assert.deepEqual(of("prosody.message.dispatched"), ["t1", "t2", "t3"]);
+      const succeeded = events.find((e) => e.type === "prosody.message.succeeded");
+      assert.deepEqual(Object.keys(succeeded),
+        ["type", "eventTime", "offset", "topic", "partition", "key", "source", "hostname", "demandType"]);
+      assert.equal(succeeded.topic, topic);
+      assert.equal(succeeded.demandType, "normal");
+    } finally {
+      await reader.shutdown();
+      await client.shutdown();
+      await sender.shutdown();
+      await admin.deleteTopic(telemetryTopic).catch(() => {});
+      admin.close();
+    }
+  });
+});

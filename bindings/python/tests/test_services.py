@@ -287,3 +287,52 @@ async def test_keyed_state_with_real_cassandra_survives_a_restart(kafka_topic: s
         await stop(consumer)  # the next client reads what this one committed
     producer._release()
     assert seen == [(n, 100 * n, f"{n}-099") for n in range(1, 5)]
+
+
+async def test_telemetry_topic_gets_the_handlers_events(kafka_topic: str) -> None:
+    """A consumer with telemetry on writes its handler events to the
+    telemetry topic (a second consumer reads them back); unsubscribe
+    flushes what it holds."""
+    telemetry_topic = unique("py-telemetry")
+    admin = AdminClient(bootstrap_servers=KAFKA)
+    await asyncio.wait_for(admin.create_topic(telemetry_topic, partition_count=1, replication_factor=1), 30)
+    events: list[dict[str, Any]] = []
+    handled: list[str] = []
+
+    async def read(ctx: Context, m: Message) -> None:
+        assert isinstance(m.payload, dict)
+        events.append(m.payload)
+
+    async def handle(ctx: Context, m: Message) -> None:
+        handled.append(m.key)
+        if m.key == "fails":
+            raise ValueError("the handler refuses it")
+
+    consumer = kafka_client(group_id=unique("g"), subscribed_topics=kafka_topic, mode="best-effort",
+                            telemetry_enabled=True, telemetry_topic=telemetry_topic)
+    reader = kafka_client(group_id=unique("g"), subscribed_topics=telemetry_topic)
+    producer = kafka_client(source_system=unique("src"))
+    try:
+        await asyncio.wait_for(consumer.subscribe(Recorder(on_message=handle)), 60)
+        await asyncio.wait_for(reader.subscribe(Recorder(on_message=read)), 60)
+        for key in ("ok", "fails"):
+            await producer.send(kafka_topic, key, {"id": key})
+        await eventually(lambda: len(handled) == 2, timeout=60, what="two messages handled")
+        await asyncio.wait_for(consumer.unsubscribe(), 60)
+
+        def kinds() -> set[tuple[str, str]]:
+            return {(e["type"], e["key"]) for e in events}
+
+        want = {("prosody.message.dispatched", "ok"), ("prosody.message.succeeded", "ok"),
+                ("prosody.message.dispatched", "fails"), ("prosody.message.failed", "fails")}
+        await eventually(lambda: want <= kinds(), timeout=60, what="the handler events on the telemetry topic")
+        failed = next(e for e in events if e["type"] == "prosody.message.failed")
+        assert failed["errorCategory"] == "transient"
+        assert "the handler refuses it" in failed["exception"]
+        assert failed["topic"] == kafka_topic and failed["demandType"] == "normal"
+        assert list(failed)[:3] == ["type", "eventTime", "offset"]
+    finally:
+        await stop(reader)
+        await stop(consumer)
+        producer._release()
+        await admin.delete_topic(telemetry_topic)
