@@ -23,6 +23,7 @@ import (
 	"github.com/prosody-events/prosody-go/core/event"
 	"github.com/prosody-events/prosody-go/core/kafkasec"
 	"github.com/prosody-events/prosody-go/core/logging"
+	"github.com/prosody-events/prosody-go/core/metrics"
 	"github.com/prosody-events/prosody-go/core/middleware"
 	"github.com/prosody-events/prosody-go/core/probe"
 	"github.com/prosody-events/prosody-go/core/producer"
@@ -91,8 +92,11 @@ type Client struct {
 	dedup *dedup.Deduplicator
 	// emitter writes the telemetry topic; nil when telemetry is off.
 	emitter *emitter.Emitter
-	// unwatch ends the emitter's subscription to the broadcast.
+	// unwatch ends the emitter's and the metrics' subscriptions to the
+	// broadcast.
 	unwatch func()
+	// deadLettersSent counts the records written to the failure topic.
+	deadLettersSent atomic.Int64
 }
 
 // New builds a client from a validated configuration. The producer connects
@@ -224,15 +228,27 @@ func (c *Client) Subscribe(h event.Handler) error {
 	}
 	timeouts := middleware.NewTimeouts(c.cfg.HandlerTimeout())
 	broadcast := telemetry.NewBroadcast()
-	var unwatch func()
+	var watches []func()
 	if c.emitter != nil {
-		unwatch = broadcast.Subscribe(c.emitter)
+		watches = append(watches, broadcast.Subscribe(c.emitter))
+	}
+	port, probing := c.cfg.ProbePort.Get()
+	probing = probing && !c.cfg.Mock
+	var mets *metrics.Metrics
+	if probing {
+		mets = c.newMetrics(deduplicator)
+		watches = append(watches, broadcast.Subscribe(mets.Observer()))
+	}
+	unwatch := func() {
+		for _, w := range watches {
+			w()
+		}
 	}
 	sched := middleware.SchedulerOf(c.cfg, broadcast.Now)
 	stacks := middleware.ModeStacks(c.cfg, h, middleware.Services{
 		Scheduler:   sched,
 		Timeouts:    timeouts,
-		DeadLetters: deadLetters{c.producer},
+		DeadLetters: deadLetters{p: c.producer, sent: &c.deadLettersSent},
 		Logger:      c.log,
 		Broadcast:   broadcast,
 		KeyedState:  keyed != nil,
@@ -262,22 +278,19 @@ func (c *Client) Subscribe(h event.Handler) error {
 	if err != nil {
 		timeouts.Stop()
 		broadcast.Close()
-		if unwatch != nil {
-			unwatch()
-		}
+		unwatch()
 		return fmt.Errorf("starting consumer: %w", err)
 	}
-	if port, ok := c.cfg.ProbePort.Get(); ok && !c.cfg.Mock {
-		srv, err := probe.Start(port, cons, c.log)
+	if probing {
+		mets.Attach(cons)
+		srv, err := probe.Start(port, probe.Handler(cons, mets.Handler()), c.log)
 		if err != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), c.cfg.ShutdownTimeout+10*time.Second)
 			defer cancel()
 			_ = cons.Stop(ctx)
 			timeouts.Stop()
 			broadcast.Close()
-			if unwatch != nil {
-				unwatch()
-			}
+			unwatch()
 			return fmt.Errorf("probe_port: starting the probe server on port %d: %w", port, err)
 		}
 		c.probe = srv

@@ -5,8 +5,10 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/prosody-events/prosody-go/core/dedup"
 	"github.com/prosody-events/prosody-go/core/emitter"
 	"github.com/prosody-events/prosody-go/core/kafkasec"
+	"github.com/prosody-events/prosody-go/core/metrics"
 )
 
 // telemetryFlushBudget bounds how long Unsubscribe waits for the telemetry
@@ -74,4 +76,16 @@ func (c *Client) TelemetryStats() (emitter.Stats, bool) {
 		return emitter.Stats{}, false
 	}
 	return c.emitter.Stats(), true
+}
+
+// newMetrics builds the metrics the probe server serves on /metrics.
+func (c *Client) newMetrics(dd *dedup.Deduplicator) *metrics.Metrics {
+	src := metrics.Sources{DeadLetters: c.deadLettersSent.Load}
+	if dd != nil {
+		src.Deduplicated = func() int64 { return dd.Stats().Skipped }
+	}
+	if c.emitter != nil {
+		src.TelemetryDropped = func() uint64 { return c.emitter.Stats().Dropped }
+	}
+	return metrics.New(src)
 }

@@ -34,6 +34,23 @@ var ErrStopped = fault.Terminal(errors.New("prosody: consumer stopped"))
 type Stats struct {
 	handled, failed, filtered, undecodable, pauses, timers atomic.Int64
 	offloads, handovers                                    atomic.Int64
+	// byReason counts the records filtered or undecodable, by reason.
+	byReason [filter.NumReasons]atomic.Int64
+}
+
+// Skipped is the number of records not handed to a handler for reason
+// (a filter's, or a decoding failure's).
+func (s *Stats) Skipped(reason filter.Reason) int64 {
+	if int(reason) >= len(s.byReason) {
+		return 0
+	}
+	return s.byReason[reason].Load()
+}
+
+func (s *Stats) skip(reason filter.Reason) {
+	if int(reason) < len(s.byReason) {
+		s.byReason[reason].Add(1)
+	}
 }
 
 // Offloads is how many times a partition started sending its runs to the
@@ -252,6 +269,21 @@ func (c *Consumer) AssignedPartitions() int {
 	return len(c.partitions)
 }
 
+// Partitions reports the state of every assigned partition.
+func (c *Consumer) Partitions() []PartitionStatus {
+	c.mu.Lock()
+	ps := make([]*partition, 0, len(c.partitions))
+	for _, p := range c.partitions {
+		ps = append(ps, p)
+	}
+	c.mu.Unlock()
+	out := make([]PartitionStatus, len(ps))
+	for i, p := range ps {
+		out[i] = p.status()
+	}
+	return out
+}
+
 // Stalled reports whether any partition has had an unfinished offset for
 // longer than stall_threshold.
 func (c *Consumer) Stalled() bool {
@@ -338,6 +370,7 @@ func (h *groupHandler) Cleanup(sarama.ConsumerGroupSession) error { return nil }
 func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
 	c := h.c
 	p := newPartition(c, claim.Topic(), claim.Partition())
+	p.initial = claim.InitialOffset() // before status can read it
 	c.register(p)
 	defer c.unregister(p)
 	p.log.Info("partition assigned", slog.Int64("initial_offset", claim.InitialOffset()))
@@ -360,6 +393,7 @@ func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 	// the partition starts paused, since sarama remembers it.
 	c.group.Pause(map[string][]int32{p.topic: {p.id}})
 	stream := c.fetcher.Subscribe(p.topic, p.id, claim.InitialOffset(), c.holdLimit())
+	p.stream.Store(stream)
 	in := newIntake(stream, claim.Messages(), c.opts.PollInterval, c.holdLimit(),
 		func(o int64) { sess.MarkOffset(p.topic, p.id, o, "") })
 	defer in.tick.Stop()

@@ -79,6 +79,11 @@ type partition struct {
 	marked      int64         // last offset handed to sarama to commit
 	stallLogged bool
 
+	// stream is the partition's fetched records, for its status (nil
+	// until its intake starts); initial is the offset it was claimed at.
+	stream  atomic.Pointer[fetch.Stream]
+	initial int64
+
 	// stopped is draining, readable without p.mu: an event about to start
 	// checks it last (runOne), so that nothing starts once the partition
 	// stops starting work, not even an event already taken off a queue.
@@ -155,6 +160,7 @@ func (p *partition) admit(rs []fetch.Record) int {
 			// A rewind after a seek or a redelivered fetch: the offset was
 			// taken before and is tracked there.
 			n++
+			p.c.stats.skip(filter.ReasonStale)
 			p.log.Debug("message filtered", slog.String("reason", filter.ReasonStale.String()), slog.Int64("offset", r.Offset))
 			continue
 		}
@@ -179,6 +185,7 @@ func (p *partition) admit(rs []fetch.Record) int {
 		msg := &msgs[i]
 		if reason, err := p.decode(r, now, msg); err != nil {
 			p.c.stats.undecodable.Add(1)
+			p.c.stats.skip(reason)
 			toFailureTopic := p.c.opts.Stacks.Undecodable != nil
 			what := "undecodable record skipped"
 			if toFailureTopic {
@@ -254,6 +261,7 @@ func (p *partition) blockDriver() (resume func()) {
 // filterOut counts and logs a filtered record; the caller finishes its offset.
 func (p *partition) filterOut(msg *event.Message, reason filter.Reason) int64 {
 	p.c.stats.filtered.Add(1)
+	p.c.stats.skip(reason)
 	p.log.Debug("message filtered", slog.String("reason", reason.String()),
 		slog.Int64("offset", msg.Offset), slog.String("key", msg.Key))
 	return msg.Offset
@@ -497,6 +505,51 @@ func (p *partition) stalled(now time.Time) bool {
 	}
 	p.stallLogged = stalled
 	return stalled
+}
+
+// PartitionStatus is the state of one assigned partition, for metrics.
+type PartitionStatus struct {
+	Topic     string
+	Partition int32
+	// HighWaterMark is the offset after the partition's last record as
+	// of its last fetch; -1 before the first fetch.
+	HighWaterMark int64
+	// Position is the offset the partition would be committed at now:
+	// after the last of its handled records below every unfinished one,
+	// or where it started when none is handled yet; -1 while that is not
+	// known.
+	Position int64
+	// Unfinished is the number of offsets taken and not yet finished.
+	Unfinished int
+	// Paused: the partition is left out of fetches, holding as many
+	// fetched records as it may.
+	Paused bool
+}
+
+// Lag is how many records the partition has to handle before it is
+// caught up; 0 before its first fetch.
+func (s PartitionStatus) Lag() int64 {
+	if s.HighWaterMark < 0 || s.Position < 0 {
+		return 0
+	}
+	return max(s.HighWaterMark-s.Position, 0)
+}
+
+func (p *partition) status() PartitionStatus {
+	st := PartitionStatus{Topic: p.topic, Partition: p.id, HighWaterMark: -1, Position: p.initial}
+	if s := p.stream.Load(); s != nil {
+		st.HighWaterMark, st.Paused = s.HighWaterMark(), s.Paused()
+		if st.Position < 0 {
+			st.Position = s.Start() // claimed at a sentinel (oldest, newest)
+		}
+	}
+	p.mu.Lock()
+	if c := p.tracker.Commit(); c != offsets.None {
+		st.Position = c
+	}
+	st.Unfinished = p.tracker.Outstanding()
+	p.mu.Unlock()
+	return st
 }
 
 // outstanding is the number of unfinished offsets.

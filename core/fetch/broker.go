@@ -167,6 +167,7 @@ func (b *brokerLoop) deliver(resp *sarama.FetchResponse, a asked) {
 	}
 	switch {
 	case errors.Is(block.Err, sarama.ErrNoError):
+		s.hwm.Store(block.HighWaterMarkOffset)
 		out := records(block, a.at.offset)
 		if out.partial {
 			// A record larger than the fetch size, with nothing before it:

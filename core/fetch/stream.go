@@ -33,14 +33,44 @@ type Stream struct {
 
 	pauses *atomic.Int64              // its own, or its fetcher's (Options.Pauses)
 	owner  atomic.Pointer[brokerLoop] // the loop fetching the stream, or the last one
+	// hwm is the partition's high-water mark as of its last fetch, -1
+	// before the first.
+	hwm atomic.Int64
+	// start is where a stream subscribed at a sentinel offset (oldest,
+	// newest) starts, once resolved; -1 until then.
+	start atomic.Int64
 }
 
 // NewStream makes a stream of a partition whose next record is at offset
 // next, fetched while fewer than limit records are queued. Records reach it
 // through Push; Fetcher.Subscribe makes streams the fetcher fills.
 func NewStream(topic string, partition int32, next int64, limit int) *Stream {
-	return &Stream{topic: topic, partition: partition, next: next, limit: max(limit, 1),
+	s := &Stream{topic: topic, partition: partition, next: next, limit: max(limit, 1),
 		size: defaultPartitionBytes, epoch: -1, pauses: new(atomic.Int64), ready: make(chan struct{}, 1)}
+	s.hwm.Store(-1)
+	s.start.Store(next)
+	if next < 0 {
+		s.start.Store(-1)
+	}
+	return s
+}
+
+// Start is the offset the stream started at: the one it was subscribed
+// at, or what a sentinel (oldest, newest) resolved to; -1 while that is
+// not known yet.
+func (s *Stream) Start() int64 { return s.start.Load() }
+
+// HighWaterMark is the partition's high-water mark (the offset after its
+// last record) as its last fetch reported it; -1 before the first. A
+// stream left out of fetches keeps the one of its last fetch.
+func (s *Stream) HighWaterMark() int64 { return s.hwm.Load() }
+
+// Paused reports whether the stream is left out of fetches for holding
+// its limit of records.
+func (s *Stream) Paused() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.full
 }
 
 // wakeOwner tells the loop fetching the stream that it has room again. A
@@ -205,6 +235,9 @@ func (s *Stream) seek(from, offset int64) bool {
 		return false
 	}
 	s.next = offset
+	if from < 0 {
+		s.start.Store(offset)
+	}
 	return true
 }
 

@@ -27,6 +27,9 @@ const (
 	reasonEnd
 )
 
+// NumReasons bounds the valid reasons: each is below it.
+const NumReasons = int(reasonEnd)
+
 var reasonNames = [reasonEnd]string{
 	ReasonStale:            "stale",
 	ReasonSourceSystemLoop: "source-system-loop",

@@ -26,12 +26,16 @@ const (
 //	GET /readyz   200 "{n} partitions assigned" | 503 "no partitions assigned"
 //	GET /livez    200 "No stalled components."  | 503 BodyStalled
 //	/readyz/, /livez/   308 redirect to the slash-less route
+//	GET /metrics  metrics (the Prometheus text format), when metrics is not nil
 //
 // HEAD is answered like GET (without a body), other methods get 405, other
 // paths 404. The redirect is permanent and keeps the method, as the
 // original's trailing-slash redirect does.
-func Handler(status Status) http.Handler {
+func Handler(status Status, metrics http.Handler) http.Handler {
 	mux := http.NewServeMux()
+	if metrics != nil {
+		mux.Handle("GET /metrics", metrics)
+	}
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if n := status.AssignedPartitions(); n > 0 {
 			writeText(w, http.StatusOK, strconv.Itoa(n)+" partitions assigned")

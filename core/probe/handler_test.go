@@ -60,7 +60,7 @@ func TestHandler(t *testing.T) {
 				method = http.MethodGet
 			}
 			rec := httptest.NewRecorder()
-			Handler(newStatus(tt.partitions, tt.stalled)).ServeHTTP(rec, httptest.NewRequest(method, tt.path, nil))
+			Handler(newStatus(tt.partitions, tt.stalled), nil).ServeHTTP(rec, httptest.NewRequest(method, tt.path, nil))
 			if rec.Code != tt.code {
 				t.Fatalf("%s %s: status %d, want %d (body %q)", method, tt.path, rec.Code, tt.code, rec.Body)
 			}
@@ -93,7 +93,7 @@ func TestHandlerMethods(t *testing.T) {
 	}
 	for _, tt := range tests {
 		rec := httptest.NewRecorder()
-		Handler(newStatus(1, false)).ServeHTTP(rec, httptest.NewRequest(tt.method, tt.path, nil))
+		Handler(newStatus(1, false), nil).ServeHTTP(rec, httptest.NewRequest(tt.method, tt.path, nil))
 		if rec.Code != tt.code {
 			t.Errorf("%s %s: status %d, want %d", tt.method, tt.path, rec.Code, tt.code)
 		}

@@ -23,8 +23,8 @@ type Server struct {
 }
 
 // Start listens on 0.0.0.0:port (0 lets the OS pick; see Addr) and serves
-// Handler(status) until Stop. A nil logger means slog.Default().
-func Start(port int, status Status, logger *slog.Logger) (*Server, error) {
+// h (the routes of Handler) until Stop. A nil logger means slog.Default().
+func Start(port int, h http.Handler, logger *slog.Logger) (*Server, error) {
 	if port < 0 || port > 65535 {
 		return nil, fmt.Errorf("probe server: port %d out of range 0-65535", port)
 	}
@@ -38,7 +38,7 @@ func Start(port int, status Status, logger *slog.Logger) (*Server, error) {
 	}
 	s := &Server{
 		http: &http.Server{
-			Handler: Handler(status),
+			Handler: h,
 			// Probes are tiny; bound slow or idle clients so they cannot
 			// hold connections (and goroutines) open indefinitely.
 			ReadHeaderTimeout: 5 * time.Second,

@@ -17,7 +17,7 @@ var quiet = slog.New(slog.DiscardHandler)
 
 func startTest(t *testing.T, status Status) *Server {
 	t.Helper()
-	s, err := Start(0, status, quiet)
+	s, err := Start(0, Handler(status, nil), quiet)
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
@@ -113,7 +113,7 @@ func TestServerRoutes(t *testing.T) {
 }
 
 func TestServerStop(t *testing.T) {
-	s, err := Start(0, newStatus(1, false), quiet)
+	s, err := Start(0, Handler(newStatus(1, false), nil), quiet)
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
@@ -142,7 +142,7 @@ func TestServerStop(t *testing.T) {
 func TestServerStopForcesSlowRequest(t *testing.T) {
 	release := make(chan struct{})
 	entered := make(chan struct{})
-	s, err := Start(0, blockingStatus{entered: entered, release: release}, quiet)
+	s, err := Start(0, Handler(blockingStatus{entered: entered, release: release}, nil), quiet)
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
@@ -177,7 +177,7 @@ func (b blockingStatus) Stalled() bool {
 
 func TestStartErrors(t *testing.T) {
 	for _, port := range []int{-1, 65536} {
-		if s, err := Start(port, newStatus(0, false), quiet); err == nil {
+		if s, err := Start(port, Handler(newStatus(0, false), nil), quiet); err == nil {
 			_ = s.Stop(context.Background())
 			t.Errorf("Start(%d) succeeded, want error", port)
 		}
@@ -189,7 +189,7 @@ func TestStartErrors(t *testing.T) {
 	for _, c := range portStr {
 		port = port*10 + int(c-'0')
 	}
-	if s2, err := Start(port, newStatus(0, false), quiet); err == nil {
+	if s2, err := Start(port, Handler(newStatus(0, false), nil), quiet); err == nil {
 		_ = s2.Stop(context.Background())
 		t.Fatal("Start on a port in use succeeded")
 	} else if !strings.Contains(err.Error(), "probe server: listen") {
