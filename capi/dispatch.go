@@ -225,6 +225,11 @@ func (d *dispatcher) close() {
 func (d *dispatcher) StartMessage(ctx *event.Context, _ *event.Message, prepared event.Prepared, done event.Done) {
 	ev := prepared.(*pendingEvent)
 	ev.ctx = ctx
+	if f, ok := hostTrace(ctx, tracing.Fields{}); ok {
+		// Prepared before its receive span began: the host runs the
+		// handler in the span.
+		ev.retrace(f)
+	}
 	d.start(ev, done)
 }
 
@@ -249,8 +254,8 @@ func (d *dispatcher) OnTimer(ctx *event.Context, t *event.Timer) error {
 // messageEvent and timerEvent copy an event for the host, after front free
 // bytes of its C buffer (newPendingEvent).
 func (d *dispatcher) messageEvent(front int, ctx *event.Context, m *event.Message) *pendingEvent {
-	ev := newPendingEvent(front, d, ctx, C.PROSODY_EVENT_MESSAGE, m.Topic, m.Key, m.Payload, m.SourceSystem,
-		tracing.FromHeaders(m.Headers))
+	trace, _ := hostTrace(ctx, tracing.FromHeaders(m.Headers))
+	ev := newPendingEvent(front, d, ctx, C.PROSODY_EVENT_MESSAGE, m.Topic, m.Key, m.Payload, m.SourceSystem, trace)
 	ev.partition, ev.offset = m.Partition, m.Offset
 	if !m.Timestamp.IsZero() {
 		ev.timestampMs = m.Timestamp.UnixMilli()
@@ -261,7 +266,8 @@ func (d *dispatcher) messageEvent(front int, ctx *event.Context, m *event.Messag
 func (d *dispatcher) timerEvent(front int, ctx *event.Context, t *event.Timer) *pendingEvent {
 	// The timer's handler runs in the trace context stored when it was
 	// scheduled.
-	ev := newPendingEvent(front, d, ctx, C.PROSODY_EVENT_TIMER, t.Topic, t.Key, nil, "", tracing.FieldsOf(t.TraceContext))
+	trace, _ := hostTrace(ctx, tracing.FieldsOf(t.TraceContext))
+	ev := newPendingEvent(front, d, ctx, C.PROSODY_EVENT_TIMER, t.Topic, t.Key, nil, "", trace)
 	ev.partition, ev.timeMs = t.Partition, t.Time.UnixMilli()
 	return ev
 }

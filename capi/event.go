@@ -91,6 +91,40 @@ func newPendingEvent(front int, d *dispatcher, ctx *event.Context, k C.int32_t, 
 	return ev
 }
 
+// retrace replaces the trace context of ev, an event prepared before its
+// span existed (front 0), with f: its bytes move to a new buffer.
+func (ev *pendingEvent) retrace(f tracing.Fields) {
+	old, oldLens := ev.data, ev.lens
+	oldBuf := ev.buf
+	ev.lens[fieldTraceParent], ev.lens[fieldTraceState], ev.lens[fieldBaggage] = len(f.TraceParent), len(f.TraceState), len(f.Baggage)
+	kept := oldLens[fieldTopic] + oldLens[fieldKey] + oldLens[fieldPayload] + oldLens[fieldSource]
+	size := kept + len(f.TraceParent) + len(f.TraceState) + len(f.Baggage)
+	ev.buf = C.malloc(C.size_t(max(size, 1)))
+	ev.data = ev.buf
+	b := unsafe.Slice((*byte)(ev.data), size)
+	n := copy(b, unsafe.Slice((*byte)(old), kept))
+	n += copy(b[n:], f.TraceParent)
+	n += copy(b[n:], f.TraceState)
+	copy(b[n:], f.Baggage)
+	C.free(oldBuf)
+}
+
+// hostTrace is the trace context a host runs an event's handler in: the
+// core's span when its spans are recorded, else what the event carries.
+func hostTrace(ctx *event.Context, carried tracing.Fields) (tracing.Fields, bool) {
+	if ctx == nil || !tracing.Recording() {
+		return carried, false
+	}
+	f := tracing.FieldsOfContext(ctx)
+	if f.TraceParent == "" {
+		return carried, false
+	}
+	if f.Baggage == "" {
+		f.Baggage = carried.Baggage
+	}
+	return f, true
+}
+
 // minEventSize is sizeof(prosody_event) in the first header whose events
 // carry their size: the smallest item size poll accepts.
 const minEventSize = C.size_t(C.sizeof_prosody_event)

@@ -7,9 +7,11 @@ import "C"
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/prosody-events/prosody-go/core/emitter"
+	"github.com/prosody-events/prosody-go/core/tracing"
 )
 
 //export prosodyGo_flush_telemetry
@@ -27,7 +29,7 @@ func prosodyGo_flush_telemetry(timeoutMs C.int64_t, cb C.prosody_completion_fn, 
 	async(fn, done, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
-		return emitter.FlushAll(ctx)
+		return errors.Join(emitter.FlushAll(ctx), tracing.Flush(ctx))
 	})
 	return C.PROSODY_OK
 }

@@ -355,7 +355,9 @@ int prosody_set_log_callback(prosody_log_fn fn, void *user_data, char **error_me
 int prosody_config_schema(char **schema_json, char **error_message);
 
 /* Writes the telemetry events every client of the process has queued for
- * its telemetry topic, then calls done (required): OK once Kafka has
+ * its telemetry topic, and exports the core's spans recorded so far (when
+ * OTEL_EXPORTER_OTLP_ENDPOINT configured an exporter), then calls done
+ * (required): OK once Kafka has
  * acknowledged or refused each of them, CANCELLED when timeout_ms (> 0)
  * passed first, TRANSIENT when an emitter has not reached Kafka yet (its
  * events stay queued). Clients without an emitter (telemetry_enabled off,

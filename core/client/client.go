@@ -29,6 +29,7 @@ import (
 	"github.com/prosody-events/prosody-go/core/producer"
 	"github.com/prosody-events/prosody-go/core/state"
 	"github.com/prosody-events/prosody-go/core/telemetry"
+	"github.com/prosody-events/prosody-go/core/tracing"
 )
 
 // State is the consumer's lifecycle state, as the bindings report it.
@@ -118,6 +119,7 @@ func New(cfg *config.Config, opts ...Option) (*Client, error) {
 		}
 		c.log = l
 	}
+	tracing.Setup(c.log)
 	if cfg.ConsumerConfigured() {
 		c.consumerErr = cfg.ValidateConsumer()
 	} else {
@@ -253,6 +255,7 @@ func (c *Client) Subscribe(h event.Handler) error {
 		Broadcast:   broadcast,
 		KeyedState:  keyed != nil,
 		Dedup:       deduplicator,
+		Spans:       tracing.Recording(),
 	})
 	cons, err := consumer.Start(consumer.Options{
 		Brokers:         c.cfg.BootstrapServers,

@@ -9,6 +9,7 @@ import (
 	"github.com/prosody-events/prosody-go/core/emitter"
 	"github.com/prosody-events/prosody-go/core/kafkasec"
 	"github.com/prosody-events/prosody-go/core/metrics"
+	"github.com/prosody-events/prosody-go/core/tracing"
 )
 
 // telemetryFlushBudget bounds how long Unsubscribe waits for the telemetry
@@ -54,8 +55,14 @@ func (c *Client) flushTelemetry(ctx context.Context) {
 	}
 }
 
-// closeEmitter stops the emitter after a last flush.
+// closeEmitter stops the emitter after a last flush, and exports the
+// core's spans recorded so far.
 func (c *Client) closeEmitter(ctx context.Context) {
+	spanCtx, cancelSpans := context.WithTimeout(ctx, telemetryFlushBudget)
+	defer cancelSpans()
+	if err := tracing.Flush(spanCtx); err != nil {
+		c.log.Warn("spans may be lost: they could not be exported", slog.Any("error", err))
+	}
 	if c.emitter == nil {
 		return
 	}

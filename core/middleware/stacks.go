@@ -10,6 +10,7 @@ import (
 	"github.com/prosody-events/prosody-go/core/monopolization"
 	"github.com/prosody-events/prosody-go/core/scheduler"
 	"github.com/prosody-events/prosody-go/core/telemetry"
+	"github.com/prosody-events/prosody-go/core/tracing"
 )
 
 // Services are what the layers of a consumer's stacks need besides the
@@ -39,6 +40,10 @@ type Services struct {
 	// settles an attempt's state (Transaction), reading the partition's
 	// keyed state from the invocation's environment.
 	KeyedState bool
+	// Spans puts every event in a span of the core's (the outermost
+	// layer, Spans); off while the core's tracer is a no-op, when spans
+	// would be made for nobody.
+	Spans bool
 }
 
 // Stacks are a consumer's stacks: the one every message and timer goes
@@ -55,6 +60,8 @@ type Stacks struct {
 // The pipeline's defer layers read the partition's deferral state from
 // the invocation's environment (the engine gives every pipeline
 // partition one); without it they pass events through.
+//
+// With the core's spans recorded, every mode starts with Spans.
 //
 // Every mode ends with the same inner block:
 //
@@ -116,10 +123,20 @@ func ModeStacks(cfg *config.Config, h event.Handler, svc Services) Stacks {
 			outer = append(outer, NewMonopolization(tracker, cfg.MonopolizationThreshold))
 		}
 	}
+	if svc.Spans {
+		outer = append([]Layer{&Spans{Messages: relation(cfg.MessageSpans), Timers: relation(cfg.TimerSpans)}}, outer...)
+	}
 	return Stacks{
 		Events:      NewStack(Handler(h, svc.Scheduler), append(outer, inner...)...),
 		Undecodable: undecodable,
 	}
+}
+
+func relation(l config.SpanLinking) tracing.Relation {
+	if l == config.SpanFollowsFrom {
+		return tracing.FollowsFrom
+	}
+	return tracing.Child
 }
 
 // SchedulerOf is the fair scheduler cfg describes: max_concurrency permits

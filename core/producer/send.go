@@ -7,6 +7,9 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/zeebo/xxh3"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/prosody-events/prosody-go/core/config"
 	"github.com/prosody-events/prosody-go/core/fault"
@@ -111,6 +114,23 @@ type Sending struct {
 	timeout  <-chan time.Time
 	cacheKey xxh3.Uint128
 	useCache bool
+	span     trace.Span // the send span, when the core's spans are recorded
+}
+
+// endSpan ends the send span with the send's outcome.
+func (s *Sending) endSpan(d Delivery, err error) {
+	if s.span == nil {
+		return
+	}
+	if err != nil {
+		s.span.RecordError(err)
+		s.span.SetStatus(codes.Error, err.Error())
+	} else {
+		s.span.SetAttributes(attribute.Int("partition", int(d.Partition)), attribute.Int64("offset", d.Offset),
+			attribute.Int64("timestamp", time.Now().UnixMilli()))
+	}
+	s.span.End()
+	s.span = nil
 }
 
 // Begin is the first half of Send: it validates the record and hands it
@@ -141,8 +161,15 @@ func (p *Producer) Begin(ctx context.Context, topic, key string, payload []byte,
 		}
 	}
 
+	if tracing.Recording() {
+		// The record carries the send span's context, so its consumers'
+		// spans lead back to it.
+		s.ctx, s.span = tracing.Tracer().Start(ctx, "send", trace.WithSpanKind(trace.SpanKindProducer),
+			trace.WithAttributes(attribute.String("topic", topic), attribute.Int("payload_size", len(payload))))
+	}
 	s.f = &flight{done: make(chan outcome, 1)}
-	if err := s.hand(p.newMessage(ctx, topic, key, payload, headers, s.f)); err != nil {
+	if err := s.hand(p.newMessage(s.ctx, topic, key, payload, headers, s.f)); err != nil {
+		s.endSpan(Delivery{}, err)
 		return nil, err
 	}
 	return s, nil
@@ -181,7 +208,12 @@ func (s *Sending) stopTimer() {
 }
 
 // Wait returns the outcome of a begun send, classified as Send's.
-func (s *Sending) Wait() (Delivery, error) {
+func (s *Sending) Wait() (d Delivery, err error) {
+	defer func() { s.endSpan(d, err) }()
+	return s.wait()
+}
+
+func (s *Sending) wait() (Delivery, error) {
 	if s.f == nil {
 		return skipped, nil
 	}

@@ -57,6 +57,9 @@ type Context struct {
 	// trace tells the trace context of the event being handled, which
 	// timers scheduled from it store (see Trace); nil when there is none.
 	trace Trace
+	// values, when set, answers Value in place of parent: parent with the
+	// values of the event's span added (SetValues).
+	values context.Context
 	// state is why the context was cancelled, nil while it is not. It is
 	// set once, by compare-and-swap: cancelling (which every event does
 	// twice, when its attempt and its invocation end) takes no lock unless
@@ -268,7 +271,24 @@ func (c *Context) Err() error {
 }
 
 // Value implements context.Context.
-func (c *Context) Value(key any) any { return c.parent.Value(key) }
+func (c *Context) Value(key any) any {
+	if c.values != nil {
+		return c.values.Value(key)
+	}
+	return c.parent.Value(key)
+}
+
+// AddValues makes Value answer from add(parent), the parent with values
+// added (the event's span): a handler's context then carries them, while
+// its cancellation still follows the parent. Call it before the attempts
+// of the invocation start; they ask the invocation.
+func (c *Context) AddValues(add func(parent context.Context) context.Context) {
+	c.values = add(c.parent)
+}
+
+// SetTrace replaces the trace context timers scheduled from the
+// invocation store (see SetEnv); attempts made afterwards take it.
+func (c *Context) SetTrace(t Trace) { c.trace = t }
 
 // Done implements context.Context.
 func (c *Context) Done() <-chan struct{} {

@@ -1,0 +1,54 @@
+package tracing
+
+import (
+	"context"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/baggage"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Relation is how a span relates to the remote context it comes from.
+type Relation uint8
+
+const (
+	// Child: the span's parent is the remote span, in the same trace.
+	Child Relation = iota
+	// FollowsFrom: the span is a new root, linked to the remote span.
+	FollowsFrom
+)
+
+// followsFrom is the attribute of the link of a FollowsFrom span.
+var followsFrom = attribute.String("opentracing.ref_type", "follows_from")
+
+// StartRemote starts the span name for work that comes from the remote
+// context f, related to it by rel; the baggage of f goes on either way.
+func StartRemote(f Fields, rel Relation, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	remote := f.Context(context.Background())
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...)}
+	parent := remote
+	if rel == FollowsFrom {
+		parent = baggage.ContextWithBaggage(context.Background(), baggage.FromContext(remote))
+		opts = append(opts, trace.WithNewRoot())
+		if sc := trace.SpanContextFromContext(remote); sc.IsValid() {
+			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{followsFrom}}))
+		}
+	}
+	return Tracer().Start(parent, name, opts...)
+}
+
+// FieldsOfContext is the trace context of ctx (its span and baggage) in
+// wire form.
+func FieldsOfContext(ctx context.Context) Fields {
+	var f Fields
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		carrier := propagation.MapCarrier{}
+		propagation.TraceContext{}.Inject(ctx, carrier)
+		f.TraceParent, f.TraceState = carrier[TraceParent], sc.TraceState().String()
+	}
+	if bag := baggage.FromContext(ctx); bag.Len() > 0 {
+		f.Baggage = bag.String()
+	}
+	return f
+}
