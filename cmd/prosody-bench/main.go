@@ -16,6 +16,10 @@
 //   - nodedup: prosody with idempotence_cache_size 0, which leaves
 //     deduplication out (its cost is prosody against nodedup);
 //
+//   - traced: nodedup with the core's spans recorded by the OpenTelemetry
+//     SDK and exported to a no-op exporter (the cost of tracing is traced
+//     against nodedup);
+//
 //   - bare: the engine without the telemetry broadcast, timers,
 //     deferral and deduplication (the layers' cost is prosody against
 //     bare);
@@ -45,6 +49,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prosody-events/prosody-go/core/tracing"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
 	"github.com/IBM/sarama"
 
 	"github.com/prosody-events/prosody-go/core/cassandra"
@@ -63,7 +71,7 @@ var (
 	verbose        = flag.Bool("v", false, "print details of each engine run")
 	progress       = flag.Duration("progress", 0, "print each reader's message count at this interval (0: never)")
 	maxUncommitted = flag.Int("max-uncommitted", 0, "max_uncommitted for the engine (0: the default configuration's)")
-	readers        = flag.String("readers", "sarama,prosody", "readers to run each round, comma-separated: sarama, prosody, nodedup, bare, failing")
+	readers        = flag.String("readers", "sarama,prosody", "readers to run each round, comma-separated: sarama, prosody, nodedup, traced, bare, failing")
 	failFor        = flag.Duration("fail-for", 30*time.Second, "how long the failing reader's failing keys fail")
 	cassandraNodes = flag.String("cassandra", "", "Cassandra nodes for the engine's timer and defer stores (default: in memory)")
 )
@@ -302,8 +310,16 @@ func engine(addrs []string, topic string, n, keys int, reader string) (el, first
 	if reader == "bare" {
 		stacks, stop, opts.Scheduler = benchkit.BareStacks(def, h)
 	} else {
-		if reader == "nodedup" {
+		if reader == "nodedup" || reader == "traced" {
 			def.IdempotenceCacheSize = 0
+		}
+		if reader == "traced" {
+			tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+			tracing.SetProvider(tp)
+			defer func() {
+				tracing.SetProvider(nil)
+				_ = tp.Shutdown(context.Background())
+			}()
 		}
 		var ids dedupstore.Store
 		opts.Timers, opts.Deferral, ids, err = stores(def)

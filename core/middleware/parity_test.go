@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
 	"github.com/prosody-events/prosody-go/core/config"
 	"github.com/prosody-events/prosody-go/core/dedup"
 	"github.com/prosody-events/prosody-go/core/dedupstore"
@@ -32,6 +34,7 @@ import (
 	"github.com/prosody-events/prosody-go/core/statestore"
 	"github.com/prosody-events/prosody-go/core/telemetry"
 	"github.com/prosody-events/prosody-go/core/timerstore"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // The parity suite: every layer, and the whole stack of every mode, runs
@@ -243,6 +246,9 @@ var layerCases = []parityCase{
 	{"Telemetry", func(e *parityEnv) []Layer { return []Layer{NewTelemetry(e.broadcast)} }},
 	{"Transaction", func(e *parityEnv) []Layer { return []Layer{&Transaction{Logger: e.log}} }},
 	{"Deduplication", func(e *parityEnv) []Layer { return []Layer{NewDeduplication(e.dedup)} }},
+	{"Spans", func(e *parityEnv) []Layer {
+		return []Layer{&Spans{Tracer: sdktrace.NewTracerProvider().Tracer("parity")}}
+	}},
 }
 
 // modeCases are the whole stack of each mode, as the client builds it.
@@ -369,6 +375,7 @@ type observed struct {
 	state         string   // the key's committed keyed state afterwards
 	permitsAfter  int
 	attemptsTimed bool
+	traced        []bool // each attempt ran in a span
 }
 
 // runScenario runs sc through a stack of layers, driven by Invoke with a Go
@@ -453,7 +460,7 @@ wait:
 	}
 
 	obs := observed{outcome: "ok", attempts: h.attempts, permits: h.permits, causes: h.causes,
-		demands: probe.demands, delays: e.clock.asked(), letters: e.sink.letters(), log: e.logs.lines(),
+		demands: probe.demands, traced: probe.traced, delays: e.clock.asked(), letters: e.sink.letters(), log: e.logs.lines(),
 		published: e.published.events(), deferred: e.deferredState(), state: e.committedState(), recorded: e.recorded(),
 		permitsAfter: e.limiter.InUse(), attemptsTimed: e.timeouts.scan()}
 	if err != nil {
@@ -545,11 +552,13 @@ func (a asyncScript) StartMessage(ctx *event.Context, _ *event.Message, _ event.
 type demandProbe struct {
 	mu      sync.Mutex
 	demands []Demand
+	traced  []bool
 }
 
 func (p *demandProbe) Before(r *Run) Step {
 	p.mu.Lock()
 	p.demands = append(p.demands, r.Demand())
+	p.traced = append(p.traced, trace.SpanContextFromContext(r.call).IsValid())
 	p.mu.Unlock()
 	return Continue
 }

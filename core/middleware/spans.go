@@ -26,6 +26,8 @@ import (
 // to it.
 type Spans struct {
 	Messages, Timers tracing.Relation
+	// Tracer makes the spans; nil: the core's (tracing.Tracer).
+	Tracer trace.Tracer
 }
 
 // Before implements Layer.
@@ -34,7 +36,7 @@ func (l *Spans) Before(r *Run) Step {
 	var span trace.Span
 	switch ev := r.ev.(type) {
 	case *event.Message:
-		ctx, span = tracing.StartRemote(tracing.FromHeaders(ev.Headers), l.Messages, "receive",
+		ctx, span = tracing.StartRemote(l.Tracer, tracing.FromHeaders(ev.Headers), l.Messages, "receive",
 			attribute.Int("partition", int(ev.Partition)), attribute.Int64("offset", ev.Offset),
 			attribute.String("topic", ev.Topic), attribute.String("key", ev.Key))
 	case *event.Timer:
@@ -53,7 +55,7 @@ func (l *Spans) Before(r *Run) Step {
 }
 
 func (l *Spans) trigger(t *event.Timer, typ timerstore.Type) (context.Context, trace.Span) {
-	return tracing.StartRemote(tracing.FieldsOf(t.TraceContext), l.Timers, "trigger",
+	return tracing.StartRemote(l.Tracer, tracing.FieldsOf(t.TraceContext), l.Timers, "trigger",
 		attribute.String("key", t.Key), attribute.String("time", t.Time.UTC().Format(time.RFC3339)),
 		attribute.String("timer_type", timerTypeName(typ)))
 }

@@ -22,9 +22,13 @@ const (
 // followsFrom is the attribute of the link of a FollowsFrom span.
 var followsFrom = attribute.String("opentracing.ref_type", "follows_from")
 
-// StartRemote starts the span name for work that comes from the remote
-// context f, related to it by rel; the baggage of f goes on either way.
-func StartRemote(f Fields, rel Relation, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+// StartRemote starts the span name with tr (nil: the core's Tracer) for
+// work that comes from the remote context f, related to it by rel; the
+// baggage of f goes on either way.
+func StartRemote(tr trace.Tracer, f Fields, rel Relation, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	if tr == nil {
+		tr = Tracer()
+	}
 	remote := f.Context(context.Background())
 	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...)}
 	parent := remote
@@ -35,7 +39,7 @@ func StartRemote(f Fields, rel Relation, name string, attrs ...attribute.KeyValu
 			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{followsFrom}}))
 		}
 	}
-	return Tracer().Start(parent, name, opts...)
+	return tr.Start(parent, name, opts...)
 }
 
 // FieldsOfContext is the trace context of ctx (its span and baggage) in

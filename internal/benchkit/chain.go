@@ -4,6 +4,8 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/prosody-events/prosody-go/core/tracing"
+
 	"github.com/prosody-events/prosody-go/core/config"
 	"github.com/prosody-events/prosody-go/core/dedup"
 	"github.com/prosody-events/prosody-go/core/dedupstore"
@@ -55,7 +57,8 @@ func stacks(cfg config.Config, h event.Handler, b *telemetry.Broadcast, sched *m
 	}
 	// Warnings only: a benchmark that defers logs every retry otherwise.
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	svc := middleware.Services{Scheduler: sched, Timeouts: timeouts, Broadcast: b, Logger: log, DeadLetters: sink}
+	svc := middleware.Services{Scheduler: sched, Timeouts: timeouts, Broadcast: b, Logger: log, DeadLetters: sink,
+		Spans: tracing.Recording()}
 	if ids != nil && cfg.IdempotenceCacheSize > 0 {
 		svc.Dedup = dedup.New(dedup.Options{Version: cfg.IdempotenceVersion, Group: cfg.GroupID,
 			CacheSize: cfg.IdempotenceCacheSize, Store: ids, Logger: log})
