@@ -46,11 +46,8 @@ func (l *Spans) Before(r *Run) Step {
 	default:
 		return Continue
 	}
-	bag := baggage.FromContext(ctx)
-	r.ctx.AddValues(func(parent context.Context) context.Context {
-		return baggage.ContextWithBaggage(trace.ContextWithSpan(parent, span), bag)
-	})
-	r.ctx.SetTrace(spanTrace{ctx})
+	values := baggage.ContextWithBaggage(trace.ContextWithSpan(r.ctx.Parent(), span), baggage.FromContext(ctx))
+	r.ctx.SetTrace(spanTrace{values})
 	return Continue
 }
 
@@ -77,11 +74,13 @@ func (l *Spans) After(r *Run, err error) Step {
 	return Result(err)
 }
 
-// spanTrace is the trace context timers scheduled from an event store:
-// its span's.
+// spanTrace is an event's span in its invocation's context: what the
+// handler's context carries, and the trace context timers scheduled from
+// it store.
 type spanTrace struct{ ctx context.Context }
 
 func (s spanTrace) TraceSpan() map[string]string { return tracing.FieldsOfContext(s.ctx).Map() }
+func (s spanTrace) Value(key any) any            { return s.ctx.Value(key) }
 
 func timerTypeName(t timerstore.Type) string {
 	switch t {

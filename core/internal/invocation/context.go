@@ -57,9 +57,6 @@ type Context struct {
 	// trace tells the trace context of the event being handled, which
 	// timers scheduled from it store (see Trace); nil when there is none.
 	trace Trace
-	// values, when set, answers Value in place of parent: parent with the
-	// values of the event's span added (SetValues).
-	values context.Context
 	// state is why the context was cancelled, nil while it is not. It is
 	// set once, by compare-and-swap: cancelling (which every event does
 	// twice, when its attempt and its invocation end) takes no lock unless
@@ -270,24 +267,31 @@ func (c *Context) Err() error {
 	return c.parent.Err()
 }
 
-// Value implements context.Context.
+// Value implements context.Context. A trace that is a ValueTrace answers
+// it (see SetTrace).
 func (c *Context) Value(key any) any {
-	if c.values != nil {
-		return c.values.Value(key)
+	if v, ok := c.trace.(ValueTrace); ok {
+		return v.Value(key)
 	}
 	return c.parent.Value(key)
 }
 
-// AddValues makes Value answer from add(parent), the parent with values
-// added (the event's span): a handler's context then carries them, while
-// its cancellation still follows the parent. Call it before the attempts
-// of the invocation start; they ask the invocation.
-func (c *Context) AddValues(add func(parent context.Context) context.Context) {
-	c.values = add(c.parent)
+// ValueTrace is a Trace that carries values too: the event's span, which
+// a handler's context then carries (Value answers from it), while its
+// cancellation still follows the parent. Its values are the parent's
+// with the span's added (see Parent). One field holds both: every event
+// allocates two Contexts, whose size class a field more would change.
+type ValueTrace interface {
+	Trace
+	Value(key any) any
 }
 
+// Parent is the context c was made from.
+func (c *Context) Parent() context.Context { return c.parent }
+
 // SetTrace replaces the trace context timers scheduled from the
-// invocation store (see SetEnv); attempts made afterwards take it.
+// invocation store (see SetEnv), and with a ValueTrace what Value
+// answers; attempts made afterwards take it.
 func (c *Context) SetTrace(t Trace) { c.trace = t }
 
 // Done implements context.Context.
