@@ -15,8 +15,8 @@ import (
 
 var envMu sync.Mutex
 
-// syncEnv makes the Go runtime's view of the PROSODY_* variables match the
-// process environment. The runtime copies the environment once, when the
+// syncEnv makes the Go runtime's view of the PROSODY_* and OTEL_*
+// variables match the process environment. The runtime copies the environment once, when the
 // library is loaded, but hosts load it lazily and change variables
 // afterwards (os.environ in Python, process.env in Node); configuration
 // must see what the host sees when it creates a client. Variables that
@@ -37,7 +37,7 @@ func syncEnv() {
 	}
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
-		if _, ok := current[name]; !ok && strings.HasPrefix(name, "PROSODY_") {
+		if _, ok := current[name]; !ok && (strings.HasPrefix(name, "PROSODY_") || strings.HasPrefix(name, "OTEL_")) {
 			_ = os.Unsetenv(name)
 		}
 	}

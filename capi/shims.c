@@ -330,16 +330,19 @@ extern char **environ;
 /* The PROSODY_* entries of the process environment as the C library sees
  * it now, "NAME=value" strings joined with '\n' in one malloc'd buffer
  * (NULL when there are none). See env.go. */
+/* The variables the core reads: its own and OpenTelemetry's. */
+static int prosody_env_var(const char *e) { return strncmp(e, "PROSODY_", 8) == 0 || strncmp(e, "OTEL_", 5) == 0; }
+
 char *prosodyInt_prosody_env(void) {
   size_t size = 0;
   for (char **e = environ; e != NULL && *e != NULL; e++) {
-    if (strncmp(*e, "PROSODY_", 8) == 0) size += strlen(*e) + 1;
+    if (prosody_env_var(*e)) size += strlen(*e) + 1;
   }
   if (size == 0) return NULL;
   char *out = malloc(size + 1), *p = out;
   if (out == NULL) return NULL;
   for (char **e = environ; e != NULL && *e != NULL; e++) {
-    if (strncmp(*e, "PROSODY_", 8) != 0) continue;
+    if (!prosody_env_var(*e)) continue;
     size_t n = strlen(*e);
     memcpy(p, *e, n);
     p[n] = '\n';

@@ -4,6 +4,9 @@ import (
 	"github.com/prosody-events/prosody-go/core/dedup"
 	"github.com/prosody-events/prosody-go/core/event"
 	"github.com/prosody-events/prosody-go/core/fault"
+	"github.com/prosody-events/prosody-go/core/filter"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Deduplication skips a message handled before (core-behavior.md §4.3):
@@ -30,6 +33,10 @@ func (l *Deduplication) Before(r *Run) Step {
 	}
 	l.d.Check(msg, l.d.ID(msg), func(seen bool) {
 		if seen {
+			// The receive span (when spans are recorded) says why the
+			// handler did not run.
+			trace.SpanFromContext(r.ctx).AddEvent("message.filtered",
+				trace.WithAttributes(attribute.String("reason", filter.ReasonDeduplicated.String())))
 			r.Resume(Result(nil))
 		} else {
 			r.Resume(Continue)

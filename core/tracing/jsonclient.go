@@ -38,7 +38,8 @@ func newJSONClient() *jsonClient {
 	for k, v := range parseHeaders(os.Getenv("OTEL_EXPORTER_OTLP_TRACES_HEADERS")) {
 		headers[k] = v
 	}
-	return &jsonClient{endpoint: endpoint, headers: headers, http: &http.Client{Timeout: 10 * time.Second}}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	return &jsonClient{endpoint: endpoint, headers: headers, http: &http.Client{Timeout: 10 * time.Second, Transport: transport}}
 }
 
 // parseHeaders reads the OTEL_EXPORTER_OTLP_HEADERS form: comma-separated
@@ -59,7 +60,10 @@ func parseHeaders(s string) map[string]string {
 }
 
 func (c *jsonClient) Start(context.Context) error { return nil }
-func (c *jsonClient) Stop(context.Context) error  { return nil }
+func (c *jsonClient) Stop(context.Context) error {
+	c.http.CloseIdleConnections()
+	return nil
+}
 
 func (c *jsonClient) UploadTraces(ctx context.Context, spans []*tracepb.ResourceSpans) error {
 	body, err := marshalJSON(&coltracepb.ExportTraceServiceRequest{ResourceSpans: spans})

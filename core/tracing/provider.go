@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -75,10 +76,13 @@ func SetProvider(p *sdktrace.TracerProvider) {
 // the no-op tracer: tracing never stops a client from starting.
 func Setup(log *slog.Logger) {
 	setupOnce.Do(func() {
+		if provider.Load() != nil {
+			return // a program set its own (SetProvider)
+		}
 		if os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" {
 			return
 		}
-		p, err := newProvider(context.Background())
+		p, err := NewProvider(context.Background())
 		if err != nil {
 			log.Warn("tracing: the OTLP exporter could not be set up; spans are not exported", slog.Any("error", err))
 			return
@@ -98,12 +102,14 @@ func protocol() string {
 	return "http/protobuf"
 }
 
-func newProvider(ctx context.Context) (*sdktrace.TracerProvider, error) {
+// NewProvider builds the provider Setup installs, from the OTEL_*
+// variables (see Setup), whether or not an endpoint is set.
+func NewProvider(ctx context.Context) (*sdktrace.TracerProvider, error) {
 	var exp sdktrace.SpanExporter
 	var err error
 	switch p := protocol(); p {
 	case "http/protobuf":
-		exp, err = otlptracehttp.New(ctx)
+		exp, err = newHTTPExporter(ctx)
 	case "grpc":
 		exp, err = otlptracegrpc.New(ctx)
 	case "http/json":
@@ -124,6 +130,35 @@ func newProvider(ctx context.Context) (*sdktrace.TracerProvider, error) {
 		return nil, err
 	}
 	return sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res)), nil
+}
+
+// newHTTPExporter is the OTLP/HTTP protobuf exporter. Unless TLS options
+// make it build its own, it is given an HTTP client of ours, whose idle
+// connections its shutdown then closes (the exporter's shared transport
+// would keep them open after its provider is gone).
+func newHTTPExporter(ctx context.Context) (sdktrace.SpanExporter, error) {
+	for _, v := range []string{"CERTIFICATE", "CLIENT_CERTIFICATE", "CLIENT_KEY"} {
+		if os.Getenv("OTEL_EXPORTER_OTLP_"+v) != "" || os.Getenv("OTEL_EXPORTER_OTLP_TRACES_"+v) != "" {
+			return otlptracehttp.New(ctx)
+		}
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	exp, err := otlptracehttp.New(ctx, otlptracehttp.WithHTTPClient(&http.Client{Transport: transport}))
+	if err != nil {
+		return nil, err
+	}
+	return closingExporter{exp, transport.CloseIdleConnections}, nil
+}
+
+type closingExporter struct {
+	sdktrace.SpanExporter
+	closeIdle func()
+}
+
+func (e closingExporter) Shutdown(ctx context.Context) error {
+	err := e.SpanExporter.Shutdown(ctx)
+	e.closeIdle()
+	return err
 }
 
 // serviceName is OTEL_SERVICE_NAME, or "prosody" (the SDK's default,

@@ -3,26 +3,34 @@
 // The service scripts use it for readiness: an open TCP port is not enough,
 // because both Kafka and Cassandra accept connections well before they can
 // serve them. Kafka counts as ready when a metadata request lists a broker
-// and a controller; Cassandra when a CQL query returns a row.
+// and a controller; Cassandra when a CQL query returns a row; Jaeger when
+// its query API lists services as JSON, its OTLP/HTTP receiver accepts an
+// (empty) export and its OTLP/gRPC port takes connections.
 //
 //	svccheck [-wait 90s] [-pid N] kafka localhost:9094
 //	svccheck [-wait 90s] [-pid N] cassandra localhost:9042
 //	svccheck -ca ca.pem -user U -password P cassandra localhost:9043
+//	svccheck -otlp-http localhost:4318 -otlp-grpc localhost:4317 jaeger localhost:16686
 //
 // -ca connects to Cassandra over TLS, trusting that CA; -user and -password
-// log in (PasswordAuthenticator).
+// log in (PasswordAuthenticator). For jaeger the address is the query
+// API's; -otlp-http and -otlp-grpc name the receivers.
 // With -wait it retries until the deadline; with -pid it gives up as soon as
 // that process has exited (a crashed server will never become ready).
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log"
+	"net"
+	"net/http"
 	"os"
+	"strings"
 	"syscall"
 	"time"
 
@@ -36,9 +44,11 @@ func main() {
 	flag.StringVar(&cassandraCA, "ca", "", "Cassandra: connect over TLS, trusting this CA (PEM)")
 	flag.StringVar(&cassandraUser, "user", "", "Cassandra: log in as this user")
 	flag.StringVar(&cassandraPassword, "password", "", "Cassandra: with this password")
+	flag.StringVar(&jaegerOTLPHTTP, "otlp-http", "localhost:4318", "Jaeger: the OTLP/HTTP receiver")
+	flag.StringVar(&jaegerOTLPGRPC, "otlp-grpc", "localhost:4317", "Jaeger: the OTLP/gRPC receiver")
 	flag.Parse()
 	if flag.NArg() != 2 {
-		fmt.Fprintln(os.Stderr, "usage: svccheck [-wait D] [-pid N] kafka|cassandra host:port")
+		fmt.Fprintln(os.Stderr, "usage: svccheck [-wait D] [-pid N] kafka|cassandra|jaeger host:port")
 		os.Exit(2)
 	}
 	kind, addr := flag.Arg(0), flag.Arg(1)
@@ -49,8 +59,10 @@ func main() {
 		probe = probeKafka
 	case "cassandra":
 		probe = probeCassandra
+	case "jaeger":
+		probe = probeJaeger
 	default:
-		fmt.Fprintf(os.Stderr, "svccheck: unknown service %q (want kafka or cassandra)\n", kind)
+		fmt.Fprintf(os.Stderr, "svccheck: unknown service %q (want kafka, cassandra or jaeger)\n", kind)
 		os.Exit(2)
 	}
 
@@ -137,4 +149,62 @@ func probeCassandra(ctx context.Context, addr string) (string, error) {
 		return "", fmt.Errorf("query: %w", err)
 	}
 	return "release_version " + version, nil
+}
+
+// The Jaeger receivers' addresses.
+var jaegerOTLPHTTP, jaegerOTLPGRPC string
+
+// probeJaeger asks the query API for its services (a JSON object with a
+// "data" list), posts an empty OTLP/JSON export to the HTTP receiver (a
+// receiver that is up answers 200) and connects to the gRPC receiver.
+func probeJaeger(ctx context.Context, addr string) (string, error) {
+	client := &http.Client{Timeout: 3 * time.Second}
+
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/api/services", nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("query API: %w", err)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	resp.Body.Close()
+	if err != nil {
+		return "", fmt.Errorf("query API: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("query API: GET /api/services: %s", resp.Status)
+	}
+	var services struct {
+		Data []string `json:"data"`
+	}
+	if err := json.Unmarshal(body, &services); err != nil {
+		return "", fmt.Errorf("query API: GET /api/services is not the JSON Jaeger answers: %w", err)
+	}
+
+	req, err = http.NewRequestWithContext(ctx, http.MethodPost, "http://"+jaegerOTLPHTTP+"/v1/traces",
+		strings.NewReader(`{"resourceSpans":[]}`))
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err = client.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("OTLP/HTTP: %w", err)
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("OTLP/HTTP: POST /v1/traces: %s", resp.Status)
+	}
+
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", jaegerOTLPGRPC)
+	if err != nil {
+		return "", fmt.Errorf("OTLP/gRPC: %w", err)
+	}
+	conn.Close()
+	return fmt.Sprintf("query API lists %d service(s); OTLP/HTTP on %s accepts exports; OTLP/gRPC on %s takes connections",
+		len(services.Data), jaegerOTLPHTTP, jaegerOTLPGRPC), nil
 }

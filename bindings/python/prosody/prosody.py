@@ -117,8 +117,12 @@ class ProsodyClient:
         self._pid = os.getpid()
         self._dispatcher: Dispatcher | None = None
         self._subscribing = False
-        self._message_follows = _otel.message_spans_follow(config.get("message_spans"))
-        self._timer_follows = _otel.timer_spans_follow(config.get("timer_spans"))
+        # When the core records spans (an OTLP endpoint is set), it applies
+        # message_spans / timer_spans itself and hands the handler its span:
+        # the handler's span is then that span's child.
+        core_spans = _otel.core_records_spans()
+        self._message_follows = not core_spans and _otel.message_spans_follow(config.get("message_spans"))
+        self._timer_follows = not core_spans and _otel.timer_spans_follow(config.get("timer_spans"))
         # What repr shows: identifying options only, never credentials.
         self._shown = {name: config.get(name) for name in ("mode", "group_id", "subscribed_topics", "bootstrap_servers")}
         ffi, lib = _native.load()

@@ -2,8 +2,15 @@ package testservices
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -142,5 +149,116 @@ func TestCassandraRoundTrip(t *testing.T) {
 	}
 	if string(v) != "hello" || ttl <= 0 || ttl > 600 {
 		t.Fatalf("read back v=%q ttl=%d, want \"hello\" with 0 < ttl <= 600", v, ttl)
+	}
+}
+
+// TestJaegerRoundTrip proves the Jaeger on localhost:4318/16686 stores what
+// it is sent: one span is posted as OTLP/JSON under a service name of its
+// own and read back through the query API.
+func TestJaegerRoundTrip(t *testing.T) {
+	RequireJaeger(t)
+	service := UniqueName("smoke")
+	var ids [24]byte
+	if _, err := rand.Read(ids[:]); err != nil {
+		t.Fatal(err)
+	}
+	traceID, spanID := hex.EncodeToString(ids[:16]), hex.EncodeToString(ids[16:])
+	end := time.Now()
+	start := end.Add(-5 * time.Millisecond)
+
+	// Its own transport, closed at the end, so no keep-alive connection
+	// outlives the test (TestMain checks for leaked goroutines).
+	transport := &http.Transport{}
+	t.Cleanup(transport.CloseIdleConnections)
+	client := &http.Client{Transport: transport, Timeout: 10 * time.Second}
+
+	export := fmt.Sprintf(`{"resourceSpans":[{
+		"resource":{"attributes":[{"key":"service.name","value":{"stringValue":%q}}]},
+		"scopeSpans":[{"scope":{"name":"prosody-smoke"},"spans":[{
+			"traceId":%q,"spanId":%q,"name":"smoke-span","kind":1,
+			"startTimeUnixNano":"%d","endTimeUnixNano":"%d",
+			"attributes":[{"key":"smoke.attempt","value":{"intValue":"1"}}]}]}]}]}`,
+		service, traceID, spanID, start.UnixNano(), end.UnixNano())
+	resp, err := client.Post(JaegerOTLPEndpoint()+"/v1/traces", "application/json", strings.NewReader(export))
+	if err != nil {
+		t.Fatalf("export: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("export: %s: %s", resp.Status, body)
+	}
+
+	// What /api/traces answers, reduced to what is checked.
+	type result struct {
+		Data []struct {
+			TraceID string `json:"traceID"`
+			Spans   []struct {
+				SpanID        string `json:"spanID"`
+				OperationName string `json:"operationName"`
+				ProcessID     string `json:"processID"`
+				Tags          []struct {
+					Key   string `json:"key"`
+					Value any    `json:"value"`
+				} `json:"tags"`
+			} `json:"spans"`
+			Processes map[string]struct {
+				ServiceName string `json:"serviceName"`
+			} `json:"processes"`
+		} `json:"data"`
+	}
+	query := JaegerQueryURL() + "/api/traces?service=" + url.QueryEscape(service)
+	var got result
+	var last string
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := client.Get(query)
+		if err != nil {
+			last = err.Error()
+		} else {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			got = result{}
+			// Until the trace is stored the service is unknown: 200 with no
+			// data, or an error status, depending on the storage.
+			if resp.StatusCode != http.StatusOK {
+				last = resp.Status + ": " + string(body)
+			} else if err := json.Unmarshal(body, &got); err != nil {
+				t.Fatalf("GET %s: not Jaeger's JSON: %v: %s", query, err, body)
+			} else if len(got.Data) > 0 {
+				break
+			} else {
+				last = "no trace yet: " + string(body)
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the span posted to %s never appeared at %s within 30s (last answer: %s)",
+				JaegerOTLPEndpoint(), query, last)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	if len(got.Data) != 1 {
+		t.Fatalf("got %d traces for service %s, want 1", len(got.Data), service)
+	}
+	tr := got.Data[0]
+	if tr.TraceID != traceID || len(tr.Spans) != 1 {
+		t.Fatalf("got trace %s with %d span(s), want trace %s with 1", tr.TraceID, len(tr.Spans), traceID)
+	}
+	sp := tr.Spans[0]
+	if sp.SpanID != spanID || sp.OperationName != "smoke-span" {
+		t.Fatalf("got span %s %q, want %s \"smoke-span\"", sp.SpanID, sp.OperationName, spanID)
+	}
+	if p := tr.Processes[sp.ProcessID].ServiceName; p != service {
+		t.Fatalf("span's service is %q, want %q", p, service)
+	}
+	found := false
+	for _, tag := range sp.Tags {
+		if tag.Key == "smoke.attempt" && fmt.Sprint(tag.Value) == "1" {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("span tags %+v lack smoke.attempt=1", sp.Tags)
 	}
 }

@@ -1,10 +1,11 @@
 // Package testservices gives integration tests the addresses of the real
-// Kafka broker and Cassandra node that scripts/services starts, plus unique
-// names so tests never share topics, groups or keyspaces.
+// Kafka broker, Cassandra node and Jaeger trace store that scripts/services
+// starts, plus unique names so tests never share topics, groups, keyspaces
+// or traced service names.
 //
 // A test that needs a service and cannot reach it fails with a message that
-// says how to start it: `make test` always starts both, so a skip would only
-// hide a broken environment.
+// says how to start it: `make test` always starts them all, so a skip would
+// only hide a broken environment.
 package testservices
 
 import (
