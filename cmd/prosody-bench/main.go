@@ -17,8 +17,9 @@
 //     deduplication out (its cost is prosody against nodedup);
 //
 //   - traced: nodedup with the core's spans recorded by the OpenTelemetry
-//     SDK and exported to a no-op exporter (the cost of tracing is traced
-//     against nodedup);
+//     SDK and exported to a no-op exporter, or over OTLP when
+//     OTEL_EXPORTER_OTLP_ENDPOINT is set (the cost of tracing is traced
+//     against nodedup; OTEL_TRACES_SAMPLER applies);
 //
 //   - bare: the engine without the telemetry broadcast, timers,
 //     deferral and deduplication (the layers' cost is prosody against
@@ -315,6 +316,12 @@ func engine(addrs []string, topic string, n, keys int, reader string) (el, first
 		}
 		if reader == "traced" {
 			tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+			if os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" {
+				// Exported for real, as the OTEL_* variables say.
+				if tp, err = tracing.NewProvider(context.Background()); err != nil {
+					return 0, 0, 0, err
+				}
+			}
 			tracing.SetProvider(tp)
 			defer func() {
 				tracing.SetProvider(nil)
