@@ -539,8 +539,10 @@ func (p *partition) status() PartitionStatus {
 	st := PartitionStatus{Topic: p.topic, Partition: p.id, HighWaterMark: -1, Position: p.initial}
 	if s := p.stream.Load(); s != nil {
 		st.HighWaterMark, st.Paused = s.HighWaterMark(), s.Paused()
-		if st.Position < 0 {
-			st.Position = s.Start() // claimed at a sentinel (oldest, newest)
+		if start := s.Start(); start >= 0 {
+			// Where the stream really started: a sentinel resolved, or
+			// an offset out of range moved.
+			st.Position = start
 		}
 	}
 	p.mu.Lock()

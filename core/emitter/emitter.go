@@ -24,7 +24,6 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/prosody-events/prosody-go/core/event"
 	"github.com/prosody-events/prosody-go/core/kafkasec"
 	"github.com/prosody-events/prosody-go/core/mockbroker"
 	"github.com/prosody-events/prosody-go/core/producer"
@@ -63,14 +62,19 @@ type Emitter struct {
 	opts Options
 	id   identity
 	log  *slog.Logger
-	buf  chan telemetry.Event
+	buf  chan record
 
 	accepted, dropped, delivered, failed atomic.Uint64
+	// stopped: Close has begun; what is observed from then on is dropped.
+	stopped atomic.Bool
 
-	flushes   chan chan error
-	stop      chan struct{}
+	flushes chan chan error
+	stop    chan struct{}
+	// abort ends the last sends of a Close whose deadline passed.
+	abort     chan struct{}
 	done      chan struct{}
 	closeOnce sync.Once
+	abortOnce sync.Once
 }
 
 // Timing of the connection attempts and of the warnings.
@@ -107,9 +111,10 @@ func New(opts Options) (*Emitter, error) {
 		opts:    opts,
 		id:      identity{group: opts.Group, sourceSystem: opts.SourceSystem, hostname: host},
 		log:     opts.Logger,
-		buf:     make(chan telemetry.Event, opts.Capacity),
+		buf:     make(chan record, opts.Capacity),
 		flushes: make(chan chan error),
 		stop:    make(chan struct{}),
+		abort:   make(chan struct{}),
 		done:    make(chan struct{}),
 	}
 	register(e)
@@ -147,13 +152,23 @@ func saramaConfig(opts Options) (*sarama.Config, error) {
 }
 
 // Observe implements telemetry.Observer: it queues e, or drops it when the
-// buffer is full. It never blocks.
+// buffer is full or the emitter is closing. It never blocks.
 func (e *Emitter) Observe(ev telemetry.Event) {
 	if ev.Subject == nil {
 		return
 	}
+	if e.stopped.Load() || len(e.buf) == cap(e.buf) {
+		e.dropped.Add(1) // and no copy made for nothing
+		return
+	}
+	if r, ok := recordOf(ev); ok {
+		e.enqueue(r)
+	}
+}
+
+func (e *Emitter) enqueue(r record) {
 	select {
-	case e.buf <- ev:
+	case e.buf <- r:
 		e.accepted.Add(1)
 	default:
 		e.dropped.Add(1)
@@ -163,19 +178,12 @@ func (e *Emitter) Observe(ev telemetry.Event) {
 // Sent is the producer's observer (producer.Producer.OnDelivered): it
 // queues the prosody.message.sent event of d.
 func (e *Emitter) Sent(d producer.Delivered) {
-	m := messageOf(d)
-	e.Observe(telemetry.Event{Kind: telemetry.MessageSent, At: telemetry.Now(), Topic: d.Topic, Partition: d.Partition, Key: d.Key, Subject: m})
-}
-
-func messageOf(d producer.Delivered) *event.Message {
-	m := &event.Message{Topic: d.Topic, Partition: d.Partition, Offset: d.Offset, Key: d.Key}
-	if d.TraceParent != "" {
-		m.Headers = []event.Header{
-			{Key: tracing.TraceParent, Value: []byte(d.TraceParent)},
-			{Key: tracing.TraceState, Value: []byte(d.TraceState)},
-		}
+	if e.stopped.Load() {
+		e.dropped.Add(1)
+		return
 	}
-	return m
+	e.enqueue(record{kind: sentRecord, name: MessageSent, at: telemetry.Now(), topic: d.Topic, partition: d.Partition,
+		offset: d.Offset, key: d.Key, trace: tracing.Fields{TraceParent: d.TraceParent, TraceState: d.TraceState}})
 }
 
 // Stats returns the emitter's counts.
@@ -204,16 +212,19 @@ func (e *Emitter) Flush(ctx context.Context) error {
 }
 
 // Close sends what is queued, waits for its acknowledgements (or ctx),
-// and stops the emitter. Events observed afterwards are dropped.
+// and stops the emitter. Events observed afterwards are dropped, and so
+// is what is still queued when ctx ends.
 func (e *Emitter) Close(ctx context.Context) error {
 	e.closeOnce.Do(func() {
 		unregister(e)
+		e.stopped.Store(true)
 		close(e.stop)
 	})
 	select {
 	case <-e.done:
 		return nil
 	case <-ctx.Done():
+		e.abortOnce.Do(func() { close(e.abort) })
 		return fmt.Errorf("telemetry: closing the emitter: %w", ctx.Err())
 	}
 }
@@ -247,13 +258,15 @@ func (e *Emitter) run(cfg *sarama.Config) {
 	}
 	for {
 		select {
-		case ev := <-e.buf:
-			if !e.send(p, ev) {
+		case r := <-e.buf:
+			if !e.send(p, r) {
+				e.dropped.Add(uint64(len(e.buf)))
 				p.close()
 				return
 			}
 		case reply := <-e.flushes:
 			if !e.sendQueued(p) {
+				e.dropped.Add(uint64(len(e.buf)))
 				p.close()
 				reply <- nil
 				return
@@ -269,7 +282,9 @@ func (e *Emitter) run(cfg *sarama.Config) {
 		case <-warnings.C:
 			warnDrops()
 		case <-e.stop:
-			e.sendQueued(p)
+			if !e.sendQueued(p) {
+				e.dropped.Add(uint64(len(e.buf)))
+			}
 			p.close()
 			return
 		}
@@ -366,8 +381,8 @@ func (e *Emitter) discard() {
 	}
 }
 
-// sendQueued sends what the buffer holds now; false when the emitter
-// stopped while a send waited.
+// sendQueued sends what the buffer holds now; false when a Close ran out
+// of time while a send waited.
 func (e *Emitter) sendQueued(p *running) bool {
 	for n := len(e.buf); n > 0; n-- {
 		if !e.send(p, <-e.buf) {
@@ -377,18 +392,15 @@ func (e *Emitter) sendQueued(p *running) bool {
 	return true
 }
 
-// send hands the record of ev to the producer; false when the emitter
-// stopped while sarama's intake was full.
-func (e *Emitter) send(p *running, ev telemetry.Event) bool {
-	value, key, ok := e.id.appendRecord(make([]byte, 0, 320), ev)
-	if !ok {
-		return true
-	}
-	msg := &sarama.ProducerMessage{Topic: e.opts.Topic, Key: sarama.StringEncoder(key), Value: sarama.ByteEncoder(value)}
+// send hands r's document to the producer; false when a Close ran out of
+// time while sarama's intake was full.
+func (e *Emitter) send(p *running, r record) bool {
+	value := e.id.appendRecord(make([]byte, 0, 320), r)
+	msg := &sarama.ProducerMessage{Topic: e.opts.Topic, Key: sarama.StringEncoder(r.key), Value: sarama.ByteEncoder(value)}
 	select {
 	case p.producer.Input() <- msg:
 		return true
-	case <-e.stop:
+	case <-e.abort:
 		e.dropped.Add(1)
 		return false
 	}

@@ -159,3 +159,33 @@ func TestFlushDelivers(t *testing.T) {
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// Close sends everything queued before it, and what is observed after it
+// is dropped, counted.
+func TestCloseDeliversWhatIsQueued(t *testing.T) {
+	addrs := testservices.RequireKafka(t)
+	topic := testservices.UniqueName("telemetry")
+	em, err := New(Options{Brokers: addrs, Topic: topic, Group: "g", Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	testservices.WaitFor(t, 30*time.Second, "the emitter connects", func() bool {
+		return !errors.Is(em.Flush(ctx), ErrNotConnected)
+	})
+	const n = 2000
+	for i := 0; i < n; i++ {
+		em.Observe(messageEvent(i))
+	}
+	if err := em.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	em.Observe(messageEvent(n))
+	if s := em.Stats(); s.Accepted != n || s.Delivered != n || s.Dropped != 1 || s.Failed != 0 {
+		t.Fatalf("after close %+v, want %d accepted and delivered, the late one dropped", s, n)
+	}
+	if got := len(kafkatest.ReadTopic(t, addrs, topic)); got != n {
+		t.Fatalf("%d records on the topic, want %d", got, n)
+	}
+}

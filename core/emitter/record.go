@@ -2,7 +2,11 @@ package emitter
 
 import (
 	"strconv"
+	"strings"
+	"time"
 	"unicode/utf8"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/prosody-events/prosody-go/core/event"
 	"github.com/prosody-events/prosody-go/core/fault"
@@ -28,94 +32,140 @@ type identity struct {
 	group, sourceSystem, hostname string
 }
 
-// appendRecord appends the JSON document of e to b, with the fields in the
-// order of the telemetry schema, and returns it with the record's key. ok
-// is false for an event that is not serialised (one without a subject).
-func (id identity) appendRecord(b []byte, e telemetry.Event) (out []byte, key string, ok bool) {
+// record is an event as the emitter queues it: what its document says,
+// copied out of the event, so that a queued record holds nothing of the
+// message it is about (the fetched batch its key and payload live in).
+type record struct {
+	kind      recordKind
+	name      string
+	at        int64
+	topic     string
+	partition int32
+	offset    int64
+	key       string
+	demand    string // "" when the event has none
+	timerTime time.Time
+	timerType string
+	// category and exception are a failed call's.
+	category, exception string
+	failed              bool
+	// span is the span of the call, when recorded; trace otherwise the
+	// context the event carried.
+	span  trace.SpanContext
+	trace tracing.Fields
+}
+
+type recordKind uint8
+
+const (
+	messageRecord recordKind = iota
+	timerRecord
+	sentRecord
+)
+
+// recordOf copies what the document of e needs; ok is false for an event
+// that has none (no message or timer).
+func recordOf(e telemetry.Event) (r record, ok bool) {
+	r = record{at: e.At, span: e.Span}
 	switch s := e.Subject.(type) {
 	case *event.Message:
-		if e.Kind == telemetry.MessageSent {
-			return id.appendSent(b, e, s), s.Key, true
+		r.topic, r.partition, r.offset, r.key = s.Topic, s.Partition, s.Offset, strings.Clone(s.Key)
+		if !e.Span.IsValid() {
+			r.trace = tracing.FromHeaders(s.Headers)
 		}
-		return id.appendMessage(b, e, s), s.Key, true
+		if e.Kind == telemetry.MessageSent {
+			r.kind, r.name = sentRecord, MessageSent
+			return r, true
+		}
+		r.kind, r.name = messageRecord, MessageDispatched
+		switch e.Kind {
+		case telemetry.HandlerSucceeded:
+			r.name = MessageSucceeded
+		case telemetry.HandlerFailed:
+			r.name = MessageFailed
+		}
 	case *event.Timer:
-		return id.appendTimer(b, e, s), s.Key, true
+		r.kind, r.topic, r.partition, r.key, r.timerTime = timerRecord, s.Topic, s.Partition, strings.Clone(s.Key), s.Time
+		r.timerType = e.TimerType
+		if r.timerType == "" {
+			r.timerType = telemetry.TimerApplication
+		}
+		if !e.Span.IsValid() {
+			r.trace = tracing.FieldsOf(s.TraceContext)
+		}
+		switch e.Kind {
+		case telemetry.HandlerInvoked:
+			r.name = TimerDispatched
+		case telemetry.HandlerSucceeded:
+			r.name = TimerSucceeded
+		case telemetry.HandlerFailed:
+			r.name = TimerFailed
+		case telemetry.TimerScheduled:
+			r.name = TimerScheduled
+		case telemetry.TimerCancelled:
+			r.name = TimerCancelled
+		default:
+			return r, false
+		}
+	default:
+		return r, false
 	}
-	return b, "", false
-}
-
-func (id identity) appendMessage(b []byte, e telemetry.Event, m *event.Message) []byte {
-	name := MessageDispatched
 	switch e.Kind {
-	case telemetry.HandlerSucceeded:
-		name = MessageSucceeded
-	case telemetry.HandlerFailed:
-		name = MessageFailed
+	case telemetry.HandlerInvoked, telemetry.HandlerSucceeded, telemetry.HandlerFailed:
+		r.demand = "normal"
+		if e.Failure {
+			r.demand = "failure"
+		}
 	}
-	b = appendHead(b, name, e.At)
-	b = appendInt(b, "offset", m.Offset)
-	b = appendString(b, "topic", m.Topic)
-	b = appendInt(b, "partition", int64(m.Partition))
-	b = appendString(b, "key", m.Key)
-	b = appendString(b, "source", id.group)
-	b = appendString(b, "hostname", id.hostname)
-	b = appendString(b, "demandType", demand(e))
-	b = appendFailure(b, e)
-	f := tracing.FromHeaders(m.Headers)
-	return append(appendTrace(b, f.TraceParent, f.TraceState), '}')
+	if e.Kind == telemetry.HandlerFailed && e.Err != nil {
+		r.failed, r.category, r.exception = true, fault.ClassOf(e.Err).String(), e.Err.Error()
+	}
+	return r, true
 }
 
-func (id identity) appendTimer(b []byte, e telemetry.Event, t *event.Timer) []byte {
-	name, handler := TimerDispatched, true
-	switch e.Kind {
-	case telemetry.HandlerSucceeded:
-		name = TimerSucceeded
-	case telemetry.HandlerFailed:
-		name = TimerFailed
-	case telemetry.TimerScheduled:
-		name, handler = TimerScheduled, false
-	case telemetry.TimerCancelled:
-		name, handler = TimerCancelled, false
+// appendRecord appends the JSON document of r to b, with the fields in
+// the order of the telemetry schema.
+func (id identity) appendRecord(b []byte, r record) []byte {
+	b = appendHead(b, r.name, r.at)
+	switch r.kind {
+	case messageRecord:
+		b = appendInt(b, "offset", r.offset)
+		b = appendString(b, "topic", r.topic)
+		b = appendInt(b, "partition", int64(r.partition))
+		b = appendString(b, "key", r.key)
+		b = appendString(b, "source", id.group)
+		b = appendString(b, "hostname", id.hostname)
+		b = appendString(b, "demandType", r.demand)
+	case timerRecord:
+		b = append(b, `,"scheduledTime":"`...)
+		b = r.timerTime.UTC().AppendFormat(b, "2006-01-02T15:04:05Z")
+		b = append(b, '"')
+		b = appendString(b, "timerType", r.timerType)
+		b = appendString(b, "topic", r.topic)
+		b = appendInt(b, "partition", int64(r.partition))
+		b = appendString(b, "key", r.key)
+		b = appendString(b, "source", id.group)
+		b = appendString(b, "hostname", id.hostname)
+		if r.demand != "" {
+			b = appendString(b, "demandType", r.demand)
+		}
+	case sentRecord:
+		b = appendString(b, "topic", r.topic)
+		b = appendInt(b, "partition", int64(r.partition))
+		b = appendInt(b, "offset", r.offset)
+		b = appendString(b, "key", r.key)
+		b = appendString(b, "source", id.sourceSystem)
+		b = appendString(b, "hostname", id.hostname)
 	}
-	typ := e.TimerType
-	if typ == "" {
-		typ = telemetry.TimerApplication
+	if r.failed {
+		b = appendString(b, "errorCategory", r.category)
+		b = appendString(b, "exception", r.exception)
 	}
-	b = appendHead(b, name, e.At)
-	b = append(b, `,"scheduledTime":"`...)
-	b = t.Time.UTC().AppendFormat(b, "2006-01-02T15:04:05Z")
-	b = append(b, '"')
-	b = appendString(b, "timerType", typ)
-	b = appendString(b, "topic", t.Topic)
-	b = appendInt(b, "partition", int64(t.Partition))
-	b = appendString(b, "key", t.Key)
-	b = appendString(b, "source", id.group)
-	b = appendString(b, "hostname", id.hostname)
-	if handler {
-		b = appendString(b, "demandType", demand(e))
-		b = appendFailure(b, e)
+	f := r.trace
+	if r.span.IsValid() {
+		f = tracing.FieldsOfSpan(r.span)
 	}
-	f := tracing.FieldsOf(t.TraceContext)
 	return append(appendTrace(b, f.TraceParent, f.TraceState), '}')
-}
-
-func (id identity) appendSent(b []byte, e telemetry.Event, m *event.Message) []byte {
-	b = appendHead(b, MessageSent, e.At)
-	b = appendString(b, "topic", m.Topic)
-	b = appendInt(b, "partition", int64(m.Partition))
-	b = appendInt(b, "offset", m.Offset)
-	b = appendString(b, "key", m.Key)
-	b = appendString(b, "source", id.sourceSystem)
-	b = appendString(b, "hostname", id.hostname)
-	f := tracing.FromHeaders(m.Headers)
-	return append(appendTrace(b, f.TraceParent, f.TraceState), '}')
-}
-
-func demand(e telemetry.Event) string {
-	if e.Failure {
-		return "failure"
-	}
-	return "normal"
 }
 
 func appendHead(b []byte, name string, at int64) []byte {
@@ -124,15 +174,6 @@ func appendHead(b []byte, name string, at int64) []byte {
 	b = append(b, `,"eventTime":"`...)
 	b = telemetry.Wall(at).UTC().AppendFormat(b, "2006-01-02T15:04:05.000Z")
 	return append(b, '"')
-}
-
-// appendFailure writes a failed call's error class and text.
-func appendFailure(b []byte, e telemetry.Event) []byte {
-	if e.Kind != telemetry.HandlerFailed || e.Err == nil {
-		return b
-	}
-	b = appendString(b, "errorCategory", fault.ClassOf(e.Err).String())
-	return appendString(b, "exception", e.Err.Error())
 }
 
 // appendTrace writes the trace context the event happened in; tracestate

@@ -50,10 +50,11 @@ func TestRecords(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, _, ok := testID.appendRecord(nil, tc.ev)
+			r, ok := recordOf(tc.ev)
 			if !ok {
 				t.Fatal("not serialised")
 			}
+			got := testID.appendRecord(nil, r)
 			if string(got) != tc.want {
 				t.Fatalf("got\n%s\nwant\n%s", got, tc.want)
 			}

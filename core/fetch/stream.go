@@ -56,8 +56,8 @@ func NewStream(topic string, partition int32, next int64, limit int) *Stream {
 }
 
 // Start is the offset the stream started at: the one it was subscribed
-// at, or what a sentinel (oldest, newest) resolved to; -1 while that is
-// not known yet.
+// at, or where that was moved to (a sentinel resolved, an offset out of
+// the log's range moved to its nearer end); -1 while that is not known.
 func (s *Stream) Start() int64 { return s.start.Load() }
 
 // HighWaterMark is the partition's high-water mark (the offset after its
@@ -235,7 +235,9 @@ func (s *Stream) seek(from, offset int64) bool {
 		return false
 	}
 	s.next = offset
-	if from < 0 {
+	if s.start.Load() == from || from < 0 {
+		// Still where it started: a sentinel resolved, or a start out of
+		// the log's range moved to its end.
 		s.start.Store(offset)
 	}
 	return true

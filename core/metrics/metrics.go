@@ -170,7 +170,7 @@ func (o *Observer) Observe(e telemetry.Event) {
 		}
 		outcome := 0
 		if e.Kind == telemetry.HandlerFailed {
-			outcome = 1 + int(fault.ClassOf(e.Err))
+			outcome = 1 + min(int(fault.ClassOf(e.Err)), len(outcomes)-2)
 		}
 		if e.Start != 0 && e.At >= e.Start {
 			s.duration[kind][outcome].Observe(float64(e.At-e.Start) / 1e9)

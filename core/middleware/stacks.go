@@ -83,7 +83,7 @@ func ModeStacks(cfg *config.Config, h event.Handler, svc Services) Stacks {
 		inner = append(inner, &Transaction{Logger: svc.Logger, OwnAttempt: svc.Timeouts == nil || !svc.Timeouts.Enabled()})
 	}
 	if svc.Broadcast != nil {
-		inner = append(inner, NewTelemetry(svc.Broadcast))
+		inner = append(inner, &Telemetry{b: svc.Broadcast, spans: svc.Spans})
 	}
 	var outer []Layer
 	var undecodable *Stack

@@ -1,6 +1,8 @@
 package middleware
 
 import (
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/prosody-events/prosody-go/core/event"
 	"github.com/prosody-events/prosody-go/core/telemetry"
 )
@@ -13,6 +15,9 @@ import (
 // the outcomes. With nobody subscribed it costs an atomic load.
 type Telemetry struct {
 	b *telemetry.Broadcast
+	// spans: the events carry the span of their call (the Spans layer
+	// is in the stack).
+	spans bool
 }
 
 // NewTelemetry returns the layer publishing to b.
@@ -46,6 +51,9 @@ func (t *Telemetry) After(r *Run, err error) Step {
 
 func (t *Telemetry) publish(r *Run, kind telemetry.Kind, at, start int64, err error) {
 	e := telemetry.Event{Kind: kind, At: at, Start: start, Failure: r.demand == Failure, Subject: r.ev, Err: err}
+	if t.spans {
+		e.Span = trace.SpanContextFromContext(r.call)
+	}
 	var ok bool
 	if e.Topic, e.Partition, e.Key, e.Timer, ok = handled(r.ev); ok {
 		t.b.Publish(e)

@@ -18,6 +18,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/prosody-events/prosody-go/core/event"
 )
 
@@ -90,6 +92,9 @@ type Event struct {
 	// (TimerApplication and the internal types of deferral); handler
 	// events of timers are of application timers.
 	TimerType string
+	// Span is the span the handler call runs in, when the core's spans
+	// are recorded; invalid otherwise.
+	Span trace.SpanContext
 }
 
 // Timer types as the telemetry topic names them.

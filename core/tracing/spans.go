@@ -56,3 +56,11 @@ func FieldsOfContext(ctx context.Context) Fields {
 	}
 	return f
 }
+
+// FieldsOfSpan is the trace context of a span in wire form (no baggage).
+func FieldsOfSpan(sc trace.SpanContext) Fields {
+	if !sc.IsValid() {
+		return Fields{}
+	}
+	return FieldsOfContext(trace.ContextWithSpanContext(context.Background(), sc))
+}
