@@ -110,12 +110,7 @@ func TestFlushDelivers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer em.Close(context.Background())
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	// The first events go out once the emitter has connected.
-	testservices.WaitFor(t, 30*time.Second, "the emitter connects", func() bool {
-		return !errors.Is(em.Flush(ctx), ErrNotConnected)
-	})
+	ctx := connected(t, em)
 	const n = 500
 	for i := 0; i < n; i++ {
 		em.Observe(messageEvent(i))
@@ -169,11 +164,7 @@ func TestCloseDeliversWhatIsQueued(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	testservices.WaitFor(t, 30*time.Second, "the emitter connects", func() bool {
-		return !errors.Is(em.Flush(ctx), ErrNotConnected)
-	})
+	ctx := connected(t, em)
 	const n = 2000
 	for i := 0; i < n; i++ {
 		em.Observe(messageEvent(i))
@@ -188,4 +179,16 @@ func TestCloseDeliversWhatIsQueued(t *testing.T) {
 	if got := len(kafkatest.ReadTopic(t, addrs, topic)); got != n {
 		t.Fatalf("%d records on the topic, want %d", got, n)
 	}
+}
+
+// connected waits until em has reached Kafka (a flush no longer says it
+// has not) and returns a context for the test's further calls.
+func connected(t *testing.T, em *Emitter) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	testservices.WaitFor(t, 30*time.Second, "the emitter connects", func() bool {
+		return !errors.Is(em.Flush(ctx), ErrNotConnected)
+	})
+	return ctx
 }
