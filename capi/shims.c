@@ -90,6 +90,11 @@ int prosody_flush_telemetry(int64_t timeout_ms, prosody_completion_fn done, void
   return prosodyGo_flush_telemetry(timeout_ms, done, (uintptr_t)user_data, error_message);
 }
 
+int prosody_tracing_recording(int *recording, char **error_message) {
+  PROSODY_ENTER(error_message);
+  return prosodyGo_tracing_recording(recording, error_message);
+}
+
 /* ---- client ---- */
 
 int prosody_client_new(const char *config_json, uint64_t *client, char **error_message) {

@@ -33,3 +33,17 @@ func prosodyGo_flush_telemetry(timeoutMs C.int64_t, cb C.prosody_completion_fn, 
 	})
 	return C.PROSODY_OK
 }
+
+//export prosodyGo_tracing_recording
+func prosodyGo_tracing_recording(out *C.int, errOut **C.char) (status C.int) {
+	const fn = "prosody_tracing_recording"
+	defer guard(fn, &status, errOut)
+	if out == nil {
+		return fail(errOut, nullArg(fn, "recording"))
+	}
+	*out = 0
+	if tracing.Recording() {
+		*out = 1
+	}
+	return C.PROSODY_OK
+}

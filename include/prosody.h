@@ -366,6 +366,14 @@ int prosody_config_schema(char **schema_json, char **error_message);
 int prosody_flush_telemetry(int64_t timeout_ms, prosody_completion_fn done, void *user_data,
                             char **error_message);
 
+/* Stores in *recording 1 when the core records spans of its own (an OTLP
+ * exporter was set up from the OTEL_* variables when the process's first
+ * client was made), else 0. Each event is then handed the trace context
+ * of the core's receive or trigger span, which has applied message_spans
+ * / timer_spans already: a host's own handler span is its child. Errors:
+ * INVALID_ARGUMENT, AFTER_FORK. */
+int prosody_tracing_recording(int *recording, char **error_message);
+
 /* ------------------------------------------------------------------------
  * Client
  * ------------------------------------------------------------------------ */

@@ -195,6 +195,10 @@ static void test_library(void) {
   EXPECT(prosody_flush_telemetry(0, on_done, &w, errp_), PROSODY_ERR_INVALID_ARGUMENT, "timeout_ms");
   EXPECT(prosody_flush_telemetry(1000, NULL, &w, errp_), PROSODY_ERR_INVALID_ARGUMENT, "done");
   waiter_destroy(&w);
+  int recording = -1;
+  EXPECT(prosody_tracing_recording(NULL, errp_), PROSODY_ERR_INVALID_ARGUMENT, "recording");
+  EXPECT(prosody_tracing_recording(&recording, errp_), PROSODY_OK, NULL);
+  CHECK(recording == 0, "no OTLP endpoint, yet the core records spans (%d)", recording);
   /* No emitter runs (mock mode has none): nothing to wait for. */
   AWAIT(&w, prosody_flush_telemetry(1000, on_done, &w, &err_), 30, PROSODY_OK);
 }

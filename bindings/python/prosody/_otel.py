@@ -23,7 +23,7 @@ try:
 except ImportError:  # pragma: no cover - exercised when the extra is absent
     AVAILABLE = False
 
-__all__ = ["AVAILABLE", "inject", "handler_scope", "sdk_installed", "message_spans_follow", "core_records_spans"]
+__all__ = ["AVAILABLE", "inject", "handler_scope", "sdk_installed", "message_spans_follow"]
 
 _NO_SCOPE: AbstractContextManager[Any] = nullcontext()
 
@@ -92,11 +92,6 @@ else:
         name: str, carrier: Mapping[str, str], follows_from: bool
     ) -> AbstractContextManager[Any]:
         return _NO_SCOPE
-
-
-def core_records_spans() -> bool:
-    """Whether the core records spans of its own: it does once an OTLP endpoint is set."""
-    return bool(os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
 
 
 def message_spans_follow(option: object) -> bool:

@@ -117,12 +117,6 @@ class ProsodyClient:
         self._pid = os.getpid()
         self._dispatcher: Dispatcher | None = None
         self._subscribing = False
-        # When the core records spans (an OTLP endpoint is set), it applies
-        # message_spans / timer_spans itself and hands the handler its span:
-        # the handler's span is then that span's child.
-        core_spans = _otel.core_records_spans()
-        self._message_follows = not core_spans and _otel.message_spans_follow(config.get("message_spans"))
-        self._timer_follows = not core_spans and _otel.timer_spans_follow(config.get("timer_spans"))
         # What repr shows: identifying options only, never credentials.
         self._shown = {name: config.get(name) for name in ("mode", "group_id", "subscribed_topics", "bootstrap_servers")}
         ffi, lib = _native.load()
@@ -140,6 +134,14 @@ class ProsodyClient:
         if status != _native.OK:
             raise _native.status_error(status, _native.take_error(err))
         self._fd = int(fd[0])
+        # When the core records spans of its own, it has applied message_spans /
+        # timer_spans and hands each handler its span: the handler's span is
+        # that span's child. Otherwise the package relates the handler's span
+        # to the record's context itself.
+        recording = ffi.new("int *")
+        core_spans = lib.prosody_tracing_recording(recording, err) == _native.OK and bool(recording[0])
+        self._message_follows = not core_spans and _otel.message_spans_follow(config.get("message_spans"))
+        self._timer_follows = not core_spans and _otel.timer_spans_follow(config.get("timer_spans"))
 
     # ---- guards ----
 
