@@ -140,7 +140,8 @@ func checkSpanTree(t *testing.T, rel config.SpanLinking, spans map[string]sdktra
 		t.Errorf("kinds: send %v, receive %v", send.SpanKind(), receive.SpanKind())
 	}
 	a := attrs(send)
-	if a["topic"].AsString() == "" || a["payload_size"].AsInt64() != int64(len(`{"id":"e1"}`)) || a["offset"].AsInt64() != 0 {
+	if a["topic"].AsString() == "" || a["payload_size"].AsInt64() != int64(len(`{"id":"e1"}`)) || a["offset"].AsInt64() != 0 ||
+		a["timestamp"].AsInt64() < time.Now().Add(-time.Hour).UnixMilli() {
 		t.Errorf("send attributes %v", a)
 	}
 	related(t, rel, receive, send)

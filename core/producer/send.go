@@ -126,8 +126,7 @@ func (s *Sending) endSpan(d Delivery, err error) {
 		s.span.RecordError(err)
 		s.span.SetStatus(codes.Error, err.Error())
 	} else {
-		s.span.SetAttributes(attribute.Int("partition", int(d.Partition)), attribute.Int64("offset", d.Offset),
-			attribute.Int64("timestamp", time.Now().UnixMilli()))
+		s.span.SetAttributes(attribute.Int("partition", int(d.Partition)), attribute.Int64("offset", d.Offset))
 	}
 	s.span.End()
 	s.span = nil
@@ -168,7 +167,11 @@ func (p *Producer) Begin(ctx context.Context, topic, key string, payload []byte,
 			trace.WithAttributes(attribute.String("topic", topic), attribute.Int("payload_size", len(payload))))
 	}
 	s.f = &flight{done: make(chan outcome, 1)}
-	if err := s.hand(p.newMessage(s.ctx, topic, key, payload, headers, s.f)); err != nil {
+	msg := p.newMessage(s.ctx, topic, key, payload, headers, s.f)
+	if s.span != nil {
+		s.span.SetAttributes(attribute.Int64("timestamp", msg.Timestamp.UnixMilli()))
+	}
+	if err := s.hand(msg); err != nil {
 		s.endSpan(Delivery{}, err)
 		return nil, err
 	}
