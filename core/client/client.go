@@ -276,6 +276,7 @@ func (c *Client) Subscribe(h event.Handler) error {
 		Stacks:          stacks,
 		Scheduler:       sched,
 		Broadcast:       broadcast,
+		MessageSpans:    middleware.Relation(c.cfg.MessageSpans),
 		Logger:          c.log,
 	})
 	if err != nil {

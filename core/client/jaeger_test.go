@@ -96,7 +96,7 @@ func TestSpansInJaeger(t *testing.T) {
 				tracing.SetProvider(nil)
 				_ = tp.Shutdown(context.Background())
 			}()
-			spanChain(t, target{name: "kafka"}, tp, tc.rel)
+			spanChain(t, target{name: "kafka"}, tp, tc.rel, false)
 			if err := tp.ForceFlush(context.Background()); err != nil {
 				t.Fatal(err)
 			}

@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,20 +22,33 @@ import (
 // core's spans recorded by tp, message_spans and timer_spans set to rel,
 // and a Go handler that makes spans of its own; it returns once the
 // timer's handler ran.
-func spanChain(t *testing.T, tg target, tp trace.TracerProvider, rel config.SpanLinking) {
+//
+// With extras, it also sends a message of the receiver's own source
+// system (filtered: a message.filtered span) and one whose first attempt
+// fails (deferred, then read back: a load span), after the first.
+func spanChain(t *testing.T, tg target, tp trace.TracerProvider, rel config.SpanLinking, extras bool) {
 	t.Helper()
 	topic := createTopic(t, tg, 1)
 	app := tp.Tracer("app")
+	group := testservices.UniqueName("spans")
 	sender := newClient(t, newConfig(t, tg, func(c *config.Config) { c.SourceSystem = "spans-sender" }))
 	receiver := newClient(t, newConfig(t, tg, func(c *config.Config) {
-		c.GroupID = testservices.UniqueName("spans")
+		c.GroupID = group
 		c.SubscribedTopics = []string{topic}
 		c.CassandraKeyspace = testservices.UniqueName("spans")
 		c.MessageSpans, c.TimerSpans = rel, rel
 	}))
-	fired := make(chan struct{})
+	fired, retried := make(chan struct{}), make(chan struct{})
+	var failedOnce atomic.Bool
 	err := receiver.Subscribe(event.HandlerFuncs{
 		Message: func(ctx *event.Context, m *event.Message) error {
+			if m.Key == "fails-once" {
+				if failedOnce.CompareAndSwap(false, true) {
+					return errors.New("the first attempt fails")
+				}
+				close(retried)
+				return nil
+			}
 			_, span := app.Start(ctx, "handle message")
 			defer span.End()
 			return ctx.Schedule(time.Now().Add(time.Second))
@@ -58,6 +73,20 @@ func spanChain(t *testing.T, tg target, tp trace.TracerProvider, rel config.Span
 	case <-time.After(60 * time.Second):
 		t.Fatal("the timer did not fire")
 	}
+	if extras {
+		loop := newClient(t, newConfig(t, tg, func(c *config.Config) { c.SourceSystem = group }))
+		if err := loop.Send(ctx, topic, "looped", []byte(`{"id":"e2"}`)); err != nil {
+			t.Fatal(err)
+		}
+		if err := sender.Send(ctx, topic, "fails-once", []byte(`{"id":"e3"}`)); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-retried:
+		case <-time.After(60 * time.Second):
+			t.Fatal("the deferred message was not retried")
+		}
+	}
 	if err := receiver.Unsubscribe(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -72,10 +101,16 @@ func TestSpansOfTheChain(t *testing.T) {
 			tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 			tracing.SetProvider(tp)
 			defer tracing.SetProvider(nil)
-			spanChain(t, target{name: "mock", mock: true}, tp, rel)
+			spanChain(t, target{name: "mock", mock: true}, tp, rel, true)
 			spans := map[string]sdktrace.ReadOnlySpan{}
 			for _, s := range rec.Ended() {
-				spans[s.Name()] = s
+				// The chain's spans by name; the extras' by name and key.
+				switch key := attrs(s)["key"].AsString(); {
+				case key == "looped" || key == "fails-once":
+					spans[s.Name()+" "+key] = s
+				case spans[s.Name()] == nil:
+					spans[s.Name()] = s
+				}
 			}
 			for _, name := range []string{"request", "send", "receive", "handle message", "trigger", "handle timer"} {
 				if spans[name] == nil {
@@ -83,6 +118,23 @@ func TestSpansOfTheChain(t *testing.T) {
 				}
 			}
 			checkSpanTree(t, rel, spans)
+			filtered := spans["message.filtered looped"]
+			if filtered == nil || attrs(filtered)["reason"].AsString() != "source-system-loop" {
+				t.Fatalf("no message.filtered span of reason source-system-loop among %v", names(rec.Ended()))
+			}
+			load := spans["load fails-once"]
+			if load == nil {
+				t.Fatalf("no load span of the deferred message among %v", names(rec.Ended()))
+			}
+			if a := attrs(load); a["topic"].AsString() == "" || a["offset"].AsInt64() != 2 || a["cached"].Type() != attribute.BOOL {
+				t.Errorf("load attributes %v", a)
+			}
+			// The load span comes from the record's context (its send
+			// span), as the message's receive span does.
+			receive := spans["receive fails-once"]
+			if receive == nil || origin(load) != origin(receive) || !origin(load).IsValid() {
+				t.Errorf("the load span does not come from the record's context as its receive span does")
+			}
 		})
 	}
 }
@@ -123,6 +175,17 @@ func related(t *testing.T, rel config.SpanLinking, child, parent sdktrace.ReadOn
 	if len(links[0].Attributes) != 1 || links[0].Attributes[0] != attribute.String("opentracing.ref_type", "follows_from") {
 		t.Errorf("link attributes %v", links[0].Attributes)
 	}
+}
+
+// origin is the span s comes from: its parent, or the span it links to.
+func origin(s sdktrace.ReadOnlySpan) trace.SpanID {
+	if s.Parent().IsValid() {
+		return s.Parent().SpanID()
+	}
+	if links := s.Links(); len(links) > 0 {
+		return links[0].SpanContext.SpanID()
+	}
+	return trace.SpanID{}
 }
 
 func childOf(t *testing.T, child, parent sdktrace.ReadOnlySpan) {

@@ -17,6 +17,7 @@ import (
 	"github.com/prosody-events/prosody-go/core/state"
 	"github.com/prosody-events/prosody-go/core/telemetry"
 	"github.com/prosody-events/prosody-go/core/timerstore"
+	"github.com/prosody-events/prosody-go/core/tracing"
 )
 
 // Options configure a Consumer. The high-level client fills them from the
@@ -70,6 +71,11 @@ type Options struct {
 	// of each event taking and returning one (middleware.Scheduler.Lease).
 	// Nil: every event takes its own, as the stack does anyway.
 	Scheduler *middleware.Scheduler
+
+	// MessageSpans relates the spans the consumer makes of a message
+	// outside the stacks (message.filtered, load) to the record's context,
+	// when the core's spans are recorded (message_spans).
+	MessageSpans tracing.Relation
 
 	// Broadcast, when set, is told of the timers scheduled and cancelled
 	// (telemetry.TimerScheduled, TimerCancelled), for its observers of

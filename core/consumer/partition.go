@@ -19,6 +19,8 @@ import (
 	"github.com/prosody-events/prosody-go/core/offsets"
 	"github.com/prosody-events/prosody-go/core/payload"
 	"github.com/prosody-events/prosody-go/core/timers"
+	"github.com/prosody-events/prosody-go/core/tracing"
+	"go.opentelemetry.io/otel/attribute"
 )
 
 // item is one event in a key's queue: a message, an undecodable record
@@ -262,6 +264,12 @@ func (p *partition) blockDriver() (resume func()) {
 func (p *partition) filterOut(msg *event.Message, reason filter.Reason) int64 {
 	p.c.stats.filtered.Add(1)
 	p.c.stats.skip(reason)
+	if tracing.Recording() {
+		_, span := tracing.StartRemote(nil, tracing.FromHeaders(msg.Headers), p.c.opts.MessageSpans, "message.filtered",
+			attribute.String("reason", reason.String()), attribute.String("topic", msg.Topic),
+			attribute.Int("partition", int(msg.Partition)), attribute.Int64("offset", msg.Offset), attribute.String("key", msg.Key))
+		span.End()
+	}
 	p.log.Debug("message filtered", slog.String("reason", reason.String()),
 		slog.Int64("offset", msg.Offset), slog.String("key", msg.Key))
 	return msg.Offset

@@ -2,9 +2,12 @@ package consumer
 
 import (
 	"context"
+
 	"fmt"
 	"log/slog"
 	"time"
+
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/prosody-events/prosody-go/core/deferral"
 	"github.com/prosody-events/prosody-go/core/event"
@@ -254,7 +257,7 @@ func (p *partition) openDeferral(ctx context.Context, seg timerstore.Segment) (*
 // decodes it as the fetch loop does. A record that no longer decodes is a
 // permanent failure: a retry would read the same bytes.
 func (p *partition) loadDeferred(ctx context.Context, offset int64) (*event.Message, error) {
-	rec, err := p.c.loader.Load(ctx, p.topic, p.id, offset)
+	rec, cached, err := p.c.loader.LoadCached(ctx, p.topic, p.id, offset)
 	if err != nil {
 		return nil, err
 	}
@@ -262,6 +265,13 @@ func (p *partition) loadDeferred(ctx context.Context, offset int64) (*event.Mess
 	var dec payload.Decoder
 	if _, err := decodeRecord(&dec, p.topic, p.id, &rec, time.Now(), msg); err != nil {
 		return nil, fault.Permanent(fmt.Errorf("deferred message at offset %d: %w", offset, err))
+	}
+	if tracing.Recording() {
+		// Related to the record's own context, as its receive span was.
+		_, span := tracing.StartRemote(nil, tracing.FromHeaders(msg.Headers), p.c.opts.MessageSpans, "load",
+			attribute.Int("partition", int(msg.Partition)), attribute.Int64("offset", msg.Offset),
+			attribute.String("topic", msg.Topic), attribute.String("key", msg.Key), attribute.Bool("cached", cached))
+		span.End()
 	}
 	return msg, nil
 }

@@ -216,48 +216,55 @@ type loadResult struct {
 // (terminal) once Close has started; a Kafka error classified as
 // core-behavior.md §7 says.
 func (l *Loader) Load(ctx context.Context, topic string, partition int32, offset int64) (Record, error) {
+	rec, _, err := l.LoadCached(ctx, topic, partition, offset)
+	return rec, err
+}
+
+// LoadCached is Load, and says whether the record came from memory (the
+// cache, or the records fetched last) rather than from a read.
+func (l *Loader) LoadCached(ctx context.Context, topic string, partition int32, offset int64) (Record, bool, error) {
 	if offset < 0 {
-		return Record{}, fault.Permanent(fmt.Errorf("fetch: loading %s/%d: invalid offset %d", topic, partition, offset))
+		return Record{}, false, fault.Permanent(fmt.Errorf("fetch: loading %s/%d: invalid offset %d", topic, partition, offset))
 	}
 	select {
 	case <-l.done:
-		return Record{}, ErrLoaderClosed
+		return Record{}, false, ErrLoaderClosed
 	default:
 	}
 	select {
 	case l.sem <- struct{}{}:
 	case <-ctx.Done():
-		return Record{}, fmt.Errorf("fetch: loading %s/%d at %d: waiting for a permit: %w", topic, partition, offset, ctx.Err())
+		return Record{}, false, fmt.Errorf("fetch: loading %s/%d at %d: waiting for a permit: %w", topic, partition, offset, ctx.Err())
 	case <-l.done:
-		return Record{}, ErrLoaderClosed
+		return Record{}, false, ErrLoaderClosed
 	}
 	defer func() { <-l.sem }()
 
 	k := recordKey{partitionKey{topic, partition}, offset}
 	if l.cache != nil {
 		if rec, ok := l.cache.get(k); ok {
-			return rec, nil
+			return rec, true, nil
 		}
 	}
 	if rec, ok := l.fromRecent(k); ok {
 		if l.cache != nil {
 			l.cache.put(k, rec)
 		}
-		return rec, nil
+		return rec, true, nil
 	}
 	req := &loadReq{offset: offset, res: make(chan loadResult, 1)}
 	g, err := l.enqueue(k, req)
 	if err != nil {
-		return Record{}, err
+		return Record{}, false, err
 	}
 	select {
 	case r := <-req.res:
-		return r.rec, r.err
+		return r.rec, false, r.err
 	case <-ctx.Done():
 		l.dequeue(g, req)
-		return Record{}, fmt.Errorf("fetch: loading %s/%d at %d: %w", topic, partition, offset, ctx.Err())
+		return Record{}, false, fmt.Errorf("fetch: loading %s/%d at %d: %w", topic, partition, offset, ctx.Err())
 	case <-l.done:
-		return Record{}, ErrLoaderClosed
+		return Record{}, false, ErrLoaderClosed
 	}
 }
 

@@ -124,7 +124,7 @@ func ModeStacks(cfg *config.Config, h event.Handler, svc Services) Stacks {
 		}
 	}
 	if svc.Spans {
-		outer = append([]Layer{&Spans{Messages: relation(cfg.MessageSpans), Timers: relation(cfg.TimerSpans)}}, outer...)
+		outer = append([]Layer{&Spans{Messages: Relation(cfg.MessageSpans), Timers: Relation(cfg.TimerSpans)}}, outer...)
 	}
 	return Stacks{
 		Events:      NewStack(Handler(h, svc.Scheduler), append(outer, inner...)...),
@@ -132,7 +132,8 @@ func ModeStacks(cfg *config.Config, h event.Handler, svc Services) Stacks {
 	}
 }
 
-func relation(l config.SpanLinking) tracing.Relation {
+// Relation is the span relation a message_spans or timer_spans value names.
+func Relation(l config.SpanLinking) tracing.Relation {
 	if l == config.SpanFollowsFrom {
 		return tracing.FollowsFrom
 	}
