@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/baggage"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -51,6 +52,9 @@ func spanChain(t *testing.T, tg target, tp trace.TracerProvider, rel config.Span
 			}
 			_, span := app.Start(ctx, "handle message")
 			defer span.End()
+			if got := baggage.FromContext(ctx).Member("tenant").Value(); got != "acme" {
+				t.Errorf("the handler's context carries baggage tenant=%q, want acme", got)
+			}
 			return ctx.Schedule(time.Now().Add(time.Second))
 		},
 		Timer: func(ctx *event.Context, tm *event.Timer) error {
@@ -63,7 +67,9 @@ func spanChain(t *testing.T, tg target, tp trace.TracerProvider, rel config.Span
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, request := app.Start(context.Background(), "request")
+	tenant, _ := baggage.NewMember("tenant", "acme")
+	bag, _ := baggage.New(tenant)
+	ctx, request := app.Start(baggage.ContextWithBaggage(context.Background(), bag), "request")
 	if err := sender.Send(ctx, topic, "k1", []byte(`{"id":"e1"}`)); err != nil {
 		t.Fatal(err)
 	}

@@ -46,7 +46,10 @@ func (l *Spans) Before(r *Run) Step {
 	default:
 		return Continue
 	}
-	values := baggage.ContextWithBaggage(trace.ContextWithSpan(r.ctx.Parent(), span), baggage.FromContext(ctx))
+	values := trace.ContextWithSpan(r.ctx.Parent(), span)
+	if bag := baggage.FromContext(ctx); bag.Len() > 0 {
+		values = baggage.ContextWithBaggage(values, bag)
+	}
 	r.ctx.SetTrace(spanTrace{values})
 	return Continue
 }
