@@ -21,6 +21,10 @@
 //     OTEL_EXPORTER_OTLP_ENDPOINT is set (the cost of tracing is traced
 //     against nodedup; OTEL_TRACES_SAMPLER applies);
 //
+//   - observed: nodedup with the observers a client subscribes by
+//     default outside mock mode: the telemetry emitter (writing to a
+//     topic of its own) and the metrics of the probe server;
+//
 //   - bare: the engine without the telemetry broadcast, timers,
 //     deferral and deduplication (the layers' cost is prosody against
 //     bare);
@@ -50,6 +54,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prosody-events/prosody-go/core/emitter"
+	"github.com/prosody-events/prosody-go/core/metrics"
+
 	"github.com/prosody-events/prosody-go/core/tracing"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -72,7 +79,7 @@ var (
 	verbose        = flag.Bool("v", false, "print details of each engine run")
 	progress       = flag.Duration("progress", 0, "print each reader's message count at this interval (0: never)")
 	maxUncommitted = flag.Int("max-uncommitted", 0, "max_uncommitted for the engine (0: the default configuration's)")
-	readers        = flag.String("readers", "sarama,prosody", "readers to run each round, comma-separated: sarama, prosody, nodedup, traced, bare, failing")
+	readers        = flag.String("readers", "sarama,prosody", "readers to run each round, comma-separated: sarama, prosody, nodedup, traced, observed, bare, failing")
 	failFor        = flag.Duration("fail-for", 30*time.Second, "how long the failing reader's failing keys fail")
 	cassandraNodes = flag.String("cassandra", "", "Cassandra nodes for the engine's timer and defer stores (default: in memory)")
 )
@@ -311,7 +318,7 @@ func engine(addrs []string, topic string, n, keys int, reader string) (el, first
 	if reader == "bare" {
 		stacks, stop, opts.Scheduler = benchkit.BareStacks(def, h)
 	} else {
-		if reader == "nodedup" || reader == "traced" {
+		if reader == "nodedup" || reader == "traced" || reader == "observed" {
 			def.IdempotenceCacheSize = 0
 		}
 		if reader == "traced" {
@@ -333,7 +340,23 @@ func engine(addrs []string, topic string, n, keys int, reader string) (el, first
 		if err != nil {
 			return 0, 0, 0, err
 		}
-		stacks, stop, opts.Scheduler = benchkit.PipelineStacksWith(def, h, ids)
+		if reader == "observed" {
+			em, err := emitter.New(emitter.Options{Brokers: addrs, Topic: "prosody-bench-telemetry-" + suffix(), Group: def.GroupID,
+				Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+			if err != nil {
+				return 0, 0, 0, err
+			}
+			defer func() {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				_ = em.Close(ctx)
+				s := em.Stats()
+				fmt.Printf("  observed: telemetry events accepted %d, delivered %d, dropped %d, failed %d\n", s.Accepted, s.Delivered, s.Dropped, s.Failed)
+			}()
+			stacks, stop, opts.Scheduler = benchkit.ObservedStacks(def, h, ids, em, metrics.New(metrics.Sources{}).Observer())
+		} else {
+			stacks, stop, opts.Scheduler = benchkit.PipelineStacksWith(def, h, ids)
+		}
 	}
 	opts.Stacks = stacks
 	defer stop()

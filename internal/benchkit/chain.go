@@ -31,6 +31,16 @@ func PipelineStacksWith(cfg config.Config, h event.Handler, store dedupstore.Sto
 	return stacks(cfg, h, telemetry.NewBroadcast(), nil, nil, store)
 }
 
+// ObservedStacks are PipelineStacksWith whose broadcast has observers
+// (the telemetry emitter, the metrics), as a client's has.
+func ObservedStacks(cfg config.Config, h event.Handler, store dedupstore.Store, observers ...telemetry.Observer) (middleware.Stacks, func(), *middleware.Scheduler) {
+	b := telemetry.NewBroadcast()
+	for _, o := range observers {
+		b.Subscribe(o)
+	}
+	return stacks(cfg, h, b, nil, nil, store)
+}
+
 // StacksWith are the stacks of cfg's mode with their telemetry broadcast,
 // sched as the scheduler (nil: the fair one cfg describes), and sink for
 // the failure topic of low-latency mode.
