@@ -67,6 +67,11 @@ type Emitter struct {
 	accepted, dropped, delivered, failed atomic.Uint64
 	// stopped: Close has begun; what is observed from then on is dropped.
 	stopped atomic.Bool
+	// connected: the emitter has reached Kafka.
+	connected atomic.Bool
+	// waiting are the flushes asked for before the emitter reached Kafka;
+	// only the emitter's goroutine touches them.
+	waiting []chan error
 
 	flushes chan chan error
 	stop    chan struct{}
@@ -84,8 +89,8 @@ const (
 	warnInterval   = 10 * time.Second
 )
 
-// ErrNotConnected is returned by Flush while the emitter has not yet
-// reached Kafka.
+// ErrNotConnected is wrapped by the error of a Flush whose context ended
+// before the emitter reached Kafka.
 var ErrNotConnected = errors.New("telemetry: the emitter has not connected to Kafka yet")
 
 // New starts an emitter. It does not wait for Kafka.
@@ -194,6 +199,7 @@ func (e *Emitter) Stats() Stats {
 // Flush returns once every event queued before the call has been
 // acknowledged by Kafka or refused by it, or when ctx is done. It does not
 // wait for the producer's linger: the batches under way are sent at once.
+// Before the emitter has reached Kafka, the flush waits for it too.
 func (e *Emitter) Flush(ctx context.Context) error {
 	reply := make(chan error, 1)
 	select {
@@ -201,14 +207,22 @@ func (e *Emitter) Flush(ctx context.Context) error {
 	case <-e.done:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("telemetry: flushing: %w", ctx.Err())
+		return e.flushEnded(ctx)
 	}
 	select {
 	case err := <-reply:
 		return err
 	case <-ctx.Done():
-		return fmt.Errorf("telemetry: flushing: %w", ctx.Err())
+		return e.flushEnded(ctx)
 	}
+}
+
+// flushEnded is the error of a flush whose context ended first.
+func (e *Emitter) flushEnded(ctx context.Context) error {
+	if !e.connected.Load() {
+		return fmt.Errorf("%w (%d events wait): %w", ErrNotConnected, len(e.buf), ctx.Err())
+	}
+	return fmt.Errorf("telemetry: flushing: %w", ctx.Err())
 }
 
 // Close sends what is queued, waits for its acknowledgements (or ctx),
@@ -247,8 +261,12 @@ func (e *Emitter) run(cfg *sarama.Config) {
 	client := e.connect(cfg, warnings.C, warnDrops)
 	if client == nil {
 		e.dropped.Add(uint64(len(e.buf)))
+		for _, reply := range e.waiting {
+			reply <- fmt.Errorf("%w: it stopped first", ErrNotConnected)
+		}
 		return
 	}
+	e.connected.Store(true)
 	defer func() { _ = client.Close() }()
 	p, err := e.startProducer(client)
 	if err != nil {
@@ -256,6 +274,35 @@ func (e *Emitter) run(cfg *sarama.Config) {
 		e.discard()
 		return
 	}
+	// flush sends what is queued, then replaces the producer: closing it
+	// sends its batches at once and waits for their acknowledgements.
+	// False when the emitter is done.
+	flush := func(replies ...chan error) bool {
+		answer := func(err error) {
+			for _, reply := range replies {
+				reply <- err
+			}
+		}
+		if !e.sendQueued(p) {
+			e.dropped.Add(uint64(len(e.buf)))
+			p.close()
+			answer(nil)
+			return false
+		}
+		p.close()
+		if p, err = e.startProducer(client); err != nil {
+			answer(err)
+			e.log.Error("telemetry: restarting the emitter's producer failed; telemetry is off", slog.Any("error", err))
+			e.discard()
+			return false
+		}
+		answer(nil)
+		return true
+	}
+	if len(e.waiting) > 0 && !flush(e.waiting...) {
+		return
+	}
+	e.waiting = nil
 	for {
 		select {
 		case r := <-e.buf:
@@ -265,20 +312,9 @@ func (e *Emitter) run(cfg *sarama.Config) {
 				return
 			}
 		case reply := <-e.flushes:
-			if !e.sendQueued(p) {
-				e.dropped.Add(uint64(len(e.buf)))
-				p.close()
-				reply <- nil
+			if !flush(reply) {
 				return
 			}
-			p.close()
-			if p, err = e.startProducer(client); err != nil {
-				reply <- err
-				e.log.Error("telemetry: restarting the emitter's producer failed; telemetry is off", slog.Any("error", err))
-				e.discard()
-				return
-			}
-			reply <- nil
 		case <-warnings.C:
 			warnDrops()
 		case <-e.stop:
@@ -291,7 +327,7 @@ func (e *Emitter) run(cfg *sarama.Config) {
 	}
 }
 
-// connect dials until it reaches Kafka, answering flushes meanwhile; nil
+// connect dials until it reaches Kafka, holding flushes meanwhile; nil
 // when the emitter stops first.
 func (e *Emitter) connect(cfg *sarama.Config, warnings <-chan time.Time, warnDrops func()) sarama.Client {
 	backoff := dialBackoffMin
@@ -314,7 +350,7 @@ func (e *Emitter) connect(cfg *sarama.Config, warnings <-chan time.Time, warnDro
 			case <-t.C:
 				waiting = false
 			case reply := <-e.flushes:
-				e.notConnected(reply)
+				e.waiting = append(e.waiting, reply)
 			case <-warnings:
 				warnDrops()
 			case <-e.stop:
@@ -326,11 +362,7 @@ func (e *Emitter) connect(cfg *sarama.Config, warnings <-chan time.Time, warnDro
 	}
 }
 
-func (e *Emitter) notConnected(reply chan error) {
-	reply <- fmt.Errorf("%w (%d events wait)", ErrNotConnected, len(e.buf))
-}
-
-// dial makes one attempt to reach Kafka, answering flushes meanwhile; ok
+// dial makes one attempt to reach Kafka, holding flushes meanwhile; ok
 // is false when the emitter stopped first. A broker that accepts the
 // connection and never answers holds a metadata request for sarama's
 // network timeouts, which stopping does not wait for.
@@ -350,7 +382,7 @@ func (e *Emitter) dial(cfg *sarama.Config, warnings <-chan time.Time, warnDrops 
 			}
 			return client, true, nil
 		case reply := <-e.flushes:
-			e.notConnected(reply)
+			e.waiting = append(e.waiting, reply)
 		case <-warnings:
 			warnDrops()
 		case <-e.stop:

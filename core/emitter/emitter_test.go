@@ -87,11 +87,14 @@ func TestUnreachableKafkaNeverHoldsTheCaller(t *testing.T) {
 	if s := em.Stats(); s.Accepted != 100 || s.Dropped != n-100 || s.Delivered != 0 {
 		t.Fatalf("stats %+v, want 100 accepted and %d dropped", s, n-100)
 	}
+	// A flush waits for the connection, as long as its context lets it.
+	flushCtx, cancelFlush := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancelFlush()
+	if err := em.Flush(flushCtx); !errors.Is(err, ErrNotConnected) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("flush: %v, want ErrNotConnected and the deadline", err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := em.Flush(ctx); !errors.Is(err, ErrNotConnected) {
-		t.Fatalf("flush: %v, want ErrNotConnected", err)
-	}
 	if err := em.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -102,6 +105,8 @@ func TestUnreachableKafkaNeverHoldsTheCaller(t *testing.T) {
 
 // Flush delivers what was queued, without waiting for the producer's
 // linger, and every record is a valid document keyed by its event's key.
+// Events observed and flushed before the emitter has reached Kafka (a
+// client flushed right after it started) wait for the connection.
 func TestFlushDelivers(t *testing.T) {
 	addrs := testservices.RequireKafka(t)
 	topic := testservices.UniqueName("telemetry")
@@ -110,7 +115,8 @@ func TestFlushDelivers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer em.Close(context.Background())
-	ctx := connected(t, em)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
 	const n = 500
 	for i := 0; i < n; i++ {
 		em.Observe(messageEvent(i))
@@ -181,14 +187,14 @@ func TestCloseDeliversWhatIsQueued(t *testing.T) {
 	}
 }
 
-// connected waits until em has reached Kafka (a flush no longer says it
-// has not) and returns a context for the test's further calls.
+// connected waits until em has reached Kafka (a first flush waits for
+// that) and returns a context for the test's further calls.
 func connected(t *testing.T, em *Emitter) context.Context {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
-	testservices.WaitFor(t, 30*time.Second, "the emitter connects", func() bool {
-		return !errors.Is(em.Flush(ctx), ErrNotConnected)
-	})
+	if err := em.Flush(ctx); err != nil {
+		t.Fatalf("the emitter did not connect: %v", err)
+	}
 	return ctx
 }
