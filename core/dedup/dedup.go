@@ -27,6 +27,7 @@ type Deduplicator struct {
 	version, group string
 	cache          *cache // nil in front of a store in memory
 	store          dedupstore.Store
+	immediate      dedupstore.Immediate // the store, when it answers in the call
 	ahead          ahead
 	log            *slog.Logger
 
@@ -46,9 +47,28 @@ func New(o Options) *Deduplicator {
 	// which for a stream of new ids is ristretto's eviction on every add.
 	if !o.Store.Local() {
 		d.cache = newCache(max(o.CacheSize, 1))
+	} else if im, ok := o.Store.(dedupstore.Immediate); ok {
+		d.immediate = im
 	}
 	return d
 }
+
+// Immediate reports whether Seen and Recorded serve: the store answers in
+// the call, and Check and Record need not take callbacks.
+func (d *Deduplicator) Immediate() bool { return d.immediate != nil }
+
+// Seen is Check for an Immediate deduplicator: whether msg, whose id is
+// id, was handled before (then counted and logged as filtered).
+func (d *Deduplicator) Seen(msg *event.Message, id ID) bool {
+	if !d.immediate.Found(id) {
+		return false
+	}
+	d.skip(msg)
+	return true
+}
+
+// Recorded is Record for an Immediate deduplicator.
+func (d *Deduplicator) Recorded(id ID) { d.immediate.Put(id) }
 
 // ID is msg's deduplication id.
 func (d *Deduplicator) ID(msg *event.Message) ID { return MessageID(d.version, d.group, msg) }

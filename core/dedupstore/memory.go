@@ -66,18 +66,27 @@ func (s *memoryIDs) shard(key uint64) *memoryShard { return &s.shards[key%memory
 func (m Memory) WithTTL(ttl time.Duration) Memory { return Memory{ids: m.ids, ttl: ttl} }
 
 // Exists implements Store.
-func (m Memory) Exists(id ID, done func(bool, error)) {
-	now := m.ids.now().UnixNano()
+func (m Memory) Exists(id ID, done func(bool, error)) { done(m.Found(id), nil) }
+
+// Record implements Store.
+func (m Memory) Record(id ID, done func(error)) {
+	m.Put(id)
+	done(nil)
+}
+
+// Found implements Immediate.
+func (m Memory) Found(id ID) bool {
 	key, check := Halves(id)
 	s := m.ids.shard(key)
 	s.mu.Lock()
 	e, ok := s.expires[key]
 	s.mu.Unlock()
-	done(ok && e.check == check && now < e.expires, nil)
+	// The clock is read only for a hit: a stream of new ids never needs it.
+	return ok && e.check == check && m.ids.now().UnixNano() < e.expires
 }
 
-// Record implements Store.
-func (m Memory) Record(id ID, done func(error)) {
+// Put implements Immediate.
+func (m Memory) Put(id ID) {
 	now := m.ids.now()
 	key, check := Halves(id)
 	s := m.ids.shard(key)
@@ -87,7 +96,6 @@ func (m Memory) Record(id ID, done func(error)) {
 		s.sweepLocked(now)
 	}
 	s.mu.Unlock()
-	done(nil)
 }
 
 func (s *memoryShard) sweepLocked(now time.Time) {

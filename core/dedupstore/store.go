@@ -16,3 +16,13 @@ type Store interface {
 	// they return.
 	Local() bool
 }
+
+// Immediate is implemented by a Local store that also answers in the call
+// itself: the hot path of a consumer then spends no callback (a closure on
+// the heap) per message.
+type Immediate interface {
+	// Found reports what Exists would.
+	Found(id ID) bool
+	// Put stores id, as Record would.
+	Put(id ID)
+}

@@ -31,18 +31,32 @@ func (l *Deduplication) Before(r *Run) Step {
 	if !ok {
 		return Continue
 	}
-	l.d.Check(msg, l.d.ID(msg), func(seen bool) {
+	id := l.d.ID(msg)
+	if l.d.Immediate() {
+		if l.d.Seen(msg, id) {
+			filtered(r)
+			return Result(nil)
+		}
+		return Continue
+	}
+	l.d.Check(msg, id, func(seen bool) {
 		if seen {
-			// The receive span (when spans are recorded) says why the
-			// handler did not run.
-			trace.SpanFromContext(r.ctx).AddEvent("message.filtered",
-				trace.WithAttributes(attribute.String("reason", filter.ReasonDeduplicated.String())))
+			filtered(r)
 			r.Resume(Result(nil))
 		} else {
 			r.Resume(Continue)
 		}
 	})
 	return Wait
+}
+
+// filtered has the receive span (when spans are recorded) say why the
+// handler did not run.
+func filtered(r *Run) {
+	if span := trace.SpanFromContext(r.ctx); span.IsRecording() {
+		span.AddEvent("message.filtered",
+			trace.WithAttributes(attribute.String("reason", filter.ReasonDeduplicated.String())))
+	}
 }
 
 // After implements Layer. The id is computed again rather than kept: a
@@ -52,6 +66,11 @@ func (l *Deduplication) After(r *Run, err error) Step {
 	if !ok || (err != nil && fault.ClassOf(err) != fault.ClassPermanent) {
 		return Result(err)
 	}
-	l.d.Record(msg, l.d.ID(msg), func() { r.Resume(Result(err)) })
+	id := l.d.ID(msg)
+	if l.d.Immediate() {
+		l.d.Recorded(id)
+		return Result(err)
+	}
+	l.d.Record(msg, id, func() { r.Resume(Result(err)) })
 	return Wait
 }
