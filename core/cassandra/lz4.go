@@ -22,8 +22,9 @@ func (lz4Compressor) Encode(data []byte) ([]byte, error) {
 	if len(data) == 0 {
 		return buf[:4], nil
 	}
-	var c lz4.Compressor
-	n, err := c.CompressBlock(data, buf[4:])
+	// The package's function takes a compressor from its pool: one of our
+	// own would be a 128 KiB table on the heap per frame.
+	n, err := lz4.CompressBlock(data, buf[4:], nil)
 	if err != nil {
 		return nil, fmt.Errorf("lz4 encode: %w", err)
 	}
