@@ -34,7 +34,7 @@ type Deduplicator struct {
 	skipped, readFailures, writeFailures atomic.Int64
 }
 
-// New returns a Deduplicator; Close releases its cache.
+// New returns a Deduplicator.
 func New(o Options) *Deduplicator {
 	log := o.Logger
 	if log == nil {
@@ -44,7 +44,7 @@ func New(o Options) *Deduplicator {
 		ahead: ahead{m: make(map[ID]*pending), unwritten: make(map[ID]struct{})}}
 	// A store in memory (mock mode) answers as fast as a cache would, and
 	// everything a cache could hold: one there would only cost its upkeep,
-	// which for a stream of new ids is ristretto's eviction on every add.
+	// which for a stream of new ids is an eviction on every add.
 	if !o.Store.Local() {
 		d.cache = newCache(max(o.CacheSize, 1))
 	} else if im, ok := o.Store.(dedupstore.Immediate); ok {
@@ -196,9 +196,6 @@ func (d *Deduplicator) Stats() Stats {
 	return Stats{Skipped: d.skipped.Load(), ReadFailures: d.readFailures.Load(), WriteFailures: d.writeFailures.Load()}
 }
 
-// Close releases the cache. Check and Record must not be called after.
-func (d *Deduplicator) Close() {
-	if d.cache != nil {
-		d.cache.close()
-	}
-}
+// Close ends the Deduplicator's use: Check and Record must not be called
+// after. Its cache is plain memory, so nothing else is released.
+func (d *Deduplicator) Close() {}
