@@ -67,11 +67,9 @@ type Emitter struct {
 	accepted, dropped, delivered, failed atomic.Uint64
 	// stopped: Close has begun; what is observed from then on is dropped.
 	stopped atomic.Bool
-	// connected: the emitter has reached Kafka.
-	connected atomic.Bool
-	// waiting are the flushes asked for before the emitter reached Kafka;
-	// only the emitter's goroutine touches them.
-	waiting []chan error
+	// connected is closed once the emitter has reached Kafka: flushes
+	// wait for it, so none is held while Kafka is out of reach.
+	connected chan struct{}
 
 	flushes chan chan error
 	stop    chan struct{}
@@ -121,6 +119,8 @@ func New(opts Options) (*Emitter, error) {
 		stop:    make(chan struct{}),
 		abort:   make(chan struct{}),
 		done:    make(chan struct{}),
+
+		connected: make(chan struct{}),
 	}
 	register(e)
 	go e.run(cfg)
@@ -201,6 +201,13 @@ func (e *Emitter) Stats() Stats {
 // wait for the producer's linger: the batches under way are sent at once.
 // Before the emitter has reached Kafka, the flush waits for it too.
 func (e *Emitter) Flush(ctx context.Context) error {
+	select {
+	case <-e.connected:
+	case <-e.done:
+		return nil
+	case <-ctx.Done():
+		return e.flushEnded(ctx)
+	}
 	reply := make(chan error, 1)
 	select {
 	case e.flushes <- reply:
@@ -219,7 +226,9 @@ func (e *Emitter) Flush(ctx context.Context) error {
 
 // flushEnded is the error of a flush whose context ended first.
 func (e *Emitter) flushEnded(ctx context.Context) error {
-	if !e.connected.Load() {
+	select {
+	case <-e.connected:
+	default:
 		return fmt.Errorf("%w (%d events wait): %w", ErrNotConnected, len(e.buf), ctx.Err())
 	}
 	return fmt.Errorf("telemetry: flushing: %w", ctx.Err())
@@ -261,12 +270,9 @@ func (e *Emitter) run(cfg *sarama.Config) {
 	client := e.connect(cfg, warnings.C, warnDrops)
 	if client == nil {
 		e.dropped.Add(uint64(len(e.buf)))
-		for _, reply := range e.waiting {
-			reply <- fmt.Errorf("%w: it stopped first", ErrNotConnected)
-		}
 		return
 	}
-	e.connected.Store(true)
+	close(e.connected)
 	defer func() { _ = client.Close() }()
 	p, err := e.startProducer(client)
 	if err != nil {
@@ -277,12 +283,8 @@ func (e *Emitter) run(cfg *sarama.Config) {
 	// flush sends what is queued, then replaces the producer: closing it
 	// sends its batches at once and waits for their acknowledgements.
 	// False when the emitter is done.
-	flush := func(replies ...chan error) bool {
-		answer := func(err error) {
-			for _, reply := range replies {
-				reply <- err
-			}
-		}
+	flush := func(reply chan error) bool {
+		answer := func(err error) { reply <- err }
 		if !e.sendQueued(p) {
 			e.dropped.Add(uint64(len(e.buf)))
 			p.close()
@@ -299,10 +301,6 @@ func (e *Emitter) run(cfg *sarama.Config) {
 		answer(nil)
 		return true
 	}
-	if len(e.waiting) > 0 && !flush(e.waiting...) {
-		return
-	}
-	e.waiting = nil
 	for {
 		select {
 		case r := <-e.buf:
@@ -327,7 +325,7 @@ func (e *Emitter) run(cfg *sarama.Config) {
 	}
 }
 
-// connect dials until it reaches Kafka, holding flushes meanwhile; nil
+// connect dials until it reaches Kafka; nil
 // when the emitter stops first.
 func (e *Emitter) connect(cfg *sarama.Config, warnings <-chan time.Time, warnDrops func()) sarama.Client {
 	backoff := dialBackoffMin
@@ -349,8 +347,6 @@ func (e *Emitter) connect(cfg *sarama.Config, warnings <-chan time.Time, warnDro
 			select {
 			case <-t.C:
 				waiting = false
-			case reply := <-e.flushes:
-				e.waiting = append(e.waiting, reply)
 			case <-warnings:
 				warnDrops()
 			case <-e.stop:
@@ -362,7 +358,7 @@ func (e *Emitter) connect(cfg *sarama.Config, warnings <-chan time.Time, warnDro
 	}
 }
 
-// dial makes one attempt to reach Kafka, holding flushes meanwhile; ok
+// dial makes one attempt to reach Kafka; ok
 // is false when the emitter stopped first. A broker that accepts the
 // connection and never answers holds a metadata request for sarama's
 // network timeouts, which stopping does not wait for.
@@ -381,8 +377,6 @@ func (e *Emitter) dial(cfg *sarama.Config, warnings <-chan time.Time, warnDrops 
 				return nil, true, err
 			}
 			return client, true, nil
-		case reply := <-e.flushes:
-			e.waiting = append(e.waiting, reply)
 		case <-warnings:
 			warnDrops()
 		case <-e.stop:
