@@ -404,10 +404,7 @@ func (c *Client) Close(ctx context.Context) error {
 		c.readers.Close()
 		c.readers = nil
 	}
-	if c.dedup != nil {
-		c.dedup.Close()
-		c.dedup = nil
-	}
+	c.dedup = nil
 	if c.session != nil {
 		c.session.Close()
 		c.session = nil

@@ -45,10 +45,10 @@ func New(o Options) *Deduplicator {
 	// A store in memory (mock mode) answers as fast as a cache would, and
 	// everything a cache could hold: one there would only cost its upkeep,
 	// which for a stream of new ids is an eviction on every add.
-	if !o.Store.Local() {
-		d.cache = newCache(max(o.CacheSize, 1))
-	} else if im, ok := o.Store.(dedupstore.Immediate); ok {
+	if im, ok := o.Store.(dedupstore.Immediate); ok {
 		d.immediate = im
+	} else {
+		d.cache = newCache(max(o.CacheSize, 1))
 	}
 	return d
 }
@@ -195,7 +195,3 @@ type Stats struct {
 func (d *Deduplicator) Stats() Stats {
 	return Stats{Skipped: d.skipped.Load(), ReadFailures: d.readFailures.Load(), WriteFailures: d.writeFailures.Load()}
 }
-
-// Close ends the Deduplicator's use: Check and Record must not be called
-// after. Its cache is plain memory, so nothing else is released.
-func (d *Deduplicator) Close() {}

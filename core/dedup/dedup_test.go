@@ -41,8 +41,6 @@ func (s *heldStore) Record(id dedupstore.ID, done func(error)) {
 	})
 }
 
-func (*heldStore) Local() bool { return false }
-
 // release finishes every call waiting so far, reads first.
 func (s *heldStore) release() {
 	s.mu.Lock()
@@ -73,7 +71,6 @@ func check(d *Deduplicator, s *heldStore, msg *event.Message) bool {
 func TestRecordIsSeenBeforeItsWriteLands(t *testing.T) {
 	s := newHeldStore()
 	d := New(Options{Version: "1", Group: "g", CacheSize: 64, Store: s})
-	defer d.Close()
 	first := &event.Message{Topic: "t", Key: "k", Offset: 1, ID: "e", HasID: true}
 	dup := &event.Message{Topic: "t", Key: "k", Offset: 2, ID: "e", HasID: true}
 
@@ -110,7 +107,6 @@ func TestRecordIsSeenBeforeItsWriteLands(t *testing.T) {
 	}
 	// A new process: a cold cache, the store's answer.
 	d2 := New(Options{Version: "1", Group: "g", CacheSize: 64, Store: s})
-	defer d2.Close()
 	if !check(d2, s, dup) {
 		t.Fatal("a copy not seen from the store")
 	}

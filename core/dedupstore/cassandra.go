@@ -68,9 +68,6 @@ func (c *Cassandra) Exists(id ID, done func(bool, error)) { c.reads.add(lookup{i
 // Record implements Store.
 func (c *Cassandra) Record(id ID, done func(error)) { c.writes.add(record{id, done}) }
 
-// Local implements Store.
-func (*Cassandra) Local() bool { return false }
-
 // lookupBatch reads which of the batch's ids exist, in one IN query (a
 // single node answers it from its own replicas; a cluster's coordinator
 // fans it out, still one round trip for the client).

@@ -106,6 +106,3 @@ func (s *memoryShard) sweepLocked(now time.Time) {
 	}
 	s.sweepAt = now.Add(time.Minute)
 }
-
-// Local implements Store.
-func (Memory) Local() bool { return true }

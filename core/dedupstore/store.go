@@ -12,14 +12,12 @@ type Store interface {
 	Exists(id ID, done func(found bool, err error))
 	// Record stores id for the store's TTL.
 	Record(id ID, done func(err error))
-	// Local reports whether calls finish without network I/O, before
-	// they return.
-	Local() bool
 }
 
-// Immediate is implemented by a Local store that also answers in the call
-// itself: the hot path of a consumer then spends no callback (a closure on
-// the heap) per message.
+// Immediate is implemented by a store that answers without I/O (the store
+// in memory): it is asked in the call itself, so the hot path of a
+// consumer spends no callback (a closure on the heap) per message, and no
+// cache is put in front of it.
 type Immediate interface {
 	// Found reports what Exists would.
 	Found(id ID) bool

@@ -119,7 +119,7 @@ func New(opts Options) (*Emitter, error) {
 		stop:    make(chan struct{}),
 		abort:   make(chan struct{}),
 		done:    make(chan struct{}),
-
+		// closed by run once it reaches Kafka
 		connected: make(chan struct{}),
 	}
 	register(e)
@@ -280,27 +280,6 @@ func (e *Emitter) run(cfg *sarama.Config) {
 		e.discard()
 		return
 	}
-	// flush sends what is queued, then replaces the producer: closing it
-	// sends its batches at once and waits for their acknowledgements.
-	// False when the emitter is done.
-	flush := func(reply chan error) bool {
-		answer := func(err error) { reply <- err }
-		if !e.sendQueued(p) {
-			e.dropped.Add(uint64(len(e.buf)))
-			p.close()
-			answer(nil)
-			return false
-		}
-		p.close()
-		if p, err = e.startProducer(client); err != nil {
-			answer(err)
-			e.log.Error("telemetry: restarting the emitter's producer failed; telemetry is off", slog.Any("error", err))
-			e.discard()
-			return false
-		}
-		answer(nil)
-		return true
-	}
 	for {
 		select {
 		case r := <-e.buf:
@@ -310,9 +289,20 @@ func (e *Emitter) run(cfg *sarama.Config) {
 				return
 			}
 		case reply := <-e.flushes:
-			if !flush(reply) {
+			if !e.sendQueued(p) {
+				e.dropped.Add(uint64(len(e.buf)))
+				p.close()
+				reply <- nil
 				return
 			}
+			p.close()
+			if p, err = e.startProducer(client); err != nil {
+				reply <- err
+				e.log.Error("telemetry: restarting the emitter's producer failed; telemetry is off", slog.Any("error", err))
+				e.discard()
+				return
+			}
+			reply <- nil
 		case <-warnings.C:
 			warnDrops()
 		case <-e.stop:
@@ -325,8 +315,7 @@ func (e *Emitter) run(cfg *sarama.Config) {
 	}
 }
 
-// connect dials until it reaches Kafka; nil
-// when the emitter stops first.
+// connect dials until it reaches Kafka; nil when the emitter stops first.
 func (e *Emitter) connect(cfg *sarama.Config, warnings <-chan time.Time, warnDrops func()) sarama.Client {
 	backoff := dialBackoffMin
 	var lastWarn time.Time
@@ -358,8 +347,8 @@ func (e *Emitter) connect(cfg *sarama.Config, warnings <-chan time.Time, warnDro
 	}
 }
 
-// dial makes one attempt to reach Kafka; ok
-// is false when the emitter stopped first. A broker that accepts the
+// dial makes one attempt to reach Kafka; ok is false when the emitter
+// stopped first. A broker that accepts the
 // connection and never answers holds a metadata request for sarama's
 // network timeouts, which stopping does not wait for.
 func (e *Emitter) dial(cfg *sarama.Config, warnings <-chan time.Time, warnDrops func()) (sarama.Client, bool, error) {

@@ -16,8 +16,10 @@ import (
 )
 
 // failingStore is a memory store whose reads or writes fail.
+// failingStore is a store over the network (not Immediate: it keeps the
+// in-memory store in a field, not embedded) whose calls may fail.
 type failingStore struct {
-	dedupstore.Memory
+	mem                   dedupstore.Memory
 	failReads, failWrites bool
 }
 
@@ -26,7 +28,7 @@ func (s failingStore) Exists(id dedupstore.ID, done func(bool, error)) {
 		done(false, errors.New("read refused"))
 		return
 	}
-	s.Memory.Exists(id, done)
+	s.mem.Exists(id, done)
 }
 
 func (s failingStore) Record(id dedupstore.ID, done func(error)) {
@@ -34,7 +36,7 @@ func (s failingStore) Record(id dedupstore.ID, done func(error)) {
 		done(errors.New("write refused"))
 		return
 	}
-	s.Memory.Record(id, done)
+	s.mem.Record(id, done)
 }
 
 // The layer's decisions (core-behavior.md §4.3, §1(e)): what runs the
@@ -74,8 +76,7 @@ func TestDeduplication(t *testing.T) {
 			ids := dedupstore.NewMemory(time.Hour)
 			logs := &logRecorder{}
 			d := dedup.New(dedup.Options{Version: "1", Group: "g", CacheSize: 64,
-				Store: failingStore{Memory: ids, failReads: tt.failReads, failWrites: tt.failWrites}, Logger: slog.New(logs)})
-			defer d.Close()
+				Store: failingStore{mem: ids, failReads: tt.failReads, failWrites: tt.failWrites}, Logger: slog.New(logs)})
 			var calls atomic.Int32
 			result := tt.result
 			stack := NewStack(Handler(handlerFunc(func(*event.Context, event.Event) error {
@@ -125,7 +126,6 @@ func TestDeduplication(t *testing.T) {
 // Timers are never deduplicated: the same timer twice runs twice.
 func TestDeduplicationPassesTimers(t *testing.T) {
 	d := dedup.New(dedup.Options{Group: "g", CacheSize: 8, Store: dedupstore.NewMemory(time.Hour)})
-	defer d.Close()
 	var calls atomic.Int32
 	stack := NewStack(Handler(handlerFunc(func(*event.Context, event.Event) error { calls.Add(1); return nil }), nil), NewDeduplication(d))
 	ctx, cancel := newInv()
@@ -142,4 +142,3 @@ func TestDeduplicationPassesTimers(t *testing.T) {
 }
 
 // Local is false: the store stands for Cassandra, with the cache in front.
-func (failingStore) Local() bool { return false }

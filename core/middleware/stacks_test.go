@@ -47,7 +47,6 @@ func TestModeStacks(t *testing.T) {
 			if tt.dedup >= 0 {
 				cfg.IdempotenceCacheSize = tt.dedup
 				svc.Dedup = dedup.New(dedup.Options{Group: "g", CacheSize: 16, Store: dedupstore.NewMemory(time.Hour)})
-				defer svc.Dedup.Close()
 			}
 			stacks := ModeStacks(&cfg, handlerFunc(nil), svc)
 			if got := layerNames(stacks.Events); got != tt.events {

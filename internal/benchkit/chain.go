@@ -75,9 +75,6 @@ func stacks(cfg config.Config, h event.Handler, b *telemetry.Broadcast, sched *m
 	}
 	stop := func() {
 		timeouts.Stop()
-		if svc.Dedup != nil {
-			svc.Dedup.Close()
-		}
 		if b != nil {
 			b.Close()
 		}
