@@ -292,13 +292,19 @@ func testFullTrackerQueues(t *testing.T) {
 	claim := make(chan *sarama.ConsumerMessage)
 	in := newIntake(stream, claim, time.Hour, limit, func(int64) {})
 	p.startIntake(in)
-	// The driver has admitted what the tracker takes and waits for room.
-	eventually(t, "the tracker is full and the driver waits for room", func() bool {
+	// The driver has admitted what the tracker takes and waits for room;
+	// the rest stays queued in the stream. The stream counts what it hands
+	// out a moment after the tracker does, so the three are waited for
+	// together.
+	full := func() bool {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		return p.tracker.Outstanding() == 8 && p.wantRoom
+	}
+	eventually(t, "the tracker is full, the driver waits for room and the rest stays queued", func() bool {
+		return full() && stream.Queued() == n-8
 	})
-	if q := stream.Queued(); q != n-8 {
+	if q := stream.Queued(); q != n-8 || !full() {
 		t.Fatalf("%d records queued in the stream with the tracker full, want %d", q, n-8)
 	}
 	close(release)
