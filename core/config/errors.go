@@ -1,6 +1,10 @@
 package config
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+	"unicode"
+)
 
 // OptionError reports one option whose value is unusable. Loading and
 // validation return every such problem at once, combined with errors.Join;
@@ -21,7 +25,7 @@ type OptionError struct {
 
 func (e *OptionError) Error() string {
 	var b strings.Builder
-	b.WriteString(e.Option)
+	b.WriteString(displayName(e.Option))
 	b.WriteString(": ")
 	b.WriteString(e.Message)
 	if e.EnvVar != "" {
@@ -33,3 +37,20 @@ func (e *OptionError) Error() string {
 }
 
 func (e *OptionError) Unwrap() error { return e.Err }
+
+// displayName keeps an error on one line and its name readable: an unknown
+// key as the user wrote it may be empty or hold spaces, colons or control
+// characters, which are shown quoted.
+func displayName(name string) string {
+	plain := name != ""
+	for _, r := range name {
+		if !unicode.IsPrint(r) || unicode.IsSpace(r) || r == ':' || r == '"' {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		return name
+	}
+	return strconv.Quote(name)
+}
