@@ -25,7 +25,7 @@ type OptionError struct {
 
 func (e *OptionError) Error() string {
 	var b strings.Builder
-	b.WriteString(displayName(e.Option))
+	b.WriteString(e.Option)
 	b.WriteString(": ")
 	b.WriteString(e.Message)
 	if e.EnvVar != "" {
@@ -38,10 +38,11 @@ func (e *OptionError) Error() string {
 
 func (e *OptionError) Unwrap() error { return e.Err }
 
-// displayName keeps an error on one line and its name readable: an unknown
-// key as the user wrote it may be empty or hold spaces, colons or control
-// characters, which are shown quoted.
-func displayName(name string) string {
+// userKey is an unknown key as the user wrote it, for an error's Option:
+// quoted when it is empty or holds spaces, colons, quotes or control
+// characters, so that the error stays on one line and the key reads as
+// one.
+func userKey(name string) string {
 	plain := name != ""
 	for _, r := range name {
 		if !unicode.IsPrint(r) || unicode.IsSpace(r) || r == ':' || r == '"' {

@@ -100,7 +100,7 @@ func resolve[C any](opts []option[C], c *C, obj map[string]any, explicit []func(
 	}
 	for _, key := range slices.Sorted(maps.Keys(obj)) {
 		if !known[key] {
-			errs = append(errs, &OptionError{Option: key, Message: "unknown option"})
+			errs = append(errs, &OptionError{Option: userKey(key), Message: "unknown option"})
 		}
 	}
 

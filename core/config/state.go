@@ -107,7 +107,7 @@ func parseCollection(i int, item any) (StateCollection, []error) {
 		switch key {
 		case "name", "kind", "payload", "ttl_seconds", "read_uncommitted", "keyset_limit", "capacity", "published", "read_cache":
 		default:
-			fail(key, "unknown field")
+			fail(userKey(key), "unknown field")
 		}
 	}
 
