@@ -76,9 +76,9 @@ func main() {
 		{name: "plaintext", addrs: strings.Split(*brokers, ",")},
 		{name: "scram-sha-512", addrs: []string{l.SASLSSLAddr}, sec: kafkasec.Settings{
 			Protocol: config.ProtocolSASLSSL, Mechanism: config.MechanismScramSHA512,
-			Username: l.Username, Password: secret.New(l.Password), TLS: tlsconf.Files{CA: l.CA, Verify: true}}},
+			Username: l.Username, Password: secret.New(l.Password), TLS: tlsconf.Files{CA: l.CA}}},
 		{name: "mutual-tls", addrs: []string{l.SSLAddr}, sec: kafkasec.Settings{
-			Protocol: config.ProtocolSSL, TLS: tlsconf.Files{CA: l.CA, Cert: l.ClientCertificate, Key: l.ClientKey, Verify: true}}},
+			Protocol: config.ProtocolSSL, TLS: tlsconf.Files{CA: l.CA, Cert: l.ClientCertificate, Key: l.ClientKey}}},
 	}
 
 	topic := "prosody-tls-bench-" + benchkit.Suffix()

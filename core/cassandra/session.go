@@ -62,7 +62,7 @@ func Connect(ctx context.Context, o Options) (*Session, error) {
 		}
 		// Host verification follows the Config given (gocql would turn it
 		// off when EnableHostVerification is false and no Config is set).
-		cluster.SslOpts = &gocql.SslOptions{Config: tc, EnableHostVerification: o.TLS.Verify}
+		cluster.SslOpts = &gocql.SslOptions{Config: tc, EnableHostVerification: !o.TLS.InsecureSkipVerify}
 	}
 	// The keyspace may not exist yet, so the session is not bound to one:
 	// statements name their tables fully qualified instead.

@@ -30,10 +30,10 @@ func TestTLSConnect(t *testing.T) {
 		files   tlsconf.Files
 		wantErr string
 	}{
-		{"trusted CA", tlsconf.Files{CA: s.CA, Verify: true}, ""},
-		{"client certificate", tlsconf.Files{CA: s.CA, Cert: s.ClientCertificate, Key: s.ClientKey, Verify: true}, ""},
-		{"unknown CA", tlsconf.Files{CA: other.CertPath, Verify: true}, "cassandra_ssl_ca_location: the node's certificate is not signed by a trusted CA"},
-		{"verification off", tlsconf.Files{CA: other.CertPath, Verify: false}, ""},
+		{"trusted CA", tlsconf.Files{CA: s.CA}, ""},
+		{"client certificate", tlsconf.Files{CA: s.CA, Cert: s.ClientCertificate, Key: s.ClientKey}, ""},
+		{"unknown CA", tlsconf.Files{CA: other.CertPath}, "cassandra_ssl_ca_location: the node's certificate is not signed by a trusted CA"},
+		{"verification off", tlsconf.Files{CA: other.CertPath, InsecureSkipVerify: true}, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -71,7 +71,7 @@ func TestTLSConnect(t *testing.T) {
 func TestPasswordAuthenticatorOverTLS(t *testing.T) {
 	s := testservices.RequireAuthCassandra(t)
 	const wrong = "cassandra-Wrong-Pa55word"
-	files := tlsconf.Files{Prefix: "cassandra_", CA: s.CA, Verify: true}
+	files := tlsconf.Files{Prefix: "cassandra_", CA: s.CA}
 	cases := []struct {
 		name           string
 		user, password string

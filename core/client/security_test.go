@@ -273,3 +273,17 @@ func TestSecureKafkaFailsFast(t *testing.T) {
 		})
 	}
 }
+
+// TestCassandraTLSFiles checks the mapping of the cassandra_ssl_* options:
+// certificates are verified unless verification is explicitly turned off.
+func TestCassandraTLSFiles(t *testing.T) {
+	if f := cassandraTLS(&config.Config{}); f != nil {
+		t.Errorf("TLS off gives %+v", f)
+	}
+	for _, verify := range []bool{true, false} {
+		f := cassandraTLS(&config.Config{CassandraSslEnabled: true, CassandraEnableSslCertificateVerification: verify})
+		if f == nil || f.InsecureSkipVerify == verify || f.Prefix != "cassandra_" {
+			t.Errorf("cassandra_enable_ssl_certificate_verification %v gives %+v", verify, f)
+		}
+	}
+}

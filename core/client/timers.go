@@ -93,10 +93,10 @@ func cassandraTLS(cfg *config.Config) *tlsconf.Files {
 		return nil
 	}
 	return &tlsconf.Files{
-		Prefix: "cassandra_",
-		CA:     cfg.CassandraSslCaLocation,
-		Cert:   cfg.CassandraSslCertificateLocation,
-		Key:    cfg.CassandraSslKeyLocation,
-		Verify: cfg.CassandraEnableSslCertificateVerification,
+		Prefix:             "cassandra_",
+		CA:                 cfg.CassandraSslCaLocation,
+		Cert:               cfg.CassandraSslCertificateLocation,
+		Key:                cfg.CassandraSslKeyLocation,
+		InsecureSkipVerify: !cfg.CassandraEnableSslCertificateVerification,
 	}
 }

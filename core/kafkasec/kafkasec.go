@@ -39,11 +39,11 @@ func FromConfig(c *config.Config) Settings {
 		Password:  c.SaslPassword,
 		TokenFile: c.SaslOauthbearerTokenFile,
 		TLS: tlsconf.Files{
-			CA:         c.SslCaLocation,
-			Cert:       c.SslCertificateLocation,
-			Key:        c.SslKeyLocation,
-			ServerName: c.SslServerName,
-			Verify:     c.EnableSslCertificateVerification,
+			CA:                 c.SslCaLocation,
+			Cert:               c.SslCertificateLocation,
+			Key:                c.SslKeyLocation,
+			ServerName:         c.SslServerName,
+			InsecureSkipVerify: !c.EnableSslCertificateVerification,
 		},
 	}
 }

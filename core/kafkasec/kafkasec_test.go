@@ -68,8 +68,23 @@ func TestApply(t *testing.T) {
 	}
 }
 
+// TestFromConfigVerifies checks that certificates are verified unless
+// enable_ssl_certificate_verification is explicitly false.
+func TestFromConfigVerifies(t *testing.T) {
+	for _, verify := range []bool{true, false} {
+		s := FromConfig(&config.Config{SecurityProtocol: config.ProtocolSSL, EnableSslCertificateVerification: verify})
+		cfg, err := s.TLS.Config()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.InsecureSkipVerify == verify {
+			t.Errorf("enable_ssl_certificate_verification %v gives InsecureSkipVerify %v", verify, cfg.InsecureSkipVerify)
+		}
+	}
+}
+
 func tlsFiles(verify bool, ca ...string) (f tlsconf.Files) {
-	f.Verify = verify
+	f.InsecureSkipVerify = !verify
 	if len(ca) > 0 {
 		f.CA = ca[0]
 	}
@@ -171,7 +186,7 @@ func TestExplainHandshakes(t *testing.T) {
 		{"another name", valid, ca.CertPath, "kafka.example", "ssl_server_name", "for another name"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := Settings{Protocol: config.ProtocolSSL, TLS: tlsconf.Files{CA: tc.ca, ServerName: tc.serverName, Verify: true}}
+			s := Settings{Protocol: config.ProtocolSSL, TLS: tlsconf.Files{CA: tc.ca, ServerName: tc.serverName}}
 			cfg, err := s.TLS.Config()
 			if err != nil {
 				t.Fatal(err)

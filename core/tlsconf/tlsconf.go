@@ -30,8 +30,10 @@ type Files struct {
 	// ServerName overrides the name the server's certificate must carry;
 	// "" means the host dialled.
 	ServerName string
-	// Verify checks the server's certificate. Off is for development only.
-	Verify bool
+	// InsecureSkipVerify accepts any server certificate, for development
+	// only. It is the negation of the enable_ssl_certificate_verification
+	// options so that the zero value of Files verifies.
+	InsecureSkipVerify bool
 	// Now is the clock used to check the client certificate's validity;
 	// nil means time.Now.
 	Now func() time.Time
@@ -44,7 +46,7 @@ func (f Files) Config() (*tls.Config, error) {
 	cfg := &tls.Config{
 		MinVersion:         tls.VersionTLS12,
 		ServerName:         f.ServerName,
-		InsecureSkipVerify: !f.Verify, //nolint:gosec // an explicit, documented opt-in
+		InsecureSkipVerify: f.InsecureSkipVerify, //nolint:gosec // an explicit, documented opt-in
 	}
 	if f.CA != "" {
 		pool, err := f.loadCA()

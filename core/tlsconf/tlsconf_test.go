@@ -42,7 +42,7 @@ func TestConfigErrorsNameTheOption(t *testing.T) {
 		files Files
 		want  string // "" for success
 	}{
-		{"CA and key pair", Files{CA: ca.CertPath, Cert: cert, Key: key, Verify: true}, ""},
+		{"CA and key pair", Files{CA: ca.CertPath, Cert: cert, Key: key}, ""},
 		{"missing CA", Files{CA: filepath.Join(dir, "none.pem")}, "ssl_ca_location: reading the CA bundle"},
 		{"CA not PEM", Files{CA: junk}, "ssl_ca_location: " + `"` + junk + `" holds no PEM certificate`},
 		{"expired certificate", Files{Cert: oldCert, Key: oldKey}, "ssl_certificate_location: the client certificate in"},
@@ -100,11 +100,13 @@ func TestHandshakeFailuresAreRecognised(t *testing.T) {
 		files Files
 		ok    bool
 	}{
-		{"trusted", server, Files{CA: ca.CertPath, ServerName: "localhost", Verify: true}, true},
-		{"unknown CA", server, Files{CA: other.CertPath, ServerName: "localhost", Verify: true}, false},
-		{"wrong name", server, Files{CA: ca.CertPath, ServerName: "kafka.example", Verify: true}, false},
-		{"expired server certificate", expired, Files{CA: ca.CertPath, ServerName: "localhost", Verify: true}, false},
-		{"verification off", server, Files{CA: other.CertPath, Verify: false}, true},
+		{"trusted", server, Files{CA: ca.CertPath, ServerName: "localhost"}, true},
+		{"unknown CA", server, Files{CA: other.CertPath, ServerName: "localhost"}, false},
+		{"wrong name", server, Files{CA: ca.CertPath, ServerName: "kafka.example"}, false},
+		{"expired server certificate", expired, Files{CA: ca.CertPath, ServerName: "localhost"}, false},
+		{"verification off", server, Files{CA: other.CertPath, InsecureSkipVerify: true}, true},
+		// Only CA set: the zero value of every other field must verify.
+		{"zero value verifies", server, Files{CA: other.CertPath}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, err := tc.files.Config()
