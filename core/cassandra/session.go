@@ -68,7 +68,7 @@ func Connect(ctx context.Context, o Options) (*Session, error) {
 	// statements name their tables fully qualified instead.
 	gs, err := cluster.CreateSession()
 	if err != nil {
-		if explained := explainRefusal(err, o.TLS != nil); explained != nil {
+		if explained := explainRefusal(err, o.TLS); explained != nil {
 			return nil, fault.Terminal(fmt.Errorf("cassandra: connect to %v: %w", hosts, explained))
 		}
 		return nil, Classify(fmt.Errorf("cassandra: connect to %v: %w", hosts, err))

@@ -3,6 +3,8 @@ package cassandra
 import (
 	"errors"
 	"strings"
+
+	"github.com/prosody-events/prosody-go/core/tlsconf"
 )
 
 // loginFailures and tlsFailures map what a refused connection says to the
@@ -18,17 +20,20 @@ var tlsFailures = []struct{ text, option, reason string }{
 	{"certificate signed by unknown authority", "cassandra_ssl_ca_location", "the node's certificate is not signed by a trusted CA"},
 	{"x509: certificate is valid for", "cassandra_ssl_ca_location", "the node's certificate is for another name"},
 	{"x509: certificate has expired", "cassandra_ssl_ca_location", "the node's certificate has expired"},
-	{"remote error: tls:", "cassandra_ssl_certificate_location", "the node refused the TLS handshake (its client certificate requirement)"},
 	{"tls: first record does not look like a TLS handshake", "cassandra_ssl_enabled", "the node does not speak TLS on this port"},
 }
 
-// explainRefusal names the option behind a refused login or, with TLS on,
-// a failed handshake, or returns nil for any other error. Such failures
-// are terminal: retrying cannot fix them.
-func explainRefusal(err error, tls bool) error {
+// explainRefusal names the option behind a refused login or, with TLS on
+// (files not nil), a failed handshake, or returns nil for any other error.
+// Such failures are terminal: retrying cannot fix them.
+func explainRefusal(err error, files *tlsconf.Files) error {
 	msg := err.Error()
 	failures := loginFailures
-	if tls {
+	if files != nil {
+		if alert, ok := tlsconf.AlertFromText(msg); ok {
+			option, reason := files.ExplainAlert(alert, "node", "cassandra_ssl_enabled")
+			return errors.New(option + ": " + reason + ": " + msg)
+		}
 		failures = append(failures[:len(failures):len(failures)], tlsFailures...)
 	}
 	for _, f := range failures {

@@ -2,6 +2,7 @@ package cassandra
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"runtime"
 	"strings"
@@ -119,6 +120,40 @@ func TestPasswordAuthenticatorOverTLS(t *testing.T) {
 				t.Errorf("a refused login is not terminal: %v", err)
 			}
 			t.Logf("failed in %v (terminal %v): %v", time.Since(start).Round(time.Millisecond), fault.IsTerminal(err), err)
+		})
+	}
+}
+
+// TestExplainRefusal checks the options named for what gocql leaves of a
+// refused handshake (text only): an alert blames the client certificate
+// only when it is about the certificate.
+func TestExplainRefusal(t *testing.T) {
+	const prefix = "gocql: unable to create session: unable to discover protocol version: "
+	noCert := &tlsconf.Files{Prefix: "cassandra_"}
+	withCert := &tlsconf.Files{Prefix: "cassandra_", Cert: "client.pem", Key: "client.key"}
+	for _, tc := range []struct {
+		name  string
+		msg   string
+		files *tlsconf.Files
+		want  string // "" for not a refusal
+	}{
+		{"certificate required", "remote error: tls: certificate required", noCert, "cassandra_ssl_certificate_location: the TLS handshake failed: the node requires a client certificate, and none is set"},
+		{"certificate refused", "remote error: tls: unknown certificate", withCert, `cassandra_ssl_certificate_location: the TLS handshake failed: the node refused the client certificate in "client.pem"`},
+		{"no version in common", "remote error: tls: protocol version not supported", withCert, "cassandra_ssl_enabled: the TLS handshake failed: the node and the client share no TLS version"},
+		{"another alert", "remote error: tls: internal error", withCert, `cassandra_ssl_enabled: the TLS handshake failed: the node ended it with TLS alert "internal error"`},
+		{"unknown CA", "tls: failed to verify certificate: x509: certificate signed by unknown authority", noCert, "cassandra_ssl_ca_location: the node's certificate is not signed by a trusted CA"},
+		{"wrong password", "Provided username cassandra and/or password are incorrect", nil, "cassandra_user / cassandra_password: the node refused the credentials"},
+		{"an alert without TLS is not explained as one", "remote error: tls: internal error", nil, ""},
+		{"connection refused", "dial tcp 127.0.0.1:9043: connect: connection refused", withCert, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := explainRefusal(errors.New(prefix+tc.msg), tc.files)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("explained as %v", err)
+			case tc.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.want)):
+				t.Errorf("got %v\nwant %s...", err, tc.want)
+			}
 		})
 	}
 }

@@ -201,6 +201,10 @@ func TestSecureKafkaFailsFast(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	strangerCert, strangerKey, err := otherCA.Issue(dir, "stranger", now.Add(-time.Hour), now.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
 	const wrongPassword = "definitely-Not-The-Password-42"
 	cases := []struct {
 		name   string
@@ -217,6 +221,7 @@ func TestSecureKafkaFailsFast(t *testing.T) {
 		{"no client certificate", func(c *config.Config) {
 			mutualTLS(s, "", "")(c)
 		}, "ssl_certificate_location", "requires a client certificate, and none is set"},
+		{"client certificate from an unknown CA", mutualTLS(s, strangerCert, strangerKey), "ssl_certificate_location", "the broker refused the client certificate"},
 	}
 	const bound = 20 * time.Second
 	for _, tc := range cases {

@@ -56,13 +56,9 @@ func (s Settings) Explain(err error) error {
 	case errors.As(err, &invalid):
 		return &AuthError{Option: "ssl_ca_location", Reason: "the broker's certificate is not valid (expired, or not yet valid)", Err: err}
 	case tlsconf.IsRemoteAlert(err):
-		// The broker ended the handshake: with mutual TLS that is nearly
-		// always the client certificate, missing or not trusted.
-		reason := "the TLS handshake failed: the broker refused the client certificate"
-		if s.TLS.Cert == "" {
-			reason = "the TLS handshake failed: the broker requires a client certificate, and none is set"
-		}
-		return &AuthError{Option: "ssl_certificate_location", Reason: reason, Err: err}
+		alert, _ := tlsconf.RemoteAlert(err)
+		option, reason := s.TLS.ExplainAlert(alert, "broker", "security_protocol")
+		return &AuthError{Option: option, Reason: reason, Err: err}
 	case tlsconf.IsHandshakeFailure(err):
 		return &AuthError{Option: "security_protocol", Reason: "the TLS handshake failed", Err: err}
 	}

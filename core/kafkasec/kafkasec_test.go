@@ -2,9 +2,11 @@ package kafkasec
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -163,7 +165,8 @@ func TestTokenFileIsReadAgainOnExpiryAndChange(t *testing.T) {
 }
 
 // TestExplainHandshakes explains real handshake failures: the broker's
-// certificate from an unknown CA, expired, or for another name.
+// certificate from an unknown CA, expired, or for another name; the
+// client's certificate missing or refused; no TLS version in common.
 func TestExplainHandshakes(t *testing.T) {
 	dir := t.TempDir()
 	ca, err := testpki.NewCA(dir, "ca")
@@ -175,25 +178,52 @@ func TestExplainHandshakes(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now()
+	clientCert, clientKey, err := ca.Issue(dir, "client", now.Add(-time.Hour), now.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	strangerCert, strangerKey, err := other.Issue(dir, "stranger", now.Add(-time.Hour), now.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
 	valid := testpki.ServeTLS(t, ca, now.Add(-time.Hour), now.Add(time.Hour))
 	expired := testpki.ServeTLS(t, ca, now.Add(-48*time.Hour), now.Add(-time.Hour))
+	clientCAs := x509.NewCertPool()
+	clientCAs.AddCert(ca.Cert)
+	mutual := testpki.ServeTLSWith(t, ca, now.Add(-time.Hour), now.Add(time.Hour), func(c *tls.Config) {
+		c.ClientAuth = tls.RequireAndVerifyClientCert
+		c.ClientCAs = clientCAs
+	})
+	oldTLS := testpki.ServeTLSWith(t, ca, now.Add(-time.Hour), now.Add(time.Hour), func(c *tls.Config) {
+		c.MinVersion, c.MaxVersion = tls.VersionTLS10, tls.VersionTLS11
+	})
 	for _, tc := range []struct {
 		name, addr, ca, serverName string
+		cert, key                  string
 		option, reason             string
 	}{
-		{"unknown CA", valid, other.CertPath, "localhost", "ssl_ca_location", "not signed by a trusted CA"},
-		{"expired broker certificate", expired, ca.CertPath, "localhost", "ssl_ca_location", "not valid (expired, or not yet valid)"},
-		{"another name", valid, ca.CertPath, "kafka.example", "ssl_server_name", "for another name"},
+		{name: "unknown CA", addr: valid, ca: other.CertPath, serverName: "localhost",
+			option: "ssl_ca_location", reason: "not signed by a trusted CA"},
+		{name: "expired broker certificate", addr: expired, ca: ca.CertPath, serverName: "localhost",
+			option: "ssl_ca_location", reason: "not valid (expired, or not yet valid)"},
+		{name: "another name", addr: valid, ca: ca.CertPath, serverName: "kafka.example",
+			option: "ssl_server_name", reason: "for another name"},
+		{name: "no client certificate", addr: mutual, ca: ca.CertPath, serverName: "localhost",
+			option: "ssl_certificate_location", reason: "requires a client certificate, and none is set"},
+		{name: "client certificate from another CA", addr: mutual, ca: ca.CertPath, serverName: "localhost", cert: strangerCert, key: strangerKey,
+			option: "ssl_certificate_location", reason: "refused the client certificate"},
+		// The client certificate is fine; the alert is about versions.
+		{name: "no TLS version in common", addr: oldTLS, ca: ca.CertPath, serverName: "localhost", cert: clientCert, key: clientKey,
+			option: "security_protocol", reason: "share no TLS version or cipher suite"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := Settings{Protocol: config.ProtocolSSL, TLS: tlsconf.Files{CA: tc.ca, ServerName: tc.serverName}}
+			s := Settings{Protocol: config.ProtocolSSL, TLS: tlsconf.Files{CA: tc.ca, ServerName: tc.serverName, Cert: tc.cert, Key: tc.key}}
 			cfg, err := s.TLS.Config()
 			if err != nil {
 				t.Fatal(err)
 			}
-			conn, err := tls.Dial("tcp", tc.addr, cfg)
+			err = handshake(tc.addr, cfg)
 			if err == nil {
-				conn.Close()
 				t.Fatal("handshake succeeded")
 			}
 			var ae *AuthError
@@ -202,4 +232,28 @@ func TestExplainHandshakes(t *testing.T) {
 			}
 		})
 	}
+	t.Run("trusted client certificate", func(t *testing.T) {
+		cfg, err := tlsconf.Files{CA: ca.CertPath, ServerName: "localhost", Cert: clientCert, Key: clientKey}.Config()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := handshake(mutual, cfg); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// handshake connects and reads until the server hangs up: with TLS 1.3 a
+// server that refuses the client's certificate says so after the client's
+// side of the handshake is done, in the first record the client reads.
+func handshake(addr string, cfg *tls.Config) error {
+	conn, err := tls.Dial("tcp", addr, cfg)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if _, err := conn.Read(make([]byte, 1)); err != io.EOF {
+		return err
+	}
+	return nil
 }

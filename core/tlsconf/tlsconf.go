@@ -97,10 +97,11 @@ func (f Files) loadKeyPair() (tls.Certificate, error) {
 	if block, _ := pem.Decode(certPEM); block == nil || block.Type != "CERTIFICATE" {
 		return tls.Certificate{}, fmt.Errorf("%s: %q holds no PEM certificate", certOpt, f.Cert)
 	}
-	if block, _ := pem.Decode(keyPEM); block == nil {
+	switch encrypted, found := encryptedKey(keyPEM); {
+	case !found:
 		return tls.Certificate{}, fmt.Errorf("%s: %q holds no PEM private key", keyOpt, f.Key)
-	} else if x509.IsEncryptedPEMBlock(block) { //nolint:staticcheck // only to say why it is refused
-		return tls.Certificate{}, fmt.Errorf("%s: %q is encrypted; give an unencrypted key (restrict the file's permissions instead)", keyOpt, f.Key)
+	case encrypted:
+		return tls.Certificate{}, fmt.Errorf("%s: encrypted private keys are not supported: %q is encrypted; give the key unencrypted and restrict the file's permissions instead", keyOpt, f.Key)
 	}
 	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
@@ -124,6 +125,25 @@ func (f Files) loadKeyPair() (tls.Certificate, error) {
 		return tls.Certificate{}, fmt.Errorf("%s: the client certificate in %q is not valid before %s", certOpt, f.Cert, leaf.NotBefore.UTC().Format(time.RFC3339))
 	}
 	return cert, nil
+}
+
+// encryptedKey looks through the PEM blocks of a key file: found is false
+// when there is none, encrypted true when a key is encrypted, as PKCS#8
+// ("ENCRYPTED PRIVATE KEY") or in OpenSSL's legacy form (a Proc-Type
+// header). Without this, tls.X509KeyPair would call such a key unparsable
+// and the error would look like a certificate and key that do not match.
+func encryptedKey(data []byte) (encrypted, found bool) {
+	for {
+		var block *pem.Block
+		block, data = pem.Decode(data)
+		if block == nil {
+			return false, found
+		}
+		found = true
+		if block.Type == "ENCRYPTED PRIVATE KEY" || x509.IsEncryptedPEMBlock(block) { //nolint:staticcheck // only to say why it is refused
+			return true, true
+		}
+	}
 }
 
 // ExpiredError reports a client certificate past its validity.

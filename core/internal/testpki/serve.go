@@ -11,6 +11,14 @@ import (
 // and hangs up. It stops when the test ends.
 func ServeTLS(t testing.TB, ca *CA, notBefore, notAfter time.Time) string {
 	t.Helper()
+	return ServeTLSWith(t, ca, notBefore, notAfter, nil)
+}
+
+// ServeTLSWith is ServeTLS with the server's configuration changed by
+// tweak (when not nil) before it listens: to require a client certificate
+// or to offer only old TLS versions, say.
+func ServeTLSWith(t testing.TB, ca *CA, notBefore, notAfter time.Time, tweak func(*tls.Config)) string {
+	t.Helper()
 	cert, key, err := ca.Issue(t.TempDir(), "server", notBefore, notAfter, "localhost")
 	if err != nil {
 		t.Fatal(err)
@@ -19,7 +27,11 @@ func ServeTLS(t testing.TB, ca *CA, notBefore, notAfter time.Time) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{pair}})
+	cfg := &tls.Config{Certificates: []tls.Certificate{pair}}
+	if tweak != nil {
+		tweak(cfg)
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
