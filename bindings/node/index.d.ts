@@ -109,6 +109,8 @@ export interface Configuration extends KafkaSecurity {
   cassandraSslCaLocation?: string;
   cassandraSslCertificateLocation?: string;
   cassandraSslKeyLocation?: string;
+  /** The name every Cassandra node's certificate must carry, when not the address dialled. */
+  cassandraSslServerName?: string;
   /** `false` accepts any Cassandra certificate: development only. */
   cassandraEnableSslCertificateVerification?: boolean;
   schedulerFailureWeight?: number;

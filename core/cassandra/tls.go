@@ -18,7 +18,7 @@ var loginFailures = []struct{ text, option, reason string }{
 
 var tlsFailures = []struct{ text, option, reason string }{
 	{"certificate signed by unknown authority", "cassandra_ssl_ca_location", "the node's certificate is not signed by a trusted CA"},
-	{"x509: certificate is valid for", "cassandra_ssl_ca_location", "the node's certificate is for another name"},
+	{"x509: certificate is valid for", "cassandra_ssl_server_name", "the node's certificate is for another name"},
 	{"x509: certificate has expired", "cassandra_ssl_ca_location", "the node's certificate has expired"},
 	{"tls: first record does not look like a TLS handshake", "cassandra_ssl_enabled", "the node does not speak TLS on this port"},
 }

@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 
 	"github.com/prosody-events/prosody-go/core/fault"
 	"github.com/prosody-events/prosody-go/core/internal/testpki"
@@ -34,12 +35,16 @@ func TestTLSConnect(t *testing.T) {
 		{"trusted CA", tlsconf.Files{CA: s.CA}, ""},
 		{"client certificate", tlsconf.Files{CA: s.CA, Cert: s.ClientCertificate, Key: s.ClientKey}, ""},
 		{"unknown CA", tlsconf.Files{CA: other.CertPath}, "cassandra_ssl_ca_location: the node's certificate is not signed by a trusted CA"},
+		// The node's certificate is for localhost and 127.0.0.1.
+		{"server name", tlsconf.Files{CA: s.CA, ServerName: "localhost"}, ""},
+		{"another server name", tlsconf.Files{CA: s.CA, ServerName: "cassandra.example"}, "cassandra_ssl_server_name: the node's certificate is for another name"},
 		{"verification off", tlsconf.Files{CA: other.CertPath, InsecureSkipVerify: true}, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			files := tc.files
 			files.Prefix = "cassandra_"
+			awaitGocqlGoroutines(t)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			start := time.Now()
@@ -48,7 +53,7 @@ func TestTLSConnect(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				defer sess.Close()
+				t.Cleanup(sess.Close)
 				if err := sess.Gocql().Query("SELECT release_version FROM system.local").WithContext(ctx).Exec(); err != nil {
 					t.Fatal(err)
 				}
@@ -64,6 +69,25 @@ func TestTLSConnect(t *testing.T) {
 			t.Logf("failed in %v: %v", time.Since(start).Round(time.Millisecond), err)
 		})
 	}
+}
+
+// awaitGocqlGoroutines makes the test, once its cleanups (a session's
+// Close among them) have run, wait until every goroutine started after
+// this call has ended. A TLS handshake and a login take long enough (the
+// node hashes the password) that gocql may still be opening the pool's
+// other connections when the session is closed; it retries those on its
+// own timer for a few seconds before their goroutines end, and the
+// package's leak check would report them. goleak tells goroutines apart
+// by identity, so goroutines of other tests starting or ending do not
+// move this wait, as they would a goroutine count.
+func awaitGocqlGoroutines(t *testing.T) {
+	t.Helper()
+	opts := append(testservices.LeakOptions(), goleak.IgnoreCurrent())
+	t.Cleanup(func() {
+		testservices.WaitFor(t, 15*time.Second, "the session's gocql goroutines to end", func() bool {
+			return goleak.Find(opts...) == nil
+		})
+	})
 }
 
 // TestPasswordAuthenticatorOverTLS logs in to the cassandra-auth node
@@ -86,10 +110,10 @@ func TestPasswordAuthenticatorOverTLS(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			awaitGocqlGoroutines(t)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			start := time.Now()
-			goroutines := runtime.NumGoroutine()
 			sess, err := Connect(ctx, Options{Nodes: []string{s.CQL}, Keyspace: "prosody_auth_tests",
 				User: tc.user, Password: secret.New(tc.password), TLS: tc.tls, Logger: slog.New(slog.DiscardHandler)})
 			if tc.wantErr == "" {
@@ -97,13 +121,6 @@ func TestPasswordAuthenticatorOverTLS(t *testing.T) {
 					t.Fatal(err)
 				}
 				sess.Close()
-				// A login takes long enough (the node hashes the password)
-				// that gocql may still be opening the pool's second
-				// connection: closed, it retries that for a few seconds
-				// before its goroutine ends.
-				testservices.WaitFor(t, 15*time.Second, "gocql's connection pool to stop", func() bool {
-					return runtime.NumGoroutine() <= goroutines
-				})
 				return
 			}
 			if err == nil {

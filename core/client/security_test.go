@@ -291,4 +291,8 @@ func TestCassandraTLSFiles(t *testing.T) {
 			t.Errorf("cassandra_enable_ssl_certificate_verification %v gives %+v", verify, f)
 		}
 	}
+	f := cassandraTLS(&config.Config{CassandraSslEnabled: true, CassandraEnableSslCertificateVerification: true, CassandraSslServerName: "cassandra.internal"})
+	if f.ServerName != "cassandra.internal" {
+		t.Errorf("cassandra_ssl_server_name gives ServerName %q", f.ServerName)
+	}
 }

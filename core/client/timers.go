@@ -97,6 +97,7 @@ func cassandraTLS(cfg *config.Config) *tlsconf.Files {
 		CA:                 cfg.CassandraSslCaLocation,
 		Cert:               cfg.CassandraSslCertificateLocation,
 		Key:                cfg.CassandraSslKeyLocation,
+		ServerName:         cfg.CassandraSslServerName,
 		InsecureSkipVerify: !cfg.CassandraEnableSslCertificateVerification,
 	}
 }

@@ -170,6 +170,7 @@ type Config struct {
 	CassandraSslCaLocation                    string // cassandra_ssl_ca_location, PROSODY_CASSANDRA_SSL_CA_LOCATION
 	CassandraSslCertificateLocation           string // cassandra_ssl_certificate_location, PROSODY_CASSANDRA_SSL_CERTIFICATE_LOCATION
 	CassandraSslKeyLocation                   string // cassandra_ssl_key_location, PROSODY_CASSANDRA_SSL_KEY_LOCATION
+	CassandraSslServerName                    string // cassandra_ssl_server_name, PROSODY_CASSANDRA_SSL_SERVER_NAME; overrides the name verified, "" for each node's address
 	CassandraEnableSslCertificateVerification bool   // cassandra_enable_ssl_certificate_verification, PROSODY_CASSANDRA_ENABLE_SSL_CERTIFICATE_VERIFICATION; true
 
 	// Keyed state.

@@ -172,6 +172,7 @@ var crossRules = map[string][]string{
 	"cassandra_ssl_ca_location":                     {"cassandra_ssl_enabled"},
 	"cassandra_ssl_certificate_location":            {"cassandra_ssl_enabled"},
 	"cassandra_ssl_key_location":                    {"cassandra_ssl_enabled"},
+	"cassandra_ssl_server_name":                     {"cassandra_ssl_enabled"},
 	"cassandra_enable_ssl_certificate_verification": {"cassandra_ssl_enabled"},
 }
 

@@ -152,6 +152,7 @@ var configOptions = []option[Config]{
 	opt("cassandra_ssl_ca_location", "PROSODY_CASSANDRA_SSL_CA_LOCATION", func(c *Config) *string { return &c.CassandraSslCaLocation }, stringKind, ""),
 	opt("cassandra_ssl_certificate_location", "PROSODY_CASSANDRA_SSL_CERTIFICATE_LOCATION", func(c *Config) *string { return &c.CassandraSslCertificateLocation }, stringKind, ""),
 	opt("cassandra_ssl_key_location", "PROSODY_CASSANDRA_SSL_KEY_LOCATION", func(c *Config) *string { return &c.CassandraSslKeyLocation }, stringKind, ""),
+	opt("cassandra_ssl_server_name", "PROSODY_CASSANDRA_SSL_SERVER_NAME", func(c *Config) *string { return &c.CassandraSslServerName }, stringKind, ""),
 	opt("cassandra_enable_ssl_certificate_verification", "PROSODY_CASSANDRA_ENABLE_SSL_CERTIFICATE_VERIFICATION", func(c *Config) *bool { return &c.CassandraEnableSslCertificateVerification }, boolKind, true),
 	opt("cassandra_datacenter", "PROSODY_CASSANDRA_DATACENTER", func(c *Config) *string { return &c.CassandraDatacenter }, stringKind, ""),
 	opt("cassandra_rack", "PROSODY_CASSANDRA_RACK", func(c *Config) *string { return &c.CassandraRack }, stringKind, ""),

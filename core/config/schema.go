@@ -96,6 +96,7 @@ var nodeOptions = map[string]*nodeOption{
 	"cassandra_ssl_ca_location":          node("cassandraSslCaLocation"),
 	"cassandra_ssl_certificate_location": node("cassandraSslCertificateLocation"),
 	"cassandra_ssl_key_location":         node("cassandraSslKeyLocation"),
+	"cassandra_ssl_server_name":          node("cassandraSslServerName"),
 	"cassandra_enable_ssl_certificate_verification": node("cassandraEnableSslCertificateVerification"),
 	"security_protocol":                             node("securityProtocol"),
 	"sasl_mechanism":                                node("saslMechanism"),

@@ -164,6 +164,7 @@ func validateCassandraSecurity(c *Config, errs *errorList) {
 			{"cassandra_ssl_ca_location", c.CassandraSslCaLocation != ""},
 			{"cassandra_ssl_certificate_location", c.CassandraSslCertificateLocation != ""},
 			{"cassandra_ssl_key_location", c.CassandraSslKeyLocation != ""},
+			{"cassandra_ssl_server_name", c.CassandraSslServerName != ""},
 			{"cassandra_enable_ssl_certificate_verification", !c.CassandraEnableSslCertificateVerification},
 		} {
 			if o.set {

@@ -33,6 +33,7 @@ func TestSecurityRules(t *testing.T) {
 		{"key without certificate", map[string]string{"security_protocol": `"ssl"`, "ssl_key_location": `"k.pem"`}, "ssl_certificate_location", "must be set with ssl_key_location"},
 		{"Cassandra TLS", map[string]string{"cassandra_ssl_enabled": `true`, "cassandra_ssl_ca_location": `"ca.pem"`, "cassandra_ssl_certificate_location": `"c.pem"`, "cassandra_ssl_key_location": `"k.pem"`}, "", ""},
 		{"Cassandra CA without TLS", map[string]string{"cassandra_ssl_ca_location": `"ca.pem"`}, "cassandra_ssl_ca_location", "needs cassandra_ssl_enabled to be true"},
+		{"Cassandra server name without TLS", map[string]string{"cassandra_ssl_server_name": `"cassandra.internal"`}, "cassandra_ssl_server_name", "needs cassandra_ssl_enabled to be true"},
 		{"Cassandra key without certificate", map[string]string{"cassandra_ssl_enabled": `true`, "cassandra_ssl_key_location": `"k.pem"`}, "cassandra_ssl_certificate_location", "must be set with cassandra_ssl_key_location"},
 		{"Cassandra password without user", map[string]string{"cassandra_password": pw}, "cassandra_password", "needs cassandra_user to be set too"},
 		{"a bad protocol hides the rules that read it", map[string]string{"security_protocol": `"tls"`, "ssl_ca_location": `"ca.pem"`}, "security_protocol", `got "tls"`},

@@ -60,6 +60,7 @@ class ProsodyClient:
         cassandra_ssl_ca_location: str | None = ...,
         cassandra_ssl_certificate_location: str | None = ...,
         cassandra_ssl_key_location: str | None = ...,
+        cassandra_ssl_server_name: str | None = ...,
         cassandra_enable_ssl_certificate_verification: bool | None = ...,
         security_protocol: Literal['plaintext', 'ssl', 'sasl_plaintext', 'sasl_ssl', 'PLAINTEXT', 'SSL', 'SASL_PLAINTEXT', 'SASL_SSL'] | None = ...,
         sasl_mechanism: Literal['PLAIN', 'SCRAM-SHA-256', 'SCRAM-SHA-512', 'OAUTHBEARER'] | None = ...,
