@@ -173,8 +173,10 @@ func validateCassandraSecurity(c *Config, errs *errorList) {
 		}
 	}
 	pairCertKey(errs, "cassandra_", c.CassandraSslCertificateLocation, c.CassandraSslKeyLocation)
+	// A password alone was once ignored; refused now, so that a login the
+	// user meant to configure does not silently not happen.
 	if c.CassandraPassword.IsSet() && c.CassandraUser == "" {
-		errs.add("cassandra_password", "needs cassandra_user to be set too")
+		errs.add("cassandra_password", "is set but cassandra_user is not: a Cassandra login (PasswordAuthenticator) needs both; set cassandra_user too, or unset cassandra_password")
 	}
 }
 

@@ -35,7 +35,7 @@ func TestSecurityRules(t *testing.T) {
 		{"Cassandra CA without TLS", map[string]string{"cassandra_ssl_ca_location": `"ca.pem"`}, "cassandra_ssl_ca_location", "needs cassandra_ssl_enabled to be true"},
 		{"Cassandra server name without TLS", map[string]string{"cassandra_ssl_server_name": `"cassandra.internal"`}, "cassandra_ssl_server_name", "needs cassandra_ssl_enabled to be true"},
 		{"Cassandra key without certificate", map[string]string{"cassandra_ssl_enabled": `true`, "cassandra_ssl_key_location": `"k.pem"`}, "cassandra_ssl_certificate_location", "must be set with cassandra_ssl_key_location"},
-		{"Cassandra password without user", map[string]string{"cassandra_password": pw}, "cassandra_password", "needs cassandra_user to be set too"},
+		{"Cassandra password without user", map[string]string{"cassandra_password": pw}, "cassandra_password", "is set but cassandra_user is not: a Cassandra login (PasswordAuthenticator) needs both; set cassandra_user too, or unset cassandra_password"},
 		{"a bad protocol hides the rules that read it", map[string]string{"security_protocol": `"tls"`, "ssl_ca_location": `"ca.pem"`}, "security_protocol", `got "tls"`},
 	}
 	for _, tc := range cases {
@@ -91,5 +91,26 @@ func TestSecretsNeverPrinted(t *testing.T) {
 		if strings.Contains(s, kafkaPW) || strings.Contains(s, cassPW) {
 			t.Errorf("text %d shows a password: %s", i, s)
 		}
+	}
+}
+
+// TestCassandraPasswordFromEnvNeedsUser checks the error a password left in
+// the environment without a user gets: it names the variable the password
+// came from and the option missing, and never the password.
+func TestCassandraPasswordFromEnvNeedsUser(t *testing.T) {
+	const pw = "cass-Env-Pa55"
+	clearEnv(t)
+	t.Setenv("PROSODY_CASSANDRA_PASSWORD", pw)
+	_, err := FromJSON(options(t, withBase(nil)))
+	oe := requireOptionError(t, err, "cassandra_password", "cassandra_user is not")
+	if oe.EnvVar != "PROSODY_CASSANDRA_PASSWORD" || !strings.HasSuffix(err.Error(), "(from PROSODY_CASSANDRA_PASSWORD)") {
+		t.Errorf("does not name the variable: %v", err)
+	}
+	if strings.Contains(err.Error(), pw) {
+		t.Errorf("shows the password: %v", err)
+	}
+	t.Setenv("PROSODY_CASSANDRA_USER", "prosody")
+	if _, err := FromJSON(options(t, withBase(nil))); err != nil {
+		t.Errorf("with a user: %v", err)
 	}
 }
