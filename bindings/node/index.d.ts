@@ -259,7 +259,7 @@ export interface KafkaSecurity {
   saslUsername?: string;
   /** Never shown in errors or by util.inspect. */
   saslPassword?: string;
-  /** OAUTHBEARER: a file holding the token, read again when it changes or the token expires. */
+  /** OAUTHBEARER: a file holding the token, read at every authentication so that a renewed token is used. */
   saslOauthbearerTokenFile?: string;
   /** PEM CA bundle; unset trusts the system roots. */
   sslCaLocation?: string;

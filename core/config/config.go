@@ -62,8 +62,7 @@ type Config struct {
 	SaslPassword     secret.Secret    // sasl_password, PROSODY_SASL_PASSWORD; prints redacted
 	// SaslOauthbearerTokenFile holds the OAUTHBEARER token
 	// (sasl_oauthbearer_token_file, PROSODY_SASL_OAUTHBEARER_TOKEN_FILE);
-	// it is read again whenever the token it held has expired or the file
-	// has changed, so a sidecar can refresh it.
+	// it is read at every authentication, so a sidecar can refresh it.
 	SaslOauthbearerTokenFile string
 	SslCaLocation            string // ssl_ca_location, PROSODY_SSL_CA_LOCATION; PEM CA bundle, "" for the system roots
 	SslCertificateLocation   string // ssl_certificate_location, PROSODY_SSL_CERTIFICATE_LOCATION; PEM client certificate (mutual TLS)

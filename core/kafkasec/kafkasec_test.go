@@ -118,7 +118,7 @@ func jwt(exp time.Time) string {
 	return enc([]byte(`{"alg":"none"}`)) + "." + enc([]byte(fmt.Sprintf(`{"exp":%d}`, exp.Unix()))) + ".sig"
 }
 
-func TestTokenFileIsReadAgainOnExpiryAndChange(t *testing.T) {
+func TestTokenFileIsReadAtEveryAuthentication(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "token")
 	now := time.Unix(1_800_000_000, 0)
 	write := func(token string, mod time.Time) {
@@ -139,10 +139,21 @@ func TestTokenFileIsReadAgainOnExpiryAndChange(t *testing.T) {
 		t.Fatalf("first read: %v", err)
 	}
 
+	// Renewed with a token of the same length, and the modification time
+	// kept: the new token is used all the same.
+	renewed := jwt(now.Add(time.Minute + time.Second))
+	if len(renewed) != len(first) {
+		t.Fatalf("test tokens differ in length: %d, %d", len(renewed), len(first))
+	}
+	write(renewed, now)
+	if tok, err := tf.Token(); err != nil || tok.Token != renewed {
+		t.Fatalf("renewed in place: got %v, %v", tok, err)
+	}
+
 	// Expired and not refreshed: a clear error naming the option.
 	now = now.Add(2 * time.Minute)
 	_, err := tf.Token()
-	if err == nil || !strings.Contains(err.Error(), "sasl_oauthbearer_token_file: the token in") || strings.Contains(err.Error(), first) {
+	if err == nil || !strings.Contains(err.Error(), "sasl_oauthbearer_token_file: the token in") || strings.Contains(err.Error(), renewed) {
 		t.Fatalf("expired token: %v", err)
 	}
 
@@ -153,7 +164,7 @@ func TestTokenFileIsReadAgainOnExpiryAndChange(t *testing.T) {
 		t.Fatalf("after refresh: %v", err)
 	}
 
-	// An opaque token has no expiry: read again when the file changes.
+	// An opaque token has no expiry.
 	write("opaque-1", now.Add(time.Second))
 	if tok, err := tf.Token(); err != nil || tok.Token != "opaque-1" {
 		t.Fatalf("opaque: %v %v", tok, err)

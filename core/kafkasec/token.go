@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -15,19 +14,19 @@ import (
 
 // tokenFile is a sarama.AccessTokenProvider for OAUTHBEARER that reads the
 // token from a file, which a sidecar or an operator refreshes. sarama asks
-// for a token at every authentication (each new connection); the file is
-// read again when it has changed or when the token it held has expired
-// (the "exp" claim of a JWT; an opaque token has none), so a refreshed
-// token is used without a restart and an unchanged one costs a stat.
+// for a token at every authentication: each new connection, and each
+// re-authentication the broker's session lifetime calls for. The file is
+// read every time, so a renewed token is used as soon as it is on disk.
+// A cache would have to notice the renewal: a modification time and size
+// can stay the same across a rewrite (a JWT of the same length written
+// within the file system's time granularity, or a copy that keeps the
+// time), and a cache refreshed only at expiry would keep handing out a
+// token about to expire, whose session the broker ends moments later.
+// Reading a few hundred bytes per authentication costs nothing beside the
+// TLS handshake and the SASL exchange around it.
 type tokenFile struct {
 	path string
 	now  func() time.Time
-
-	mu      sync.Mutex
-	token   string
-	modTime time.Time
-	size    int64
-	expires time.Time // zero when unknown
 }
 
 func newTokenFile(path string) *tokenFile { return &tokenFile{path: path, now: time.Now} }
@@ -35,37 +34,21 @@ func newTokenFile(path string) *tokenFile { return &tokenFile{path: path, now: t
 const tokenOption = "sasl_oauthbearer_token_file"
 
 func (t *tokenFile) Token() (*sarama.AccessToken, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	st, err := os.Stat(t.path)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", tokenOption, err)
-	}
-	stale := t.token == "" || !st.ModTime().Equal(t.modTime) || st.Size() != t.size ||
-		(!t.expires.IsZero() && !t.now().Before(t.expires))
-	if stale {
-		if err := t.read(st); err != nil {
-			return nil, err
-		}
-	}
-	if !t.expires.IsZero() && !t.now().Before(t.expires) {
-		return nil, fmt.Errorf("%s: the token in %q expired at %s and the file has not been refreshed",
-			tokenOption, t.path, t.expires.UTC().Format(time.RFC3339))
-	}
-	return &sarama.AccessToken{Token: t.token}, nil
-}
-
-func (t *tokenFile) read(st os.FileInfo) error {
 	data, err := os.ReadFile(t.path)
 	if err != nil {
-		return fmt.Errorf("%s: reading the token: %w", tokenOption, err)
+		return nil, fmt.Errorf("%s: reading the token: %w", tokenOption, err)
 	}
 	token := string(bytes.TrimSpace(data))
 	if token == "" {
-		return fmt.Errorf("%s: %q is empty", tokenOption, t.path)
+		return nil, fmt.Errorf("%s: %q is empty", tokenOption, t.path)
 	}
-	t.token, t.modTime, t.size, t.expires = token, st.ModTime(), st.Size(), jwtExpiry(token)
-	return nil
+	// An expired token would be refused: say so rather than let the broker
+	// answer with a bare authentication failure.
+	if expires := jwtExpiry(token); !expires.IsZero() && !t.now().Before(expires) {
+		return nil, fmt.Errorf("%s: the token in %q expired at %s and the file has not been refreshed",
+			tokenOption, t.path, expires.UTC().Format(time.RFC3339))
+	}
+	return &sarama.AccessToken{Token: token}, nil
 }
 
 // jwtExpiry returns the "exp" claim of a JWT, or the zero time for a token
