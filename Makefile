@@ -28,6 +28,7 @@ test: services-up test-go fuzz-short test-c test-python test-node ## start the s
 test-go: ## Go tests with the race detector (needs the services: make services-up)
 	$(GOTEST) ./...
 	$(GOTEST) -tags capitest ./capi
+	$(GOTEST) -tags capitest,prosody_pipefd -run 'WakeFD|Notify|Poll' ./capi # the pipe that replaces the eventfd off Linux
 
 # The boundary's fuzz targets: the JSON configuration, the payload id/type
 # scanner (against encoding/json) and trace header decoding.

@@ -352,7 +352,7 @@ func prosodyGo_client_event_fd(id C.uint64_t, out *C.int, errOut **C.char) (stat
 	if st != C.PROSODY_OK {
 		return st
 	}
-	*out = C.int(e.disp.efd)
+	*out = C.int(e.disp.wfd.readFD())
 	return C.PROSODY_OK
 }
 

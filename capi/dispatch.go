@@ -9,7 +9,6 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 	"unsafe"
 
@@ -29,11 +28,11 @@ var errExpired = fault.Transient(errors.New("the handler did not finish and was 
 // dispatcher is a client's host side of event handling. It implements
 // event.Handler: each call parks the event in the ready queue and waits for
 // the host's completion. The host learns that the queue is non-empty from
-// the eventfd or the notify callback, both signalled only when the queue
-// goes from empty to non-empty, and drains it with poll: one wake-up and
+// the wake fd (wakefd_*.go) or the notify callback, both signalled only
+// when the queue goes from empty to non-empty, and drains it with poll: one wake-up and
 // one cgo call for many events.
 type dispatcher struct {
-	efd int
+	wfd wakeFD
 
 	mu     sync.Mutex
 	queue  []readyItem
@@ -42,7 +41,7 @@ type dispatcher struct {
 
 	notify notifiers // the host's notify callback (notify.go)
 
-	// fdMu orders the eventfd writes, made after mu is released, with the
+	// fdMu orders the wake fd's signals, made after mu is released, with the
 	// closing of the fd (closeFd takes it exclusively), so that no write
 	// reaches the fd number after it is closed and perhaps reused. Only the
 	// write holds it: the notify callback may call back into the library.
@@ -68,11 +67,11 @@ type readyItem struct {
 }
 
 func newDispatcher() (*dispatcher, error) {
-	fd, err := C.prosodyInt_eventfd()
-	if fd < 0 {
+	fd, err := openWakeFD()
+	if err != nil {
 		return nil, errorf(C.PROSODY_ERR_INTERNAL, "creating the event fd: %v", err)
 	}
-	d := &dispatcher{efd: int(fd)}
+	d := &dispatcher{wfd: fd}
 	d.notify.init()
 	return d, nil
 }
@@ -84,11 +83,9 @@ func (d *dispatcher) closeFd() {
 	defer d.fdMu.Unlock()
 	if !d.fdClosed {
 		d.fdClosed = true
-		_ = syscall.Close(d.efd)
+		d.wfd.close()
 	}
 }
-
-var one = [8]byte{1} // eventfd increments are native-endian uint64
 
 // push queues an item and wakes the host if the queue was empty.
 func (d *dispatcher) push(it readyItem) {
@@ -99,7 +96,7 @@ func (d *dispatcher) push(it readyItem) {
 }
 
 // pushLocked queues an item. When the queue was empty it returns the
-// wake-up to make once d.mu is released: the eventfd write is a system
+// wake-up to make once d.mu is released: the wake fd's write is a system
 // call, and the engine's goroutines and the host's threads all queue here.
 // The caller holds d.mu.
 //
@@ -116,8 +113,8 @@ func (d *dispatcher) pushLocked(it readyItem) wake {
 	return wake{d: d}
 }
 
-// wake is a wake-up of the host to make once d.mu is released: the eventfd
-// write and the notify callback.
+// wake is a wake-up of the host to make once d.mu is released: the wake
+// fd's signal and the notify callback.
 type wake struct {
 	d *dispatcher // nil: no wake-up
 }
@@ -129,7 +126,7 @@ func (w wake) call() {
 	}
 	d.fdMu.RLock()
 	if !d.fdClosed {
-		_, _ = syscall.Write(d.efd, one[:])
+		d.wfd.signal()
 	}
 	d.fdMu.RUnlock()
 	d.notify.call()
@@ -148,7 +145,7 @@ func (d *dispatcher) wakeIfPending() {
 }
 
 // poll moves up to len(out) items into out and returns how many. It resets
-// the eventfd when it empties the queue; both happen under d.mu, so the fd
+// the wake fd when it empties the queue; both happen under d.mu, so the fd
 // is readable exactly while the queue holds something.
 func (d *dispatcher) poll(out eventArray) int {
 	d.mu.Lock()
@@ -193,8 +190,7 @@ func (d *dispatcher) poll(out eventArray) int {
 	switch {
 	case d.head == len(d.queue):
 		d.queue, d.head = d.queue[:0], 0
-		var buf [8]byte
-		_, _ = syscall.Read(d.efd, buf[:])
+		d.wfd.reset()
 	case d.head > 1024 && d.head > len(d.queue)/2:
 		// The host never quite drains the queue: reclaim the consumed prefix.
 		d.queue = d.queue[:copy(d.queue, d.queue[d.head:])]

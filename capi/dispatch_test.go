@@ -216,18 +216,18 @@ func TestPollAfterReleaseLeavesAReusedFdAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	var p [2]int
-	if err := syscall.Pipe2(p[:], syscall.O_NONBLOCK); err != nil {
+	if err := syscall.Pipe(p[:]); err != nil {
 		t.Fatal(err)
 	}
 	defer syscall.Close(p[1])
 	d.close()
 	d.closeFd()
 	// The host's next descriptor takes the released number.
-	if err := syscall.Dup2(p[0], d.efd); err != nil {
+	if err := syscall.Dup2(p[0], d.wfd.readFD()); err != nil {
 		t.Fatal(err)
 	}
 	syscall.Close(p[0])
-	defer syscall.Close(d.efd)
+	defer syscall.Close(d.wfd.readFD())
 	if _, err := syscall.Write(p[1], []byte("hostdata")); err != nil {
 		t.Fatal(err)
 	}
@@ -235,8 +235,8 @@ func TestPollAfterReleaseLeavesAReusedFdAlone(t *testing.T) {
 		t.Fatalf("poll after release returned %d items", n)
 	}
 	var buf [16]byte
-	if n, _ := syscall.Read(d.efd, buf[:]); n != 8 {
-		t.Fatalf("the poll consumed the host's bytes from the reused fd %d (%d of 8 left)", d.efd, n)
+	if n, _ := syscall.Read(d.wfd.readFD(), buf[:]); n != 8 {
+		t.Fatalf("the poll consumed the host's bytes from the reused fd %d (%d of 8 left)", d.wfd.readFD(), n)
 	}
 }
 

@@ -13,7 +13,9 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __linux__
 #include <sys/eventfd.h>
+#endif
 
 #include "shims.h"
 #include "_cgo_export.h"
@@ -328,7 +330,9 @@ void prosodyInt_call_log(prosody_log_fn fn, uintptr_t user_data, int32_t level, 
   fn((void *)user_data, &r);
 }
 
+#ifdef __linux__
 int prosodyInt_eventfd(void) { return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }
+#endif
 
 extern char **environ;
 

@@ -31,8 +31,10 @@ int32_t prosodyInt_call_event(uintptr_t fn, uintptr_t user_data, uintptr_t frame
 void prosodyInt_call_log(prosody_log_fn fn, uintptr_t user_data, int32_t level, int64_t time_ms,
                          const char *target, const char *message, const char *attributes);
 
+#ifdef __linux__
 /* A new non-blocking, close-on-exec eventfd, or -1 with errno set. */
 int prosodyInt_eventfd(void);
+#endif
 char *prosodyInt_prosody_env(void);
 /* user_data crosses into Go as an integer: hosts pass small integers as
  * user_data, which the Go runtime would take for bad pointers. */

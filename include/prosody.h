@@ -449,7 +449,8 @@ int prosody_client_subscribe(uint64_t client, const prosody_handler_config *hand
 int prosody_client_unsubscribe(uint64_t client, prosody_completion_fn done, void *user_data,
                                char **error_message);
 
-/* Stores in *fd the client's Linux eventfd (non-blocking, close-on-exec).
+/* Stores in *fd the client's wake-up descriptor (non-blocking,
+ * close-on-exec): an eventfd on Linux, the read end of a pipe elsewhere.
  * It is readable while the ready queue is non-empty and is reset by
  * prosody_client_poll when the queue becomes empty; it can also be readable
  * with nothing queued (after a race with a poll), and the next poll then

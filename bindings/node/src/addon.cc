@@ -6,7 +6,7 @@
 // threads. Those callbacks never touch V8: they copy what they got into a
 // queue and wake the JS thread through one uv_async_t (many completions,
 // one wake-up). Ready events are not pushed at all: the JS loop watches the
-// client's eventfd with uv_poll_t and drains it with prosody_client_poll,
+// client's wake-up fd with uv_poll_t and drains it with prosody_client_poll,
 // handing JS one batch per poll (numbers in a shared Float64Array, keys in
 // one array, ASCII payloads in one string). Event outcomes from JS are buffered and sent with one
 // prosody_events_complete right after each batch's callback, and once per

@@ -1,6 +1,6 @@
 """Event delivery for one subscription: batches in, batches out, all on the loop thread.
 
-The client's eventfd is watched with ``loop.add_reader``. When it is
+The client's wake-up fd is watched with ``loop.add_reader``. When it is
 readable, ``_drain`` takes ready events with ``prosody_client_poll`` into a
 preallocated array until a poll returns fewer than asked. One C call per
 batch (``prosody._batch``) builds every event's Message or Timer, trace
