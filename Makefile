@@ -63,10 +63,15 @@ test-node: ## build the Node package (addon + libprosody.so); tsc --strict, node
 	bindings/node/run-tests.sh
 	bindings/node/pack-check.sh
 
-demo: ## mock-mode demos: Go (two clients, per-key order, timers), then the Python and Node quick starts and keyed-state examples
+demo: lib ## mock-mode demos: Go (two clients, per-key order, timers), then the README's Quick Starts (Go, Python, Node, C) and keyed-state examples
 	$(GO) run ./cmd/prosody-demo
+	PROSODY_LOG=warn $(GO) run ./examples/go/quickstart
 	bindings/python/run-demo.sh
 	bindings/node/run-demo.sh
+	@mkdir -p build/c
+	$(CC) -Wall -Wextra -O2 -Iinclude examples/c/quickstart.c -L$(LIB_DIR) -lprosody \
+		-Wl,-rpath,$(CURDIR)/$(LIB_DIR) -lpthread -o build/c/quickstart
+	PROSODY_LOG=warn build/c/quickstart
 
 lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

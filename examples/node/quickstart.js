@@ -1,7 +1,7 @@
 // The Quick Start of the Node docs, in mock mode: an in-memory Kafka cluster
 // inside this process, so it needs no broker. It subscribes, sends one
-// message, waits until the handler saw it, and unsubscribes; the process
-// then exits by itself.
+// message whose handler schedules a follow-up timer, waits until the timer
+// fired, and unsubscribes; the process then exits by itself.
 //
 //   node examples/node/quickstart.js
 "use strict";
@@ -21,10 +21,10 @@ async function main() {
   });
 
   /** @type {() => void} */
-  let handled = () => {};
+  let fired = () => {};
   /** @type {Promise<void>} */
-  const messageHandled = new Promise((resolve) => {
-    handled = () => resolve();
+  const timerFired = new Promise((resolve) => {
+    fired = () => resolve();
   });
 
   /** @type {import("@prosody-events/prosody").EventHandler<{ content: string, scheduleFollowup?: boolean }>} */
@@ -34,22 +34,22 @@ async function main() {
 
       // Schedule a timer for delayed processing
       if (message.payload.scheduleFollowup) {
-        const followupTime = new Date(Date.now() + 30000); // 30 seconds from now
+        const followupTime = new Date(Date.now() + 1000); // a second from now
         await context.schedule(followupTime);
       }
-      handled();
     },
 
     onTimer: async (context, timer, signal) => {
       console.log(`Timer fired for key: ${timer.key} at ${timer.time}`);
+      fired();
     },
   };
 
   await client.subscribe(messageHandler);
 
-  await client.send("my-topic", "message-key", { content: "Hello, Kafka!" });
+  await client.send("my-topic", "message-key", { content: "Hello, Kafka!", scheduleFollowup: true });
 
-  await messageHandled;
+  await timerFired;
   await client.unsubscribe();
   console.log("quickstart: done");
 }

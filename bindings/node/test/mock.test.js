@@ -38,7 +38,8 @@ test("the quickstart example runs in mock mode and exits by itself", async () =>
       err ? reject(new Error(`${err.message}\n${stdout}\n${stderr}`)) : resolve({ stdout, stderr }),
     );
   });
-  assert.match(stdout, /Received message: .*"key":"message-key".*"payload":\{"content":"Hello, Kafka!"\}/);
+  assert.match(stdout, /Received message: .*"key":"message-key".*"payload":\{"content":"Hello, Kafka!","scheduleFollowup":true\}/);
+  assert.match(stdout, /Timer fired for key: message-key/);
   assert.match(stdout, /quickstart: done/);
 });
 
