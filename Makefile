@@ -6,7 +6,7 @@ GOTEST   ?= $(GO) test -race -count=1 -timeout 30m
 SERVICES := scripts/services
 
 .DEFAULT_GOAL := help
-.PHONY: help deps services-up services-down services-status test test-go test-python test-node demo lint fmt lib test-c install example bench-c bench-timers fuzz fuzz-short
+.PHONY: wheels test-dist help deps services-up services-down services-status test test-go test-python test-node demo lint fmt lib test-c install example bench-c bench-timers fuzz fuzz-short
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -23,7 +23,7 @@ services-down: ## stop the test services and delete their data
 services-status: ## report whether each test service answers
 	@$(SERVICES) status
 
-test: services-up test-go fuzz-short test-c test-python test-node ## start the services if needed, then run every test suite
+test: services-up test-go fuzz-short test-c test-python test-node test-dist ## start the services if needed, then run every test suite
 
 test-go: ## Go tests with the race detector (needs the services: make services-up)
 	$(GOTEST) ./...
@@ -117,6 +117,16 @@ bench-timers: ## mixed timer benchmark: Go, Python, Node and the original prosod
 	scripts/original-venv >/dev/null
 	$(GO) build -o build/prosody-timer-bench ./cmd/prosody-timer-bench
 	build/prosody-timer-bench mixed -readers go,python,node,python-original $(TIMER_BENCH_ARGS)
+
+# Release artifacts, cross-built here with a pinned Zig (scripts/dist).
+wheels: ## Python wheels for every platform (manylinux, musllinux, macOS; stable ABI) and the sdist into dist/python, checked by auditwheel and abi3audit
+	python3 scripts/dist wheels
+	python3 scripts/dist check-wheels
+
+test-dist: ## the x86-64 and aarch64 Linux wheels built, checked and installed: the Quick Start without Go or a compiler, and under qemu
+	python3 scripts/dist wheels linux-x64-gnu linux-arm64-gnu
+	python3 scripts/dist check-wheels
+	python3 scripts/dist smoke-wheels
 
 install: lib ## install libprosody.so, prosody.h and prosody.pc under PREFIX (default /usr/local)
 	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include

@@ -54,6 +54,10 @@ class BuildGoThenExt(build_ext):
         else:
             target = Path(self.build_lib) / "prosody"
         target.mkdir(parents=True, exist_ok=True)
+        # Extensions of an earlier build under another ABI tag would ship
+        # beside the new ones, and Python prefers a version-specific one.
+        for stale in target.glob("_*.so"):
+            stale.unlink()
         shutil.copy2(lib, target / LIB_NAME)
         super().run()
 
@@ -67,6 +71,10 @@ setup(
     options={
         "build": {"build_base": str(BUILD_BASE.relative_to(ROOT))},
         "egg_info": {"egg_base": str(BUILD_BASE.relative_to(ROOT))},
+        # Both extensions keep to the stable ABI of 3.10 (the cffi module as
+        # cffi generates it, _batch.c by its Py_LIMITED_API), so one wheel
+        # serves every CPython from 3.10 on.
+        "bdist_wheel": {"py_limited_api": "cp310"},
     },
     cffi_modules=["bindings/python/build_ffi.py:ffibuilder"],
     # Builds the Python objects of polled events; reads prosody_event, links nothing.
@@ -75,6 +83,7 @@ setup(
             "prosody._batch",
             sources=["bindings/python/prosody/_batch.c"],
             include_dirs=["include"],
+            py_limited_api=True,
         )
     ],
     cmdclass={"build_ext": BuildGoThenExt},

@@ -15,10 +15,17 @@
  * theirs. One difference: timestamps are exact to the millisecond, where
  * datetime.fromtimestamp(ms / 1000) loses microseconds to the float after
  * 2^33 seconds (the year 2242).
+ *
+ * It keeps to the limited API of Python 3.10 (the stable ABI), so that one
+ * build serves every CPython from 3.10 on: a wheel per platform, not per
+ * platform and Python version. What that costs: a datetime is made by
+ * calling the class instead of through the datetime C API, and slots are
+ * set through their descriptors' tp_descr_set looked up once at init
+ * (PyType_GetSlot) rather than read from the type on every event.
  */
+#define Py_LIMITED_API 0x030A0000
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#include <datetime.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -34,25 +41,38 @@ static const char *const slot_names[N_SLOTS] = {"topic", "partition", "offset",
 #define KIND_FAILED 0
 #define KIND_INTERRUPTED (-1)
 
+/* Py_XSETREF is not part of the limited API. */
+#define SETREF(dst, src)       \
+  do {                         \
+    PyObject *old_ = (PyObject *)(dst); \
+    (dst) = (src);             \
+    Py_XDECREF(old_);          \
+  } while (0)
+
 typedef struct {
   PyObject_HEAD
   PyObject *buffer; /* keeps the polled array alive */
   const prosody_event *events;
   Py_ssize_t capacity;
   PyTypeObject *message;
+  allocfunc message_alloc;
   PyObject *timer;
   PyObject *scan;          /* json.JSONDecoder().scan_once */
   PyObject *loads;         /* json.loads */
   PyObject *fromtimestamp; /* datetime.fromtimestamp */
+  PyObject *datetime;      /* the class fromtimestamp is bound to */
   PyObject *utc;
   PyObject *slots[N_SLOTS]; /* Message's member descriptors */
+  descrsetfunc slot_set[N_SLOTS];
   /* The handler's Context: its class, and for each of its slots the member
    * descriptor and the value a new one starts with (NULL for the two set
    * per event: the dispatcher and the event handle). */
   PyTypeObject *context;
+  allocfunc context_alloc;
   PyObject *dispatcher;
   Py_ssize_t n_context_slots;
   PyObject **context_slots;
+  descrsetfunc *context_set;
   PyObject **context_initial;
   Py_ssize_t slot_disp, slot_event;
   /* The topic of the last event built, as bytes and as str. */
@@ -95,9 +115,25 @@ static PyObject *utc_datetime(Builder *b, int64_t ms) {
   days = secs / 86400;
   sod = secs % 86400;
   civil_from_days(days, &y, &mo, &d);
-  return PyDateTimeAPI->DateTime_FromDateAndTime(y, mo, d, (int)(sod / 3600), (int)(sod % 3600 / 60),
-                                                 (int)(sod % 60), (int)(ms % 1000) * 1000, b->utc,
-                                                 PyDateTimeAPI->DateTimeType);
+  {
+    long parts[7] = {y, mo, d, (long)(sod / 3600), (long)(sod % 3600 / 60), (long)(sod % 60),
+                     (long)(ms % 1000) * 1000};
+    PyObject *args = PyTuple_New(8), *dt;
+    int i;
+    if (args == NULL) return NULL;
+    for (i = 0; i < 7; i++) {
+      PyObject *v = PyLong_FromLong(parts[i]);
+      if (v == NULL) {
+        Py_DECREF(args);
+        return NULL;
+      }
+      PyTuple_SetItem(args, i, v);
+    }
+    PyTuple_SetItem(args, 7, Py_NewRef(b->utc));
+    dt = PyObject_Call(b->datetime, args, NULL);
+    Py_DECREF(args);
+    return dt;
+  }
 }
 
 static PyObject *decode(const char *bytes, size_t len) {
@@ -139,10 +175,10 @@ static PyObject *payload_of(Builder *b, const prosody_event *e) {
   text = decode((const char *)e->payload, e->payload_len);
   if (text != NULL) {
     scanned = PyObject_CallFunction(b->scan, "On", text, (Py_ssize_t)0);
-    if (scanned != NULL && PyTuple_Check(scanned) && PyTuple_GET_SIZE(scanned) == 2 &&
-        PyLong_Check(PyTuple_GET_ITEM(scanned, 1)) &&
-        PyLong_AsSsize_t(PyTuple_GET_ITEM(scanned, 1)) == PyUnicode_GET_LENGTH(text)) {
-      value = PyTuple_GET_ITEM(scanned, 0);
+    if (scanned != NULL && PyTuple_Check(scanned) && PyTuple_Size(scanned) == 2 &&
+        PyLong_Check(PyTuple_GetItem(scanned, 1)) &&
+        PyLong_AsSsize_t(PyTuple_GetItem(scanned, 1)) == PyUnicode_GetLength(text)) {
+      value = PyTuple_GetItem(scanned, 0);
       Py_INCREF(value);
     }
     Py_XDECREF(scanned);
@@ -155,7 +191,7 @@ static PyObject *payload_of(Builder *b, const prosody_event *e) {
   }
   bytes = PyBytes_FromStringAndSize(e->payload_len ? (const char *)e->payload : "", (Py_ssize_t)e->payload_len);
   if (bytes == NULL) return NULL;
-  value = PyObject_CallOneArg(b->loads, bytes);
+  value = PyObject_CallFunctionObjArgs(b->loads, bytes, NULL);
   Py_DECREF(bytes);
   return value;
 }
@@ -200,16 +236,15 @@ static PyObject *message_of(Builder *b, const prosody_event *e) {
   if (b->ts == NULL || e->timestamp_ms != b->ts_ms) {
     PyObject *ts = utc_datetime(b, e->timestamp_ms);
     if (ts == NULL) goto done;
-    Py_XSETREF(b->ts, ts);
+    SETREF(b->ts, ts);
     b->ts_ms = e->timestamp_ms;
   }
   vals[SLOT_TIMESTAMP] = b->ts;
   Py_INCREF(b->ts);
-  m = b->message->tp_alloc(b->message, 0);
+  m = b->message_alloc(b->message, 0);
   if (m == NULL) goto done;
   for (i = 0; i < N_SLOTS; i++) {
-    PyObject *descr = b->slots[i];
-    if (Py_TYPE(descr)->tp_descr_set(descr, m, vals[i]) < 0) {
+    if (b->slot_set[i](b->slots[i], m, vals[i]) < 0) {
       Py_CLEAR(m);
       goto done;
     }
@@ -236,13 +271,12 @@ static PyObject *timer_of(Builder *b, const prosody_event *e) {
 
 /* A new Context for the event, as Context(dispatcher, event) makes it. */
 static PyObject *context_of(Builder *b, PyObject *event) {
-  PyObject *ctx = b->context->tp_alloc(b->context, 0);
+  PyObject *ctx = b->context_alloc(b->context, 0);
   Py_ssize_t i;
   if (ctx == NULL) return NULL;
   for (i = 0; i < b->n_context_slots; i++) {
-    PyObject *descr = b->context_slots[i];
     PyObject *v = i == b->slot_disp ? b->dispatcher : i == b->slot_event ? event : b->context_initial[i];
-    if (Py_TYPE(descr)->tp_descr_set(descr, ctx, v) < 0) {
+    if (b->context_set[i](b->context_slots[i], ctx, v) < 0) {
       Py_DECREF(ctx);
       return NULL;
     }
@@ -250,11 +284,9 @@ static PyObject *context_of(Builder *b, PyObject *event) {
   return ctx;
 }
 
-/* Takes the exception being raised (normalised) and clears it. */
+/* Takes the exception being raised (normalised) and clears it. (The
+ * stable ABI of 3.10 has no PyErr_GetRaisedException.) */
 static PyObject *raised_exception(void) {
-#if PY_VERSION_HEX >= 0x030C0000
-  return PyErr_GetRaisedException();
-#else
   PyObject *type, *value, *tb;
   PyErr_Fetch(&type, &value, &tb);
   PyErr_NormalizeException(&type, &value, &tb);
@@ -262,7 +294,6 @@ static PyObject *raised_exception(void) {
   Py_XDECREF(type);
   Py_XDECREF(tb);
   return value;
-#endif
 }
 
 /* A row tuple from its parts (references stolen, released on failure). */
@@ -276,11 +307,11 @@ static PyObject *pack_row(PyObject *event, long kind, PyObject *item, PyObject *
     Py_DECREF(ctx);
     return NULL;
   }
-  PyTuple_SET_ITEM(row, 0, event);
-  PyTuple_SET_ITEM(row, 1, k);
-  PyTuple_SET_ITEM(row, 2, item);
-  PyTuple_SET_ITEM(row, 3, carrier);
-  PyTuple_SET_ITEM(row, 4, ctx);
+  PyTuple_SetItem(row, 0, event);
+  PyTuple_SetItem(row, 1, k);
+  PyTuple_SetItem(row, 2, item);
+  PyTuple_SetItem(row, 3, carrier);
+  PyTuple_SetItem(row, 4, ctx);
   return row;
 }
 
@@ -331,7 +362,7 @@ static PyObject *Builder_build(Builder *b, PyObject *arg) {
       Py_DECREF(rows);
       return NULL;
     }
-    PyList_SET_ITEM(rows, i, row);
+    PyList_SetItem(rows, i, row);
   }
   return rows;
 }
@@ -344,7 +375,9 @@ static void context_slots_free(Builder *b) {
   }
   PyMem_Free(b->context_slots);
   PyMem_Free(b->context_initial);
+  PyMem_Free(b->context_set);
   b->context_slots = b->context_initial = NULL;
+  b->context_set = NULL;
   b->n_context_slots = 0;
   Py_CLEAR(b->context);
 }
@@ -356,14 +389,15 @@ static int context_slots_init(Builder *b, PyObject *context, PyObject *initial) 
   PyObject *names = PyObject_GetAttrString(context, "__slots__"), *seq;
   Py_ssize_t n, i;
   if (names == NULL) return -1;
-  seq = PySequence_Fast(names, "Builder: context.__slots__ must be a sequence");
+  seq = PySequence_Tuple(names);
   Py_DECREF(names);
   if (seq == NULL) return -1;
   context_slots_free(b);
-  n = PySequence_Fast_GET_SIZE(seq);
+  n = PyTuple_Size(seq);
   b->context_slots = PyMem_Calloc(n ? n : 1, sizeof(PyObject *));
   b->context_initial = PyMem_Calloc(n ? n : 1, sizeof(PyObject *));
-  if (b->context_slots == NULL || b->context_initial == NULL) {
+  b->context_set = PyMem_Calloc(n ? n : 1, sizeof(descrsetfunc));
+  if (b->context_slots == NULL || b->context_initial == NULL || b->context_set == NULL) {
     Py_DECREF(seq);
     PyErr_NoMemory();
     return -1;
@@ -371,7 +405,7 @@ static int context_slots_init(Builder *b, PyObject *context, PyObject *initial) 
   b->n_context_slots = n;
   b->slot_disp = b->slot_event = -1;
   for (i = 0; i < n; i++) {
-    PyObject *name = PySequence_Fast_GET_ITEM(seq, i), *descr;
+    PyObject *name = PyTuple_GetItem(seq, i), *descr;
     if (!PyUnicode_Check(name)) {
       PyErr_SetString(PyExc_TypeError, "Builder: context.__slots__ must hold names");
       goto fail;
@@ -392,7 +426,8 @@ static int context_slots_init(Builder *b, PyObject *context, PyObject *initial) 
     descr = PyObject_GetAttr(context, name);
     if (descr == NULL) goto fail;
     b->context_slots[i] = descr;
-    if (Py_TYPE(descr)->tp_descr_set == NULL) {
+    b->context_set[i] = (descrsetfunc)PyType_GetSlot(Py_TYPE(descr), Py_tp_descr_set);
+    if (b->context_set[i] == NULL) {
       PyErr_Format(PyExc_TypeError, "Builder: Context.%U is not a slot", name);
       goto fail;
     }
@@ -404,6 +439,7 @@ static int context_slots_init(Builder *b, PyObject *context, PyObject *initial) 
   }
   Py_INCREF(context);
   b->context = (PyTypeObject *)context;
+  b->context_alloc = (allocfunc)PyType_GetSlot(b->context, Py_tp_alloc);
   return 0;
 fail:
   Py_DECREF(seq);
@@ -432,7 +468,7 @@ static int Builder_init(Builder *b, PyObject *args, PyObject *kwargs) {
   }
   if (context_slots_init(b, context, initial) < 0) return -1;
   Py_INCREF(dispatcher);
-  Py_XSETREF(b->dispatcher, dispatcher);
+  SETREF(b->dispatcher, dispatcher);
   events = PyLong_AsVoidPtr(address);
   if (events == NULL && PyErr_Occurred()) return -1;
   if (events == NULL || capacity < 0) {
@@ -441,28 +477,43 @@ static int Builder_init(Builder *b, PyObject *args, PyObject *kwargs) {
   }
   for (i = 0; i < N_SLOTS; i++) {
     PyObject *descr = PyObject_GetAttrString(message, slot_names[i]);
+    descrsetfunc set;
     if (descr == NULL) return -1;
-    if (Py_TYPE(descr)->tp_descr_set == NULL) {
+    set = (descrsetfunc)PyType_GetSlot(Py_TYPE(descr), Py_tp_descr_set);
+    if (set == NULL) {
       Py_DECREF(descr);
       PyErr_Format(PyExc_TypeError, "Builder: message.%s is not a slot", slot_names[i]);
       return -1;
     }
-    Py_XSETREF(b->slots[i], descr);
+    SETREF(b->slots[i], descr);
+    b->slot_set[i] = set;
+  }
+  {
+    /* datetime.fromtimestamp is bound to the class the fast path calls. */
+    PyObject *cls = PyObject_GetAttrString(fromtimestamp, "__self__");
+    if (cls == NULL) return -1;
+    if (!PyType_Check(cls)) {
+      Py_DECREF(cls);
+      PyErr_SetString(PyExc_TypeError, "Builder: fromtimestamp must be a class's bound fromtimestamp");
+      return -1;
+    }
+    SETREF(b->datetime, cls);
   }
   Py_INCREF(buffer);
-  Py_XSETREF(b->buffer, buffer);
+  SETREF(b->buffer, buffer);
   Py_INCREF(message);
-  Py_XSETREF(b->message, (PyTypeObject *)message);
+  SETREF(b->message, (PyTypeObject *)message);
+  b->message_alloc = (allocfunc)PyType_GetSlot(b->message, Py_tp_alloc);
   Py_INCREF(timer);
-  Py_XSETREF(b->timer, timer);
+  SETREF(b->timer, timer);
   Py_INCREF(scan);
-  Py_XSETREF(b->scan, scan);
+  SETREF(b->scan, scan);
   Py_INCREF(loads);
-  Py_XSETREF(b->loads, loads);
+  SETREF(b->loads, loads);
   Py_INCREF(fromtimestamp);
-  Py_XSETREF(b->fromtimestamp, fromtimestamp);
+  SETREF(b->fromtimestamp, fromtimestamp);
   Py_INCREF(utc);
-  Py_XSETREF(b->utc, utc);
+  SETREF(b->utc, utc);
   b->events = (const prosody_event *)events;
   b->capacity = capacity;
   return 0;
@@ -471,10 +522,12 @@ static int Builder_init(Builder *b, PyObject *args, PyObject *kwargs) {
 /* The single references a Builder owns, for traverse and clear (the
  * Context slot arrays are walked beside them). */
 #define BUILDER_REFS(X) \
-  X(buffer) X(message) X(timer) X(scan) X(loads) X(fromtimestamp) X(utc) X(context) X(dispatcher) X(topic) X(ts)
+  X(buffer) X(message) X(timer) X(scan) X(loads) X(fromtimestamp) X(datetime) X(utc) X(context) X(dispatcher) \
+      X(topic) X(ts)
 
 static int Builder_traverse(Builder *b, visitproc visit, void *arg) {
   Py_ssize_t i;
+  Py_VISIT(Py_TYPE(b)); /* a heap type, owned by its instances */
 #define VISIT(field) Py_VISIT(b->field);
   BUILDER_REFS(VISIT)
 #undef VISIT
@@ -501,9 +554,11 @@ static int Builder_clear(Builder *b) {
 }
 
 static void Builder_dealloc(Builder *b) {
+  PyTypeObject *type = Py_TYPE(b);
   PyObject_GC_UnTrack(b);
   Builder_clear(b);
-  Py_TYPE(b)->tp_free((PyObject *)b);
+  ((freefunc)PyType_GetSlot(type, Py_tp_free))(b);
+  Py_DECREF(type);
 }
 
 static PyMethodDef Builder_methods[] = {
@@ -512,17 +567,22 @@ static PyMethodDef Builder_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static PyTypeObject BuilderType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "prosody._batch.Builder",
-    .tp_basicsize = sizeof(Builder),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "Builds the Python objects of polled events (see the module docstring).",
-    .tp_new = PyType_GenericNew,
-    .tp_init = (initproc)Builder_init,
-    .tp_dealloc = (destructor)Builder_dealloc,
-    .tp_traverse = (traverseproc)Builder_traverse,
-    .tp_clear = (inquiry)Builder_clear,
-    .tp_methods = Builder_methods,
+static PyType_Slot builder_slots[] = {
+    {Py_tp_doc, (void *)"Builds the Python objects of polled events (see the module docstring)."},
+    {Py_tp_new, (void *)PyType_GenericNew},
+    {Py_tp_init, (void *)Builder_init},
+    {Py_tp_dealloc, (void *)Builder_dealloc},
+    {Py_tp_traverse, (void *)Builder_traverse},
+    {Py_tp_clear, (void *)Builder_clear},
+    {Py_tp_methods, Builder_methods},
+    {0, NULL},
+};
+
+static PyType_Spec builder_spec = {
+    .name = "prosody._batch.Builder",
+    .basicsize = sizeof(Builder),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .slots = builder_slots,
 };
 
 static struct PyModuleDef batch_module = {
@@ -532,17 +592,14 @@ static struct PyModuleDef batch_module = {
 };
 
 PyMODINIT_FUNC PyInit__batch(void) {
-  PyObject *m;
-  PyDateTime_IMPORT;
-  if (PyDateTimeAPI == NULL) return NULL;
-  if (PyType_Ready(&BuilderType) < 0) return NULL;
+  PyObject *m, *type;
   m = PyModule_Create(&batch_module);
   if (m == NULL) return NULL;
-  Py_INCREF(&BuilderType);
-  if (PyModule_AddObject(m, "Builder", (PyObject *)&BuilderType) < 0 ||
+  type = PyType_FromSpec(&builder_spec);
+  if (type == NULL || PyModule_AddObject(m, "Builder", type) < 0 ||
       PyModule_AddIntConstant(m, "KIND_FAILED", KIND_FAILED) < 0 ||
       PyModule_AddIntConstant(m, "KIND_INTERRUPTED", KIND_INTERRUPTED) < 0) {
-    Py_DECREF(&BuilderType);
+    Py_XDECREF(type);
     Py_DECREF(m);
     return NULL;
   }
