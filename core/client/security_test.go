@@ -222,6 +222,20 @@ func TestSecureKafkaFailsFast(t *testing.T) {
 			mutualTLS(s, "", "")(c)
 		}, "ssl_certificate_location", "requires a client certificate, and none is set"},
 		{"client certificate from an unknown CA", mutualTLS(s, strangerCert, strangerKey), "ssl_certificate_location", "the broker refused the client certificate"},
+		// A listener of the other protocol hangs up or answers in TLS:
+		// not a broker that is down, to be retried for ever.
+		{"TLS client at the plaintext listener", func(c *config.Config) {
+			mutualTLS(s, s.ClientCertificate, s.ClientKey)(c)
+			c.BootstrapServers = testservices.KafkaAddrs()
+		}, "security_protocol", "did not answer a TLS handshake; is security_protocol right?"},
+		{"SASL_PLAINTEXT client at the SASL_SSL listener", func(c *config.Config) {
+			scram512(s, s.Password)(c)
+			c.SecurityProtocol = config.ProtocolSASLPlaintext
+			c.SslCaLocation = ""
+		}, "security_protocol", "answered with TLS; is security_protocol right?"},
+		{"plaintext client at the SSL listener", func(c *config.Config) {
+			c.BootstrapServers = []string{s.SSL}
+		}, "security_protocol", "answered with TLS; is security_protocol right?"},
 	}
 	const bound = 20 * time.Second
 	for _, tc := range cases {

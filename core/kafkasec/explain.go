@@ -38,6 +38,7 @@ func (s Settings) Explain(err error) error {
 		hostname  x509.HostnameError
 		invalid   x509.CertificateInvalidError
 		expired   *tlsconf.ExpiredError
+		mismatch  *mismatchError
 	)
 	switch {
 	case errors.Is(err, sarama.ErrSASLAuthenticationFailed) && s.Mechanism == config.MechanismOAuthBearer:
@@ -47,6 +48,8 @@ func (s Settings) Explain(err error) error {
 			Reason: fmt.Sprintf("the broker refused the %s credentials of user %q", s.Mechanism, s.Username), Err: err}
 	case errors.Is(err, sarama.ErrUnsupportedSASLMechanism):
 		return &AuthError{Option: "sasl_mechanism", Reason: fmt.Sprintf("the broker does not offer %s", s.Mechanism), Err: err}
+	case errors.As(err, &mismatch):
+		return &AuthError{Option: "security_protocol", Reason: s.explainMismatch(mismatch), Err: err}
 	case errors.As(err, &expired):
 		return &AuthError{Option: expired.Option, Reason: "the client certificate has expired", Err: err}
 	case errors.As(err, &unknownCA):
@@ -63,6 +66,18 @@ func (s Settings) Explain(err error) error {
 		return &AuthError{Option: "security_protocol", Reason: "the TLS handshake failed", Err: err}
 	}
 	return err
+}
+
+// explainMismatch says what the listener speaks instead.
+func (s Settings) explainMismatch(m *mismatchError) string {
+	protocol := s.Protocol
+	if protocol == "" {
+		protocol = config.ProtocolPlaintext
+	}
+	if m.clientTLS {
+		return fmt.Sprintf("the broker at %s did not answer a TLS handshake; is security_protocol right? %q speaks TLS and this listener seems not to (a plaintext or sasl_plaintext listener?)", m.addr, protocol)
+	}
+	return fmt.Sprintf("the broker at %s answered with TLS; is security_protocol right? %q does not speak TLS and this listener does (an ssl or sasl_ssl listener?)", m.addr, protocol)
 }
 
 // IsAuthError reports whether err is (or wraps) an *AuthError.

@@ -57,14 +57,19 @@ func (s Settings) Apply(cfg *sarama.Config) error {
 	default:
 		return fmt.Errorf("security_protocol: unknown protocol %q", s.Protocol)
 	}
+	// The dialer does the TLS handshake (sarama's own TLS stays off) and
+	// watches plaintext connections, to recognise a listener of the other
+	// protocol (dial.go).
+	d := &dialer{cfg: cfg}
 	if s.Protocol.UsesTLS() {
 		tc, err := s.TLS.Config()
 		if err != nil {
 			return err
 		}
-		cfg.Net.TLS.Enable = true
-		cfg.Net.TLS.Config = tc
+		d.tls = tc
 	}
+	cfg.Net.Proxy.Enable = true
+	cfg.Net.Proxy.Dialer = d
 	if !s.Protocol.UsesSASL() {
 		return nil
 	}

@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -57,8 +59,13 @@ func TestApply(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if cfg.Net.TLS.Enable != tc.tls || cfg.Net.SASL.Enable != tc.sasl || cfg.Net.SASL.Mechanism != tc.mechanism && tc.sasl {
-				t.Errorf("TLS %v SASL %v %q", cfg.Net.TLS.Enable, cfg.Net.SASL.Enable, cfg.Net.SASL.Mechanism)
+			// The dialer does the TLS handshake, not sarama.
+			d, ok := cfg.Net.Proxy.Dialer.(*dialer)
+			if !ok || !cfg.Net.Proxy.Enable || cfg.Net.TLS.Enable {
+				t.Fatalf("dialer %T (enabled %v), sarama's TLS %v", cfg.Net.Proxy.Dialer, cfg.Net.Proxy.Enable, cfg.Net.TLS.Enable)
+			}
+			if (d.tls != nil) != tc.tls || cfg.Net.SASL.Enable != tc.sasl || cfg.Net.SASL.Mechanism != tc.mechanism && tc.sasl {
+				t.Errorf("TLS %v SASL %v %q", d.tls != nil, cfg.Net.SASL.Enable, cfg.Net.SASL.Mechanism)
 			}
 			if err := cfg.Validate(); err != nil {
 				t.Errorf("sarama refuses the configuration: %v", err)
@@ -267,4 +274,106 @@ func handshake(addr string, cfg *tls.Config) error {
 		return err
 	}
 	return nil
+}
+
+// fakeListener accepts connections and hands each to serve, for a broker
+// that speaks some other protocol. It stops when the test ends.
+func fakeListener(t *testing.T, serve func(net.Conn)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		ln.Close()
+		wg.Wait()
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				serve(c)
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// TestProtocolMismatch connects through sarama, as every client of the
+// library does, to listeners that speak the other protocol, and checks
+// that the failure is explained as such rather than left as an EOF, which
+// is retried for ever.
+func TestProtocolMismatch(t *testing.T) {
+	// A plaintext Kafka listener reads a ClientHello's record header as
+	// a request size over its limit and hangs up.
+	plaintext := fakeListener(t, func(c net.Conn) {
+		_, _ = c.Read(make([]byte, 5))
+	})
+	// A TLS listener answers a Kafka request with an alert record and
+	// hangs up (what Kafka's SSL listener sends, captured).
+	tlsListener := fakeListener(t, func(c net.Conn) {
+		_, _ = c.Read(make([]byte, 64))
+		_, _ = c.Write([]byte{0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x50})
+	})
+	for _, tc := range []struct {
+		name   string
+		s      Settings
+		addr   string
+		reason string
+	}{
+		{"TLS client, plaintext listener", Settings{Protocol: config.ProtocolSSL}, plaintext,
+			`the broker at ` + plaintext + ` did not answer a TLS handshake; is security_protocol right? "ssl" speaks TLS`},
+		{"SASL_SSL client, plaintext listener", Settings{Protocol: config.ProtocolSASLSSL, Mechanism: config.MechanismPlain, Username: "u", Password: secret.New("p")}, plaintext,
+			`did not answer a TLS handshake; is security_protocol right? "sasl_ssl" speaks TLS`},
+		{"plaintext client, TLS listener", Settings{}, tlsListener,
+			`the broker at ` + tlsListener + ` answered with TLS; is security_protocol right? "plaintext" does not speak TLS`},
+		{"SASL_PLAINTEXT client, TLS listener", Settings{Protocol: config.ProtocolSASLPlaintext, Mechanism: config.MechanismScramSHA512, Username: "u", Password: secret.New("p")}, tlsListener,
+			`answered with TLS; is security_protocol right? "sasl_plaintext" does not speak TLS`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := sarama.NewConfig()
+			cfg.Metadata.Retry.Max = 0
+			if err := tc.s.Apply(cfg); err != nil {
+				t.Fatal(err)
+			}
+			client, err := sarama.NewClient([]string{tc.addr}, cfg)
+			if err == nil {
+				client.Close()
+				t.Fatal("connected")
+			}
+			var ae *AuthError
+			if !errors.As(tc.s.Explain(err), &ae) || ae.Option != "security_protocol" || !strings.Contains(ae.Reason, tc.reason) {
+				t.Errorf("Explain(%v) = %v", err, tc.s.Explain(err))
+			}
+		})
+	}
+}
+
+// TestPlaintextConnPassesKafkaResponses checks that the plaintext watch
+// lets an ordinary response through, byte for byte, after its first read.
+func TestPlaintextConnPassesKafkaResponses(t *testing.T) {
+	response := []byte{0x00, 0x00, 0x00, 0x08, 0x00, 0x00, 0x00, 0x01, 0x15, 0x16, 0x00, 0x00}
+	addr := fakeListener(t, func(c net.Conn) {
+		_, _ = c.Write(response)
+	})
+	cfg := sarama.NewConfig()
+	d := &dialer{cfg: cfg}
+	conn, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	got, err := io.ReadAll(conn)
+	if err != nil || string(got) != string(response) {
+		t.Fatalf("read % x, %v; want % x", got, err, response)
+	}
 }
