@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"time"
 
@@ -56,13 +57,14 @@ func Connect(ctx context.Context, o Options) (*Session, error) {
 		cluster.Authenticator = gocql.PasswordAuthenticator{Username: o.User, Password: o.Password.Reveal()}
 	}
 	if o.TLS != nil {
-		tc, err := o.TLS.Config()
+		src, err := o.TLS.Source()
 		if err != nil {
 			return nil, fault.Terminal(fmt.Errorf("cassandra: %w", err))
 		}
-		// Host verification follows the Config given (gocql would turn it
-		// off when EnableHostVerification is false and no Config is set).
-		cluster.SslOpts = &gocql.SslOptions{Config: tc, EnableHostVerification: !o.TLS.InsecureSkipVerify}
+		cluster.HostDialer = &tlsDialer{
+			dialer: &net.Dialer{Timeout: cluster.ConnectTimeout, KeepAlive: cluster.SocketKeepalive},
+			tls:    src,
+		}
 	}
 	// The keyspace may not exist yet, so the session is not bound to one:
 	// statements name their tables fully qualified instead.

@@ -1,11 +1,42 @@
 package cassandra
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"net"
 	"strings"
+
+	"github.com/gocql/gocql"
 
 	"github.com/prosody-events/prosody-go/core/tlsconf"
 )
+
+// tlsDialer is gocql's own host dialer (TCP, then gocql.WrapTLS), but
+// with a configuration taken from the Source for each connection, so that
+// a renewed client certificate or CA bundle is used without a new session.
+// gocql's SslOpts would fix the configuration when the session starts.
+type tlsDialer struct {
+	dialer *net.Dialer
+	tls    *tlsconf.Source
+}
+
+func (d *tlsDialer) DialHost(ctx context.Context, host *gocql.HostInfo) (*gocql.DialedHost, error) {
+	if ip := host.ConnectAddress(); ip == nil || ip.IsUnspecified() {
+		return nil, fmt.Errorf("host missing connect ip address: %v", ip)
+	}
+	if host.Port() == 0 {
+		return nil, errors.New("host missing port: 0")
+	}
+	conn, err := d.dialer.DialContext(ctx, "tcp", host.ConnectAddressAndPort())
+	if err != nil {
+		return nil, err
+	}
+	// WrapTLS names the server after the host unless the configuration
+	// names it (cassandra_ssl_server_name) or does not verify, as gocql's
+	// SslOpts did.
+	return gocql.WrapTLS(ctx, conn, host.HostnameAndPort(), d.tls.Config())
+}
 
 // loginFailures and tlsFailures map what a refused connection says to the
 // option to check. gocql flattens the cause into text ("unable to create

@@ -10,6 +10,8 @@ import (
 	"syscall"
 
 	"github.com/IBM/sarama"
+
+	"github.com/prosody-events/prosody-go/core/tlsconf"
 )
 
 // The dialer below lets Explain tell a listener that speaks the other
@@ -43,9 +45,10 @@ func (e *mismatchError) Unwrap() error { return e.err }
 // sets. cfg is read at each dial, so timeouts set after Apply still count.
 type dialer struct {
 	cfg *sarama.Config
-	// tls, when not nil, is the handshake configuration: the dialer does
-	// the handshake itself, so that an EOF is known to come from it.
-	tls *tls.Config
+	// tls, when not nil, gives the handshake configuration: the dialer
+	// does the handshake itself, so that an EOF is known to come from it,
+	// with the CA bundle and client certificate as the files hold them now.
+	tls *tlsconf.Source
 }
 
 func (d *dialer) Dial(network, addr string) (net.Conn, error) {
@@ -59,7 +62,7 @@ func (d *dialer) Dial(network, addr string) (net.Conn, error) {
 	}
 	// tls.Dialer sets ServerName to the host dialled when it is empty, as
 	// sarama does, and bounds connection and handshake by the timeout.
-	conn, err := (&tls.Dialer{NetDialer: nd, Config: d.tls}).Dial(network, addr)
+	conn, err := (&tls.Dialer{NetDialer: nd, Config: d.tls.Config()}).Dial(network, addr)
 	if err != nil {
 		var header tls.RecordHeaderError
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.As(err, &header) {

@@ -48,9 +48,10 @@ func FromConfig(c *config.Config) Settings {
 	}
 }
 
-// Apply sets cfg's Net.TLS and Net.SASL. It reads the certificate, key and
+// Apply sets cfg's dialer and Net.SASL. It reads the certificate, key and
 // token files now, so that a missing or unusable file fails the client at
-// construction, with the option named.
+// construction, with the option named; each new connection reads them
+// again, so renewed files are used without a new client.
 func (s Settings) Apply(cfg *sarama.Config) error {
 	switch s.Protocol {
 	case "", config.ProtocolPlaintext, config.ProtocolSSL, config.ProtocolSASLPlaintext, config.ProtocolSASLSSL:
@@ -62,11 +63,11 @@ func (s Settings) Apply(cfg *sarama.Config) error {
 	// protocol (dial.go).
 	d := &dialer{cfg: cfg}
 	if s.Protocol.UsesTLS() {
-		tc, err := s.TLS.Config()
+		src, err := s.TLS.Source()
 		if err != nil {
 			return err
 		}
-		d.tls = tc
+		d.tls = src
 	}
 	cfg.Net.Proxy.Enable = true
 	cfg.Net.Proxy.Dialer = d

@@ -2,7 +2,9 @@
 // files the configuration names (a CA bundle, a client certificate and its
 // key) for Kafka and Cassandra alike. Problems are found when the client is
 // built, not at the first handshake, and each error names the option whose
-// file is at fault; no error carries key material.
+// file is at fault; no error carries key material. The files are read
+// again for each new connection (Source), so renewed certificates are used
+// without a new client.
 package tlsconf
 
 import (
@@ -41,59 +43,47 @@ type Files struct {
 
 func (f Files) option(name string) string { return f.Prefix + name }
 
-// Config loads the files and returns the client configuration.
+// Config loads the files and returns a client configuration: the CA
+// bundle as read now, the client certificate read again at each handshake
+// (Source). For a CA bundle read again too, use a Source.
 func (f Files) Config() (*tls.Config, error) {
-	cfg := &tls.Config{
-		MinVersion:         tls.VersionTLS12,
-		ServerName:         f.ServerName,
-		InsecureSkipVerify: f.InsecureSkipVerify, //nolint:gosec // an explicit, documented opt-in
+	s, err := f.Source()
+	if err != nil {
+		return nil, err
 	}
-	if f.CA != "" {
-		pool, err := f.loadCA()
-		if err != nil {
-			return nil, err
-		}
-		cfg.RootCAs = pool
-	}
-	switch {
-	case f.Cert != "" && f.Key != "":
-		cert, err := f.loadKeyPair()
-		if err != nil {
-			return nil, err
-		}
-		cfg.Certificates = []tls.Certificate{cert}
-	case f.Cert != "" || f.Key != "":
-		return nil, fmt.Errorf("%s and %s must be set together", f.option("ssl_certificate_location"), f.option("ssl_key_location"))
-	}
-	return cfg, nil
+	return s.Config(), nil
 }
 
-func (f Files) loadCA() (*x509.CertPool, error) {
-	opt := f.option("ssl_ca_location")
-	data, err := os.ReadFile(f.CA)
-	if err != nil {
-		return nil, fmt.Errorf("%s: reading the CA bundle: %w", opt, err)
+func (f Files) now() time.Time {
+	if f.Now != nil {
+		return f.Now()
 	}
+	return time.Now()
+}
+
+// parseCA reads a CA bundle.
+func (f Files) parseCA(data []byte) (*x509.CertPool, error) {
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(data) {
-		return nil, fmt.Errorf("%s: %q holds no PEM certificate", opt, f.CA)
+		return nil, fmt.Errorf("%s: %q holds no PEM certificate", f.option("ssl_ca_location"), f.CA)
 	}
 	return pool, nil
 }
 
-// loadKeyPair reads the client certificate and key and refuses a
-// certificate outside its validity period: the server would reject it at
-// every handshake with an alert that does not say why.
-func (f Files) loadKeyPair() (tls.Certificate, error) {
+// readKeyPair reads the client certificate and key files.
+func (f Files) readKeyPair() (certPEM, keyPEM []byte, err error) {
+	if certPEM, err = os.ReadFile(f.Cert); err != nil {
+		return nil, nil, fmt.Errorf("%s: reading the client certificate: %w", f.option("ssl_certificate_location"), err)
+	}
+	if keyPEM, err = os.ReadFile(f.Key); err != nil {
+		return nil, nil, fmt.Errorf("%s: reading the private key: %w", f.option("ssl_key_location"), err)
+	}
+	return certPEM, keyPEM, nil
+}
+
+// parseKeyPair checks a client certificate and its key.
+func (f Files) parseKeyPair(certPEM, keyPEM []byte) (tls.Certificate, error) {
 	certOpt, keyOpt := f.option("ssl_certificate_location"), f.option("ssl_key_location")
-	certPEM, err := os.ReadFile(f.Cert)
-	if err != nil {
-		return tls.Certificate{}, fmt.Errorf("%s: reading the client certificate: %w", certOpt, err)
-	}
-	keyPEM, err := os.ReadFile(f.Key)
-	if err != nil {
-		return tls.Certificate{}, fmt.Errorf("%s: reading the private key: %w", keyOpt, err)
-	}
 	if block, _ := pem.Decode(certPEM); block == nil || block.Type != "CERTIFICATE" {
 		return tls.Certificate{}, fmt.Errorf("%s: %q holds no PEM certificate", certOpt, f.Cert)
 	}
@@ -108,23 +98,25 @@ func (f Files) loadKeyPair() (tls.Certificate, error) {
 		// X509KeyPair's messages describe the mismatch, never the key.
 		return tls.Certificate{}, fmt.Errorf("%s: the key in %q does not fit the certificate in %q: %w", keyOpt, f.Key, f.Cert, err)
 	}
-	leaf := cert.Leaf
-	if leaf == nil {
-		if leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
+	if cert.Leaf == nil {
+		if cert.Leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
 			return tls.Certificate{}, fmt.Errorf("%s: %q: %w", certOpt, f.Cert, err)
 		}
 	}
-	now := time.Now
-	if f.Now != nil {
-		now = f.Now
-	}
-	switch t := now(); {
-	case t.After(leaf.NotAfter):
-		return tls.Certificate{}, &ExpiredError{Option: certOpt, Path: f.Cert, NotAfter: leaf.NotAfter}
-	case t.Before(leaf.NotBefore):
-		return tls.Certificate{}, fmt.Errorf("%s: the client certificate in %q is not valid before %s", certOpt, f.Cert, leaf.NotBefore.UTC().Format(time.RFC3339))
-	}
 	return cert, nil
+}
+
+// checkValidity refuses a client certificate outside its validity period:
+// the server would reject it at every handshake with an alert that does
+// not say why.
+func (f Files) checkValidity(leaf *x509.Certificate) error {
+	switch t := f.now(); {
+	case t.After(leaf.NotAfter):
+		return &ExpiredError{Option: f.option("ssl_certificate_location"), Path: f.Cert, NotAfter: leaf.NotAfter}
+	case t.Before(leaf.NotBefore):
+		return fmt.Errorf("%s: the client certificate in %q is not valid before %s", f.option("ssl_certificate_location"), f.Cert, leaf.NotBefore.UTC().Format(time.RFC3339))
+	}
+	return nil
 }
 
 // encryptedKey looks through the PEM blocks of a key file: found is false

@@ -61,8 +61,8 @@ func TestConfigErrorsNameTheOption(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if len(cfg.Certificates) != 1 || cfg.RootCAs == nil || cfg.InsecureSkipVerify {
-					t.Errorf("config: %d certificates, roots %v, insecure %v", len(cfg.Certificates), cfg.RootCAs != nil, cfg.InsecureSkipVerify)
+				if cfg.GetClientCertificate == nil || cfg.RootCAs == nil || cfg.InsecureSkipVerify {
+					t.Errorf("config: client certificate %v, roots %v, insecure %v", cfg.GetClientCertificate != nil, cfg.RootCAs != nil, cfg.InsecureSkipVerify)
 				}
 				return
 			}
