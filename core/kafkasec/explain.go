@@ -59,9 +59,11 @@ func (s Settings) Explain(err error) error {
 	case errors.As(err, &invalid):
 		return &AuthError{Option: "ssl_ca_location", Reason: "the broker's certificate is not valid (expired, or not yet valid)", Err: err}
 	case tlsconf.IsRemoteAlert(err):
-		alert, _ := tlsconf.RemoteAlert(err)
-		option, reason := s.TLS.ExplainAlert(alert, "broker", "security_protocol")
-		return &AuthError{Option: option, Reason: reason, Err: err}
+		if alert, ok := tlsconf.RemoteAlert(err); ok {
+			option, reason := s.TLS.ExplainAlert(alert, "broker", "security_protocol")
+			return &AuthError{Option: option, Reason: reason, Err: err}
+		}
+		return &AuthError{Option: "security_protocol", Reason: "the TLS handshake failed: the broker ended it with a TLS alert", Err: err}
 	case tlsconf.IsHandshakeFailure(err):
 		return &AuthError{Option: "security_protocol", Reason: "the TLS handshake failed", Err: err}
 	}

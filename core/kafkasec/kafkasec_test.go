@@ -114,6 +114,11 @@ func TestExplain(t *testing.T) {
 	if err := oauth.Explain(sarama.ErrSASLAuthenticationFailed); !strings.HasPrefix(err.Error(), `sasl_oauthbearer_token_file: the broker refused the token in "/run/token"`) {
 		t.Errorf("OAUTHBEARER: %v", err)
 	}
+	// An alert that is not about the client certificate does not blame it.
+	internal := &net.OpError{Op: "remote error", Err: tls.AlertError(80)}
+	if err := s.Explain(fmt.Errorf("connect: %w", internal)); !errors.As(err, &ae) || ae.Option != "security_protocol" || !strings.Contains(ae.Reason, `TLS alert "internal error"`) {
+		t.Errorf("internal_error alert: %v", err)
+	}
 	if plain := errors.New("connection refused"); s.Explain(plain) != plain || IsAuthError(plain) {
 		t.Error("an ordinary network error is left alone")
 	}
