@@ -6,7 +6,7 @@ GOTEST   ?= $(GO) test -race -count=1 -timeout 30m
 SERVICES := scripts/services
 
 .DEFAULT_GOAL := help
-.PHONY: wheels test-dist help deps services-up services-down services-status test test-go test-python test-node demo lint fmt lib test-c install example bench-c bench-timers fuzz fuzz-short
+.PHONY: wheels test-dist help deps services-up services-down services-status test test-go test-python test-node demo lint fmt lib test-c install example bench bench-quick bench-c bench-timers fuzz fuzz-short
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -109,6 +109,12 @@ bench-c: lib ## events/s through the C ABI vs the Go engine alone, same real-Kaf
 	$(CC) -Wall -O2 -Iinclude tests/c/bench.c -L$(LIB_DIR) -lprosody -Wl,-rpath,$(CURDIR)/$(LIB_DIR) \
 		-lpthread -o build/c/prosody_bench_c
 	$(GO) run ./tests/c/benchgo $(BENCH_ARGS)
+
+bench: ## every benchmark (about an hour on 2 cores), into docs/bench/results.json, its plots and docs/benchmarks.md's tables (BENCH_FLAGS: --quick, --only IDS)
+	scripts/bench $(BENCH_FLAGS)
+
+bench-quick: ## every benchmark at a small size (about 10 minutes), same outputs as bench
+	scripts/bench --quick $(BENCH_FLAGS)
 
 bench-timers: ## mixed timer benchmark: Go, Python, Node and the original prosody-events 0.4.0 readers (TIMER_BENCH_ARGS)
 	python3 -m venv build/python-venv

@@ -82,6 +82,7 @@ var (
 	readers        = flag.String("readers", "sarama,prosody", "readers to run each round, comma-separated: sarama, prosody, nodedup, traced, observed, bare, failing")
 	failFor        = flag.Duration("fail-for", 30*time.Second, "how long the failing reader's failing keys fail")
 	cassandraNodes = flag.String("cassandra", "", "Cassandra nodes for the engine's timer and defer stores (default: in memory)")
+	jsonOut        = flag.String("json", "", "also write the results to this file as JSON (benchkit.Report)")
 )
 
 func main() {
@@ -109,8 +110,17 @@ func main() {
 			*messages, *size, *keys, name, el.Round(time.Millisecond), float64(*messages)/el.Seconds())
 	}
 
+	if *cassandraNodes != "" {
+		// The keyspace's migrations run now, not inside the first round.
+		_, _, _, err := stores(config.Default())
+		must(err)
+	}
 	results := map[string][]float64{}
 	names := strings.Split(*readers, ",")
+	report := benchkit.NewReport("prosody-bench", "msg/s", names[0], map[string]any{
+		"messages": *messages, "partitions": *partitions, "keys": *keys, "size": *size, "rounds": *rounds,
+		"readers": names, "cassandra": *cassandraNodes != "", "fail_for_s": failFor.Seconds(),
+	})
 	for r := 0; r < *rounds; r++ {
 		order := append(slices.Clone(names[r%len(names):]), names[:r%len(names)]...)
 		for _, reader := range order {
@@ -120,6 +130,8 @@ func main() {
 			var ms0, ms1 runtime.MemStats
 			runtime.ReadMemStats(&ms0)
 			n := *messages
+			healthy0 := len(healthyRates)
+			lastDeferred = 0
 			if reader == "sarama" {
 				el, first, err = rawSarama(addrs, name, *messages)
 			} else {
@@ -146,6 +158,20 @@ func main() {
 			reading := float64(n-1) / (el - first).Seconds()
 			results[reader] = append(results[reader], rate)
 			results[reader+" reading"] = append(results[reader+" reading"], reading)
+			report.Add(reader, "rate", rate)
+			report.Add(reader, "rate_from_first", reading)
+			report.Add(reader, "cpu_us_per_msg", float64(cpu.Nanoseconds())/float64(*messages)/1e3)
+			report.Add(reader, "bytes_per_msg", float64(ms1.TotalAlloc-ms0.TotalAlloc)/float64(*messages))
+			report.Add(reader, "allocs_per_msg", float64(ms1.Mallocs-ms0.Mallocs)/float64(*messages))
+			if len(healthyRates) > healthy0 {
+				report.Add(reader, "healthy_rate", healthyRates[len(healthyRates)-1])
+			}
+			if reader == "failing" {
+				report.Add(reader, "healthy_rate", rate)
+				if lastDeferred > 0 {
+					report.Add(reader, "last_deferred_s", lastDeferred.Seconds())
+				}
+			}
 			fmt.Printf("round %d %-8s %8.0f msg/s (%v, cpu %v = %.2f µs/msg; first message after %v, %.0f msg/s from there)\n", r+1, reader, rate,
 				el.Round(time.Millisecond), cpu.Round(time.Millisecond), float64(cpu.Nanoseconds())/float64(*messages)/1e3,
 				first.Round(time.Millisecond), reading)
@@ -169,6 +195,7 @@ func main() {
 	if slices.Contains(names, "failing") && slices.Contains(names, "prosody") {
 		fmt.Printf("healthy keys with 1%% failing against none: %.2f\n", median(results["failing"])/median(healthyRates))
 	}
+	must(report.Write(*jsonOut))
 }
 
 // failingKey reports whether key (benchkit's "key-%05d") is one of the
@@ -369,7 +396,8 @@ func engine(addrs []string, topic string, n, keys int, reader string) (el, first
 	if failing {
 		select {
 		case last := <-allDone:
-			fmt.Printf("  failing: the last deferred message handled %v after the start\n", last.Sub(start).Round(time.Millisecond))
+			lastDeferred = last.Sub(start)
+			fmt.Printf("  failing: the last deferred message handled %v after the start\n", lastDeferred.Round(time.Millisecond))
 		case <-time.After(*failFor + 5*time.Minute):
 			fmt.Printf("  failing: %d of %d messages handled when the wait ended\n", all.Load(), n)
 		}
@@ -390,6 +418,10 @@ var errFailing = errors.New("a failing key")
 // healthyRates are the prosody reader's rates over the healthy keys'
 // messages, one per round.
 var healthyRates []float64
+
+// lastDeferred is when the failing reader's last run handled its last
+// deferred message, from its start (0 when the wait ended first).
+var lastDeferred time.Duration
 
 // stores are the engine's timer and defer stores: in memory, or in
 // Cassandra (a fresh keyspace) with -cassandra.

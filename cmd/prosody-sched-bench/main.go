@@ -70,6 +70,7 @@ var (
 	failures    = flag.Int("failures", 2, "fairness: failed attempts before a failing key's message succeeds")
 	verbose     = flag.Bool("v", false, "print the permits in use and waiting every second")
 	mode        = flag.String("mode", "pipeline", "fairness: the mode, pipeline (failures deferred) or low-latency (failures retried in place)")
+	jsonOut     = flag.String("json", "", "also write the results to this file as JSON (benchkit.Report)")
 )
 
 func main() {
@@ -116,9 +117,15 @@ func ordered(addrs []string, names []string) {
 		*messages, *keys, *handler, *concurrency, bound)
 	rates, occupied := map[string][]float64{}, map[string][]float64{}
 	var alone []float64
+	report := benchkit.NewReport("prosody-sched-bench ordered", "msg/s", "", map[string]any{
+		"workload": "ordered", "messages": *messages, "keys": *keys, "handler_ms": handler.Seconds() * 1e3,
+		"max_concurrency": *concurrency, "rounds": *rounds, "bound": bound,
+	})
 	for r := 0; r < *rounds; r++ {
 		a := sleepsAlone()
 		alone = append(alone, a)
+		report.Add("sleeps-alone", "rate", a)
+		report.Add("sleeps-alone", "of_bound", a/bound)
 		fmt.Printf("round %d the sleeps alone, %d goroutines, no engine: %.0f/s (%.2f of the bound)\n", r+1, *concurrency, a, a/bound)
 		order := append(slices.Clone(names[r%len(names):]), names[:r%len(names)]...)
 		for _, name := range order {
@@ -148,6 +155,11 @@ func ordered(addrs []string, names []string) {
 			mean := time.Duration(slept.Load() / int64(*messages))
 			sleptBound := float64(*concurrency) / mean.Seconds()
 			occupied[name] = append(occupied[name], rt/sleptBound)
+			report.Add(name, "rate", rt)
+			report.Add(name, "of_bound", rt/bound)
+			report.Add(name, "of_sleeps_bound", rt/sleptBound)
+			report.Add(name, "of_sleeps_alone", rt/a)
+			report.Add(name, "mean_sleep_ms", mean.Seconds()*1e3)
 			fmt.Printf("round %d %-5s %6.0f msg/s from the first message (%.2f of the bound; the sleeps took %v on average, %.2f of the bound they allow)\n",
 				r+1, name, rt, rt/bound, mean.Round(time.Microsecond), rt/sleptBound)
 			stopConsumer(c, stop)
@@ -160,6 +172,7 @@ func ordered(addrs []string, names []string) {
 		fmt.Printf("  %s %.0f msg/s (%.2f of the bound, %.2f of the sleeps' bound, %.2f of the sleeps alone)", name, m, m/bound, benchkit.Median(occupied[name]), m/a)
 	}
 	fmt.Println()
+	must(report.Write(*jsonOut))
 }
 
 // sleepsAlone is the rate at which -max-concurrency goroutines, started a
@@ -263,10 +276,27 @@ func fairness(addrs []string, names []string) {
 		*rate, *duration, *keys, *failures, *mode, *handler, *concurrency, attempts, bound, 100*attempts/bound)
 	p99 := map[string][]float64{}
 	p50 := map[string][]float64{}
+	baseline := ""
+	if len(names) == 2 {
+		baseline = names[1]
+	}
+	report := benchkit.NewReport("prosody-sched-bench fairness", "", baseline, map[string]any{
+		"workload": "fairness", "rate": *rate, "duration_s": duration.Seconds(), "keys": *keys, "failures": *failures,
+		"mode": *mode, "handler_ms": handler.Seconds() * 1e3, "max_concurrency": *concurrency, "rounds": *rounds,
+		"attempts_per_s": attempts, "bound": bound,
+	})
 	for r := 0; r < *rounds; r++ {
 		res := fairnessRound(addrs, names, total)
 		for _, name := range names {
 			q := res[name]
+			ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+			report.Add(name, "fresh_p50_ms", ms(q.fresh[0]))
+			report.Add(name, "fresh_p99_ms", ms(q.fresh[1]))
+			report.Add(name, "fresh_max_ms", ms(q.fresh[2]))
+			report.Add(name, "produced_p99_ms", ms(q.produced[1]))
+			report.Add(name, "failing_p50_ms", ms(q.failing[0]))
+			report.Add(name, "failing_p99_ms", ms(q.failing[1]))
+			report.Add(name, "handled", float64(q.handled))
 			fmt.Printf("round %d %-5s fresh keys p50 %v p99 %v max %v (from production p99 %v); failing keys p50 %v p99 %v max %v; %d of %d handled\n",
 				r+1, name, q.fresh[0], q.fresh[1], q.fresh[2], q.produced[1], q.failing[0], q.failing[1], q.failing[2], q.handled, total)
 			p50[name] = append(p50[name], q.fresh[0].Seconds())
@@ -281,6 +311,8 @@ func fairness(addrs []string, names []string) {
 		fmt.Printf("  (p99 %s/%s = %.3f)", names[0], names[1], benchkit.Median(p99[names[0]])/benchkit.Median(p99[names[1]]))
 	}
 	fmt.Println()
+	report.Params["messages"] = total
+	must(report.Write(*jsonOut))
 }
 
 // roundResult is one reader's latency quantiles (p50, p99, max) in a round.

@@ -55,6 +55,7 @@ func runManagers(args []string) {
 	workers := fs.Int("concurrency", 32, "concurrent schedule calls (like max_concurrency)")
 	spread := fs.Duration("spread", 20*time.Second, "timers are due between lead and lead+spread from the start")
 	lead := fs.Duration("lead", 10*time.Second, "earliest due time after the start")
+	jsonOut := fs.String("json", "", "also write the results to this file as JSON (benchkit.Report)")
 	must(fs.Parse(args))
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 
@@ -180,6 +181,19 @@ func runManagers(args []string) {
 	fmt.Printf("fired %d of %d; lateness after the due second: p50 %v, p99 %v, max %v; %d fired more than 0.5 s early\n",
 		len(firings), *count-failures, pct(0.5).Round(time.Millisecond), pct(0.99).Round(time.Millisecond),
 		late[len(late)-1].Round(time.Millisecond), early)
+	report := benchkit.NewReport("prosody-timer-bench", "", "", map[string]any{
+		"timers": *count, "keys": *keys, "partitions": *partitions, "concurrency": *workers,
+		"lead_s": lead.Seconds(), "spread_s": spread.Seconds(),
+	})
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	for metric, v := range map[string]float64{
+		"schedules_per_s": float64(*count) / scheduling.Seconds(), "schedule_failures": float64(failures),
+		"fired": float64(len(firings)), "unfired": float64(*count - failures - len(firings)), "early": float64(early),
+		"late_p50_ms": ms(pct(0.5)), "late_p99_ms": ms(pct(0.99)), "late_max_ms": ms(late[len(late)-1]),
+	} {
+		report.Add("managers", metric, v)
+	}
+	must(report.Write(*jsonOut))
 }
 
 // The shared pieces of the benchmark programs.

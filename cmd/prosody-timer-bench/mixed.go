@@ -43,6 +43,7 @@ func runMixed(args []string) {
 	original := fs.String("original-python", "build/original-venv/bin/python", "Python with prosody-events 0.4.0 (scripts/original-venv)")
 	node := fs.String("node", "node", "Node.js")
 	rate := fs.Int("rate", 0, "messages per second produced while the reader runs; 0: all of them before it starts (a backlog)")
+	jsonOut := fs.String("json", "", "also write the results to this file as JSON (benchkit.Report)")
 	must(fs.Parse(args))
 	names := strings.Split(*readers, ",")
 	self, err := os.Executable()
@@ -82,6 +83,13 @@ func runMixed(args []string) {
 	}()
 	pad := strings.Repeat("x", 150)
 	all := map[string][]result{}
+	report := benchkit.NewReport("prosody-timer-bench mixed", "", "", map[string]any{
+		"messages": f.messages, "keys": *keys, "partitions": *partitions, "rounds": *rounds, "rate": *rate,
+		"work_ms": f.work, "lead_s": f.lead, "spread_s": f.spread, "readers": names,
+	})
+	for _, n := range names {
+		report.Reader(n)
+	}
 	flow := "all produced before the reader starts"
 	if *rate > 0 {
 		flow = fmt.Sprintf("produced at %d/s while the reader runs", *rate)
@@ -127,6 +135,14 @@ func runMixed(args []string) {
 			}
 			r.Reader = name
 			all[name] = append(all[name], r)
+			for metric, v := range map[string]float64{
+				"schedule_p50_ms": r.ScheduleMs.P50, "schedule_p99_ms": r.ScheduleMs.P99,
+				"late_p50_ms": r.LateMs.P50, "late_p99_ms": r.LateMs.P99, "late_max_ms": r.LateMs.Max,
+				"early": float64(r.Early), "unfired": float64(r.Scheduled - r.Fired), "scheduled": float64(r.Scheduled),
+				"duplicates": float64(r.Duplicates), "schedules_per_s": r.SchedulesPerS, "handling_s": r.HandlingS,
+			} {
+				report.Add(name, metric, v)
+			}
 			fmt.Printf("round %d %-15s schedule p50 %6.1f p99 %6.1f ms  late p50 %6.0f p99 %6.0f max %6.0f ms  early %d  fired %d/%d dup %d  %5.0f schedules/s  handled %d in %.1f s\n",
 				round+1, name, r.ScheduleMs.P50, r.ScheduleMs.P99, r.LateMs.P50, r.LateMs.P99, r.LateMs.Max,
 				r.Early, r.Fired, r.Scheduled, r.Duplicates, r.SchedulesPerS, r.Messages, r.HandlingS)
@@ -160,6 +176,7 @@ func runMixed(args []string) {
 			med(func(r result) float64 { return r.SchedulesPerS }))
 	}
 	must(w.Flush())
+	must(report.Write(*jsonOut))
 }
 
 // runOne starts a reader process and parses the last line it printed.

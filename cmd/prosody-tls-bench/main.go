@@ -50,6 +50,7 @@ func main() {
 	messages := flag.Int("messages", 500_000, "messages to produce and consume")
 	produceN := flag.Int("produce", 100_000, "messages each producer run writes")
 	rounds := flag.Int("rounds", 3, "rounds; each runs every listener")
+	jsonOut := flag.String("json", "", "also write the results to this file as JSON (benchkit.Report)")
 	flag.Parse()
 	sarama.Logger = log.New(io.Discard, "", 0)
 
@@ -87,6 +88,12 @@ func main() {
 	fmt.Printf("filled %s with %d messages in %v\n", topic, *messages, time.Since(start).Round(time.Millisecond))
 
 	consume, produce := map[string][]float64{}, map[string][]float64{}
+	report := benchkit.NewReport("prosody-tls-bench", "msg/s", listeners[0].name, map[string]any{
+		"messages": *messages, "produce": *produceN, "rounds": *rounds, "partitions": 8, "keys": 10_000,
+	})
+	for _, ls := range listeners {
+		report.Reader(ls.name)
+	}
 	for r := 0; r < *rounds; r++ {
 		order := append(slices.Clone(listeners[r%len(listeners):]), listeners[:r%len(listeners)]...)
 		for _, ls := range order {
@@ -98,6 +105,8 @@ func main() {
 			must(err)
 			prate := float64(*produceN) / pel.Seconds()
 			produce[ls.name] = append(produce[ls.name], prate)
+			report.Add(ls.name, "consume", rate)
+			report.Add(ls.name, "produce", prate)
 			fmt.Printf("round %d %-14s consume %8.0f msg/s (%v)  produce %8.0f msg/s\n", r+1, ls.name, rate, el.Round(time.Millisecond), prate)
 		}
 	}
@@ -116,6 +125,7 @@ func main() {
 		}
 		fmt.Println()
 	}
+	must(report.Write(*jsonOut))
 }
 
 // engine reads the whole topic with a fresh group over ls.

@@ -11,7 +11,9 @@
 // Options: --brokers (PROSODY_TEST_KAFKA or localhost:9094), --cassandra
 // (PROSODY_TEST_CASSANDRA or localhost:9042), --messages 200000,
 // --partitions 8, --keys 10000, --topic NAME (reuse a filled topic),
-// --only prosody,kafkajs,confluent, --rounds 1, --handler noop|read.
+// --only prosody,kafkajs,confluent, --rounds 1, --handler noop|read,
+// --json FILE (also write the results there, in the shape of the Go
+// programs' -json files: internal/benchkit.Report).
 //
 // What each consumer does per message. Every client runs with its
 // defaults:
@@ -27,6 +29,11 @@
 //               auto-commit). key and value are Buffers, not decoded.
 //   confluent   its KafkaJS-compatible consumer.run({ eachMessage }), same
 //               defaults; key and value are Buffers copied from librdkafka.
+// Outside mock mode the default configuration deduplicates through
+// Cassandra's deduplication table (a lookup and a write per message), which
+// Node cannot turn off in pipeline mode (idempotenceCacheSize is at least
+// 1); prosody-besteffort (in --only) is Prosody in best-effort mode, which
+// has no deduplication, so it measures what the package itself costs.
 // prosody-state (in --only) is Prosody with a handler that reads and
 // increments one keyed-state value per message (value("count"), kept in
 // Cassandra), reporting the handler's p50 and p99 latency too; run it
@@ -52,6 +59,7 @@ const { values: opt } = parseArgs({
     only: { type: "string", default: "kafkajs,prosody,confluent" },
     rounds: { type: "string", default: "1" },
     handler: { type: "string", default: "noop" },
+    json: { type: "string" },
   },
 });
 if (opt.handler !== "noop" && opt.handler !== "read") throw new Error(`--handler must be noop or read, got ${opt.handler}`);
@@ -127,15 +135,17 @@ function readBuffers(c) {
   };
 }
 
-async function benchProsody(topic) {
+async function benchProsody(topic, options = {}) {
   const c = counter();
   const client = new prosody.ProsodyClient({
     bootstrapServers: brokers,
     cassandraNodes: opt.cassandra,
+    cassandraKeyspace: "prosody_bench",
     groupId: run("bench-prosody"),
     subscribedTopics: topic,
     probePort: null,
     telemetryEnabled: false,
+    ...options,
   });
   const onMessage = READ
     ? async (_ctx, m) => {
@@ -155,6 +165,7 @@ async function benchProsodyState(topic) {
   const client = new prosody.ProsodyClient({
     bootstrapServers: brokers,
     cassandraNodes: opt.cassandra,
+    cassandraKeyspace: "prosody_bench",
     groupId: run("bench-prosody-state"),
     subscribedTopics: topic,
     probePort: null,
@@ -206,7 +217,54 @@ async function benchConfluent(topic) {
   return r;
 }
 
-const BENCHES = { kafkajs: benchKafkajs, prosody: benchProsody, confluent: benchConfluent, "prosody-state": benchProsodyState };
+const BENCHES = {
+  kafkajs: benchKafkajs,
+  prosody: (topic) => benchProsody(topic),
+  "prosody-besteffort": (topic) => benchProsody(topic, { mode: "BestEffort" }),
+  confluent: benchConfluent,
+  "prosody-state": benchProsodyState,
+};
+
+// The median as the Go programs' benchkit.Median takes it (the upper one
+// for an even count), so every figure of the results file means the same.
+function upperMedian(xs) {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)];
+}
+
+function writeReport(file, metrics, baseline) {
+  const fs = require("node:fs");
+  const path = require("node:path");
+  const readers = Object.entries(metrics).map(([name, ms]) => ({
+    name,
+    metrics: Object.fromEntries(Object.entries(ms).map(([m, rounds]) => [m, { rounds, median: upperMedian(rounds) }])),
+  }));
+  const base = readers.find((r) => r.name === baseline);
+  for (const r of readers) {
+    if (!base) break;
+    const ratios = {};
+    for (const [m, v] of Object.entries(r.metrics)) {
+      if (base.metrics[m]?.median) ratios[m] = v.median / base.metrics[m].median;
+    }
+    if (Object.keys(ratios).length) r.ratios = ratios;
+  }
+  const report = {
+    benchmark: "bindings/node/bench/bench.js",
+    unit: "msg/s",
+    baseline,
+    params: {
+      messages: N,
+      partitions: Number(opt.partitions),
+      keys: Number(opt.keys),
+      rounds: Number(opt.rounds),
+      handler: opt.handler,
+      node: process.version,
+    },
+    readers,
+  };
+  fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
+  fs.writeFileSync(file, JSON.stringify(report, null, 2) + "\n");
+}
 
 async function main() {
   const topic = opt.topic ?? run("bench-node");
@@ -214,12 +272,21 @@ async function main() {
   const names = opt.only.split(",");
   const results = {};
   const latency = {};
+  const metrics = {};
+  const add = (name, metric, v) => ((metrics[name] ??= {})[metric] ??= []).push(v);
   for (let round = 0; round < Number(opt.rounds); round++) {
     // Alternate the order between rounds so no client always goes first.
     const order = round % 2 === 0 ? names : [...names].reverse();
     for (const name of order) {
       const { rate, busy, cores, p50, p99 } = await BENCHES[name](topic);
       (results[name] ??= []).push(rate);
+      add(name, "rate", rate);
+      add(name, "js_busy", busy);
+      add(name, "cpu_us_per_msg", (cores / rate) * 1e6);
+      if (p99 !== undefined) {
+        add(name, "handler_p50_ms", p50);
+        add(name, "handler_p99_ms", p99);
+      }
       if (p99 !== undefined) (latency[name] ??= []).push([p50, p99]);
       const lat = p99 !== undefined ? `, handler p50 ${p50.toFixed(2)} ms p99 ${p99.toFixed(2)} ms` : "";
       console.error(
@@ -244,6 +311,7 @@ async function main() {
     console.log(`${name.padEnd(14)} ${Math.round(m).toLocaleString("en-US").padStart(10)} msg/s${ratio}${lat}`);
   }
   if (sink < 0) console.log(sink);
+  if (opt.json) writeReport(opt.json, metrics, base ? "kafkajs" : names[0]);
   process.exit(0);
 }
 

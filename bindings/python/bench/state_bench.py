@@ -27,7 +27,7 @@ import uuid
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from bench import KAFKA, prefill  # noqa: E402
+from bench import KAFKA, prefill, write_report  # noqa: E402
 
 from prosody import AdminClient, Context, EventHandler, Message, ProsodyClient, Timer, ValueDefinition, value  # noqa: E402
 
@@ -66,7 +66,7 @@ async def run(topic: str, messages: int, with_state: bool) -> tuple[float, float
     handler = Counting(messages, with_state)
     client = ProsodyClient(bootstrap_servers=KAFKA, group_id=f"bench-state-{uuid.uuid4().hex}",
                            subscribed_topics=topic, probe_port=None, telemetry_enabled=False,
-                           cassandra_nodes=CASSANDRA, state_collections=[COUNT])
+                           cassandra_nodes=CASSANDRA, cassandra_keyspace="prosody_bench", state_collections=[COUNT])
     await client.subscribe(handler)
     await asyncio.wait_for(handler.done.wait(), timeout=900)
     rate = handler.count / (time.perf_counter() - handler.first)
@@ -82,6 +82,7 @@ async def main() -> None:
     parser.add_argument("--keys", type=int, default=10_000)
     parser.add_argument("--size", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--json", help="also write the results to this file as JSON")
     args = parser.parse_args()
 
     admin = AdminClient(bootstrap_servers=KAFKA)
@@ -102,6 +103,12 @@ async def main() -> None:
         for name, (rate, p50, p99) in med.items():
             print(f"median  {name:6s} {rate:>9,.0f} msg/s  handler p50 {p50 * 1e3:6.2f} ms  p99 {p99 * 1e3:6.2f} ms")
         print(f"state / no-op: {med['state'][0] / med['no-op'][0]:.2f}x")
+        if args.json:
+            write_report(args.json, "bindings/python/bench/state_bench.py", "no-op",
+                         {"messages": args.messages, "partitions": args.partitions, "keys": args.keys,
+                          "size": args.size, "rounds": args.rounds},
+                         {name: {"rate": [r[0] for r in rs], "handler_p50_ms": [r[1] * 1e3 for r in rs],
+                                 "handler_p99_ms": [r[2] * 1e3 for r in rs]} for name, rs in results.items()})
     finally:
         await admin.delete_topic(topic)
 

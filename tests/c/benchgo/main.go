@@ -43,6 +43,7 @@ func main() {
 	cBench := flag.String("cbench", "build/c/prosody_bench_c", "the C benchmark binary")
 	goReader := flag.String("go-reader", "", "read with the Go engine and this client JSON, print the rate and exit (what each Go round runs)")
 	goInProcess := flag.Bool("go-in-process", false, "run the Go rounds in this process rather than each in a fresh one")
+	jsonOut := flag.String("json", "", "also write the results to this file as JSON (benchkit.Report)")
 	flag.Parse()
 	sarama.Logger = log.New(io.Discard, "", 0)
 	if *goReader != "" {
@@ -58,13 +59,19 @@ func main() {
 
 	cfg := func() string {
 		js := fmt.Sprintf(`{"bootstrap_servers":%q,"group_id":"bench-%s","subscribed_topics":%q,"probe_port":null,`+
-			`"cassandra_nodes":"localhost:9042","telemetry_enabled":false`, *brokers, suffix(), topic)
+			`"cassandra_nodes":"localhost:9042","cassandra_keyspace":"prosody_bench","telemetry_enabled":false`, *brokers, suffix(), topic)
 		if *extra != "" {
 			js += "," + *extra
 		}
 		return js + "}"
 	}
 	rates := map[string][]float64{}
+	report := benchkit.NewReport("bench-c", "events/s", "go", map[string]any{
+		"messages": *messages, "partitions": *partitions, "keys": *keys, "rounds": *rounds, "config": *extra,
+	})
+	for _, name := range []string{"go", "c-abi", "c-direct"} {
+		report.Reader(name) // in this order whichever runs first
+	}
 	for r := 0; r < *rounds; r++ {
 		order := []string{"go", "c-abi", "c-direct"}
 		if r%2 == 1 {
@@ -85,12 +92,14 @@ func main() {
 				rate = cABI(*cBench, cfg(), *messages, "direct")
 			}
 			rates[reader] = append(rates[reader], rate)
+			report.Add(reader, "rate", rate)
 			fmt.Printf("round %d %-8s %9.0f events/s\n", r+1, reader, rate)
 		}
 	}
 	g, c, d := median(rates["go"]), median(rates["c-abi"]), median(rates["c-direct"])
 	fmt.Printf("median  go engine %.0f events/s, C ABI poll %.0f events/s (ratio C/Go %.2f), "+
 		"C ABI on_event %.0f events/s (ratio %.2f)\n", g, c, c/g, d, d/g)
+	must(report.Write(*jsonOut))
 }
 
 // goEngine reads the topic with a no-op Go handler through client.Client,
