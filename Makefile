@@ -6,7 +6,7 @@ GOTEST   ?= $(GO) test -race -count=1 -timeout 30m
 SERVICES := scripts/services
 
 .DEFAULT_GOAL := help
-.PHONY: wheels test-dist help deps services-up services-down services-status test test-go test-python test-node demo lint fmt lib test-c install example bench bench-quick bench-c bench-timers fuzz fuzz-short
+.PHONY: wheels npm-prebuilds test-dist help deps services-up services-down services-status test test-go test-python test-node demo lint fmt lib test-c install example bench bench-quick bench-c bench-timers fuzz fuzz-short
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -73,11 +73,16 @@ demo: lib ## mock-mode demos: Go (two clients, per-key order, timers), then the 
 		-Wl,-rpath,$(CURDIR)/$(LIB_DIR) -lpthread -o build/c/quickstart
 	PROSODY_LOG=warn build/c/quickstart
 
-lint: ## gofmt and go vet
+# The workflows' linter, as a Go module (built once into the module cache).
+ACTIONLINT := github.com/rhysd/actionlint/cmd/actionlint@v1.7.12
+
+lint: ## gofmt, go vet, actionlint on .github/workflows, one version everywhere
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags capitest ./capi
+	$(GO) run $(ACTIONLINT) .github/workflows/*.yml
+	python3 scripts/dist version --check
 
 fmt: ## format the Go sources
 	gofmt -w $$(git ls-files '*.go')
@@ -129,10 +134,19 @@ wheels: ## Python wheels for every platform (manylinux, musllinux, macOS; stable
 	python3 scripts/dist wheels
 	python3 scripts/dist check-wheels
 
-test-dist: ## the x86-64 and aarch64 Linux wheels built, checked and installed: the Quick Start without Go or a compiler, and under qemu
+npm-prebuilds: ## npm packages of prebuilt binaries for every platform and the main package that depends on them, into dist/npm
+	npm ci --ignore-scripts --no-audit --no-fund
+	python3 scripts/dist npm
+
+test-dist: ## the x86-64 and aarch64 Linux wheels and npm binaries built, checked and installed without Go or a compiler: the Quick Starts, the aarch64 ones under qemu; the musl library runs the C example
 	python3 scripts/dist wheels linux-x64-gnu linux-arm64-gnu
 	python3 scripts/dist check-wheels
 	python3 scripts/dist smoke-wheels
+	npm ci --ignore-scripts --no-audit --no-fund
+	python3 scripts/dist npm linux-x64-gnu linux-arm64-gnu
+	python3 scripts/dist smoke-npm
+	python3 scripts/dist lib linux-x64-musl
+	python3 scripts/dist smoke-musl
 
 install: lib ## install libprosody.so, prosody.h and prosody.pc under PREFIX (default /usr/local)
 	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include

@@ -1,10 +1,11 @@
 """Build glue for the Python package ``prosody-events`` (metadata: pyproject.toml).
 
-Building the wheel compiles the Go core into libprosody.so with
+Building from source (the sdist, where no wheel fits; wheels are built by
+scripts/dist) compiles the Go core into libprosody (.so, .dylib on macOS) with
 ``go build -buildmode=c-shared`` (the same flags as the Makefile's ``lib``
 target), then compiles the cffi extension against include/prosody.h and links
 it to that library. Both land in the ``prosody`` package directory, where the
-extension finds the library through its rpath (``$ORIGIN``). A second
+extension finds the library through its rpath (``$ORIGIN``, ``@loader_path``). A second
 extension, ``prosody._batch``, builds the Python objects of polled events.
 """
 
@@ -13,13 +14,17 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
+import sysconfig
 from pathlib import Path
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 ROOT = Path(__file__).resolve().parent
-LIB_NAME = "libprosody.so"
+MACOS = sys.platform == "darwin"
+MUSL = sys.platform == "linux" and "musl" in (sysconfig.get_config_var("HOST_GNU_TYPE") or "")
+LIB_NAME = "libprosody.dylib" if MACOS else "libprosody.so"
 # Must match LIB_DIR in bindings/python/build_ffi.py.
 LIB_DIR = ROOT / "build" / "python-lib"
 
@@ -32,10 +37,21 @@ def build_go_library() -> Path:
         )
     LIB_DIR.mkdir(parents=True, exist_ok=True)
     out = LIB_DIR / LIB_NAME
-    exports = ROOT / "capi" / "exports.map"
-    ldflags = f"-extldflags '-Wl,--version-script={exports} -Wl,-soname,{LIB_NAME}'"
+    tags: list[str] = []
+    if MACOS:
+        ldflags = f"-extldflags '-Wl,-install_name,@rpath/{LIB_NAME}'"
+    else:
+        exports = ROOT / "capi" / "exports.map"
+        ext = f"-Wl,--version-script={exports} -Wl,-soname,{LIB_NAME}"
+        if MUSL:
+            # capi/musl_init.ld: the Go runtime is started by capi/musl_init.c,
+            # since musl runs initialisers without the arguments Go reads;
+            # Go's own DNS resolver, since musl lacks glibc's.
+            ext += f" -Wl,-T,{ROOT / 'capi' / 'musl_init.ld'}"
+            tags = ["-tags", "netgo"]
+        ldflags = f"-extldflags '{ext}'"
     subprocess.run(
-        [go, "build", "-buildmode=c-shared", "-trimpath", "-ldflags", ldflags, "-o", str(out), "./capi"],
+        [go, "build", "-buildmode=c-shared", "-trimpath", *tags, "-ldflags", ldflags, "-o", str(out), "./capi"],
         cwd=ROOT,
         check=True,
     )

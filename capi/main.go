@@ -10,8 +10,8 @@
 //     pointer.
 //   - Calls that do I/O return at once and report through the host's
 //     completion callback, called through a C trampoline (callback.go).
-//   - Events reach the host in batches: a per-client ready queue, an eventfd
-//     and a notify callback once per wake-up, and a poll call that moves
+//   - Events reach the host in batches: a per-client ready queue, a wake-up
+//     fd (wakefd_*.go) and a notify callback once per wake-up, and a poll call that moves
 //     many events at once (dispatch.go).
 package main
 
@@ -21,9 +21,12 @@ package main
 */
 import "C"
 
-// Version is the library version; include/prosody.h's PROSODY_VERSION must
-// match it (the C tests check).
-const Version = "0.1.0"
+import prosody "github.com/prosody-events/prosody-go"
+
+// Version is the library version (the VERSION file); include/prosody.h's
+// PROSODY_VERSION must match it (the C tests check, and so does
+// scripts/dist version --check).
+var Version = prosody.Version
 
 func main() {}
 

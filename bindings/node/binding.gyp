@@ -12,7 +12,19 @@
       "cflags_cc!": ["-fno-exceptions"],
       "cflags!": ["-fno-exceptions"],
       "defines!": ["NAPI_DISABLE_CPP_EXCEPTIONS"],
-      "libraries": ["-L<(module_root_dir)/native", "-lprosody", "-Wl,-rpath,'$$ORIGIN'"]
+      "libraries": ["-L<(module_root_dir)/native", "-lprosody"],
+      "conditions": [
+        ["OS=='mac'", {
+          "libraries": ["-Wl,-rpath,@loader_path"],
+          "xcode_settings": {
+            "CLANG_CXX_LANGUAGE_STANDARD": "c++17",
+            "GCC_ENABLE_CPP_EXCEPTIONS": "YES",
+            "OTHER_CPLUSPLUSFLAGS": ["-O2"]
+          }
+        }, {
+          "libraries": ["-Wl,-rpath,'$$ORIGIN'"]
+        }]
+      ]
     }
   ]
 }

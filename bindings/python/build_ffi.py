@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from pathlib import Path
 
 from cffi import FFI
@@ -202,9 +203,9 @@ ffibuilder.set_source(
     include_dirs=[str(INCLUDE_DIR)],
     library_dirs=[str(LIB_DIR)],
     libraries=["prosody"],
-    # The extension finds libprosody.so in its own directory, wherever the
+    # The extension finds libprosody in its own directory, wherever the
     # package is installed.
-    extra_link_args=["-Wl,-rpath,$ORIGIN"],
+    extra_link_args=["-Wl,-rpath,@loader_path" if sys.platform == "darwin" else "-Wl,-rpath,$ORIGIN"],
 )
 
 if __name__ == "__main__":

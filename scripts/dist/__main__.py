@@ -5,6 +5,11 @@
     python3 scripts/dist check-wheels          auditwheel and abi3audit on the built wheels
     python3 scripts/dist smoke-wheels          the Quick Start from the x86-64 wheel (no Go, no compiler)
                                                and from the aarch64 wheel under qemu
+    python3 scripts/dist smoke-musl            the musl libprosody runs the C example under musl
+    python3 scripts/dist npm [TARGET...]       npm platform packages and the main package (dist/npm/)
+    python3 scripts/dist smoke-npm             npm install of the packed packages without Go or a compiler
+                                               (under 20 s) and the Quick Start; the arm64 one under qemu
+    python3 scripts/dist version [NEW|--check] the version (VERSION), set everywhere or compared
     python3 scripts/dist targets               the targets
 
 Without TARGET, every target (targets.py).
@@ -16,8 +21,10 @@ import sys
 
 import checks
 import golib
+import npm
 import targets
 import toolchain
+import version
 import wheel
 
 DIST = toolchain.ROOT / "dist"
@@ -31,6 +38,13 @@ def main(argv: list[str]) -> None:
     if cmd == "targets":
         for t in targets.TARGETS.values():
             print(f"{t.name:18} {t.zig:24} {t.wheel_platform}")
+    elif cmd == "version":
+        if not rest:
+            print(version.current())
+        elif rest == ["--check"]:
+            version.check()
+        else:
+            version.set_version(rest[0])
     elif cmd == "lib":
         for t in targets.select(rest):
             print(golib.build(t))
@@ -41,6 +55,16 @@ def main(argv: list[str]) -> None:
             print(wheel.build(t, out))
         if not rest:
             print(wheel.sdist(out))
+    elif cmd == "npm":
+        out = DIST / "npm"
+        for t in targets.select(rest):
+            print(npm.pack_platform(t, out))
+        print(npm.pack_main(out))
+    elif cmd == "smoke-npm":
+        checks.smoke_npm_native(DIST / "npm")
+        checks.smoke_npm_arm64(DIST / "npm")
+    elif cmd == "smoke-musl":
+        checks.smoke_musl()
     elif cmd == "check-wheels":
         checks.wheels(DIST / "python")
     elif cmd == "smoke-wheels":

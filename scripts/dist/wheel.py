@@ -78,6 +78,7 @@ def compile_extension(t: Target, sources: list[Path], out: Path, libdir: Path | 
         cmd += ["-Wl,-undefined,dynamic_lookup"]
     cmd += ["-o", str(out)]
     toolchain.run(cmd, env=golib.cross_env(t))
+    golib.name_musl_libc(t, out)
 
 
 def build(t: Target, dist: Path) -> Path:

@@ -1,10 +1,10 @@
 #!/usr/bin/env node
 // Builds the native parts of the Node package:
-//   1. libprosody.so from the Go sources (capi/), as the Makefile's `lib`
-//      target does, into bindings/node/native/;
+//   1. libprosody (.so, .dylib on macOS) from the Go sources (capi/), as
+//      the Makefile's `lib` target does, into bindings/node/native/;
 //   2. the node-addon-api addon against the Node headers on this machine;
-//   3. copies libprosody.so next to prosody.node (the addon's rpath is
-//      $ORIGIN, so the pair can move together).
+//   3. copies libprosody next to prosody.node (the addon's rpath is
+//      $ORIGIN, @loader_path on macOS, so the pair can move together).
 // It runs as the package's `install` script, in the repository and in an
 // unpacked `npm pack` tarball alike (both have the same layout).
 "use strict";
@@ -22,19 +22,36 @@ function run(cmd, args, cwd) {
   execFileSync(cmd, args, { cwd, stdio: "inherit", env: process.env });
 }
 
+// libprosody's file name, and the linker flags that export only the
+// prosody_* functions and let the addon find it beside itself.
+const macOS = process.platform === "darwin";
+const libName = macOS ? "libprosody.dylib" : "libprosody.so";
+// musl (Alpine): glibc reports its version in the process report, musl does not.
+const musl = process.platform === "linux" && !process.report.getReport().header.glibcVersionRuntime;
+function libraryLinkFlags() {
+  if (macOS) return `-Wl,-install_name,@rpath/${libName}`;
+  const map = path.join(root, "capi", "exports.map");
+  let flags = `-Wl,--version-script=${map} -Wl,-soname,${libName}`;
+  // capi/musl_init.ld: the Go runtime is started by capi/musl_init.c, since
+  // musl runs initialisers without the arguments Go reads.
+  if (musl) flags += ` -Wl,-T,${path.join(root, "capi", "musl_init.ld")}`;
+  return flags;
+}
+
 function buildLibrary() {
   fs.mkdirSync(nativeDir, { recursive: true });
-  const map = path.join(root, "capi", "exports.map");
   const go = process.env.GO || "go";
   run(
     go,
     [
       "build",
       "-buildmode=c-shared",
+      // Go's own DNS resolver on musl, which lacks glibc's.
+      ...(musl ? ["-tags", "netgo"] : []),
       "-ldflags",
-      `-extldflags '-Wl,--version-script=${map} -Wl,-soname,libprosody.so'`,
+      `-extldflags '${libraryLinkFlags()}'`,
       "-o",
-      path.join(nativeDir, "libprosody.so"),
+      path.join(nativeDir, libName),
       "./capi",
     ],
     root,
@@ -71,7 +88,7 @@ function buildAddon() {
   if (process.env.PROSODY_NODE_DEBUG) args.push("--debug");
   run(cmd, args, nodeDir);
   const out = path.join(nodeDir, "build", process.env.PROSODY_NODE_DEBUG ? "Debug" : "Release");
-  fs.copyFileSync(path.join(nativeDir, "libprosody.so"), path.join(out, "libprosody.so"));
+  fs.copyFileSync(path.join(nativeDir, libName), path.join(out, libName));
 }
 
 buildLibrary();
