@@ -2,12 +2,14 @@ package kafkasec
 
 import (
 	"crypto/tls"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/IBM/sarama"
 
@@ -63,14 +65,61 @@ func (d *dialer) Dial(network, addr string) (net.Conn, error) {
 	// tls.Dialer sets ServerName to the host dialled when it is empty, as
 	// sarama does, and bounds connection and handshake by the timeout.
 	conn, err := (&tls.Dialer{NetDialer: nd, Config: d.tls.Config()}).Dial(network, addr)
-	if err != nil {
-		var header tls.RecordHeaderError
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.As(err, &header) {
+	if err == nil {
+		return conn, nil
+	}
+	var header tls.RecordHeaderError
+	switch {
+	case errors.As(err, &header):
+		// The listener answered with bytes that are not TLS.
+		return nil, &mismatchError{addr: addr, clientTLS: true, err: err}
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET):
+		// A plaintext listener hangs up on a ClientHello, but so does a
+		// broker shutting down, over its connection limit, or behind a
+		// balancer whose backend is not up: only a listener that answers a
+		// plaintext Kafka request is a mismatch. Anything else stays the
+		// transient failure it was.
+		if speaksPlaintextKafka(nd, network, addr, d.cfg.Net.DialTimeout) {
 			return nil, &mismatchError{addr: addr, clientTLS: true, err: err}
 		}
-		return nil, err
 	}
-	return conn, nil
+	return nil, err
+}
+
+// speaksPlaintextKafka reports whether addr answers an ApiVersions request
+// (version 0) sent in plaintext with a Kafka response to it, within
+// timeout (at most 5 s). It runs only after a TLS handshake failed.
+func speaksPlaintextKafka(nd *net.Dialer, network, addr string, timeout time.Duration) bool {
+	if timeout <= 0 || timeout > 5*time.Second {
+		timeout = 5 * time.Second
+	}
+	probe := *nd
+	probe.Timeout = timeout
+	conn, err := probe.Dial(network, addr)
+	if err != nil {
+		return false
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(timeout))
+	// size, api key 18 (ApiVersions), version 0, correlation id, client
+	// id (an int16-prefixed string).
+	const correlation = 0x70726f73
+	clientID := "prosody-probe"
+	req := binary.BigEndian.AppendUint32(nil, uint32(2+2+4+2+len(clientID)))
+	req = binary.BigEndian.AppendUint16(req, 18)
+	req = binary.BigEndian.AppendUint16(req, 0)
+	req = binary.BigEndian.AppendUint32(req, correlation)
+	req = binary.BigEndian.AppendUint16(req, uint16(len(clientID)))
+	req = append(req, clientID...)
+	if _, err := conn.Write(req); err != nil {
+		return false
+	}
+	var head [8]byte
+	if _, err := io.ReadFull(conn, head[:]); err != nil {
+		return false
+	}
+	size := binary.BigEndian.Uint32(head[0:4])
+	return size >= 6 && size < 1<<20 && binary.BigEndian.Uint32(head[4:8]) == correlation
 }
 
 // plaintextConn looks at the first byte a plaintext connection receives.

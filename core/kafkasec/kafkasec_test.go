@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -318,11 +319,7 @@ func fakeListener(t *testing.T, serve func(net.Conn)) string {
 // that the failure is explained as such rather than left as an EOF, which
 // is retried for ever.
 func TestProtocolMismatch(t *testing.T) {
-	// A plaintext Kafka listener reads a ClientHello's record header as
-	// a request size over its limit and hangs up.
-	plaintext := fakeListener(t, func(c net.Conn) {
-		_, _ = c.Read(make([]byte, 5))
-	})
+	plaintext := fakeListener(t, fakePlaintextKafka)
 	// A TLS listener answers a Kafka request with an alert record and
 	// hangs up (what Kafka's SSL listener sends, captured).
 	tlsListener := fakeListener(t, func(c net.Conn) {
@@ -358,6 +355,73 @@ func TestProtocolMismatch(t *testing.T) {
 			var ae *AuthError
 			if !errors.As(tc.s.Explain(err), &ae) || ae.Option != "security_protocol" || !strings.Contains(ae.Reason, tc.reason) {
 				t.Errorf("Explain(%v) = %v", err, tc.s.Explain(err))
+			}
+		})
+	}
+}
+
+// fakePlaintextKafka serves one connection as a plaintext Kafka listener
+// does: it reads a ClientHello's record header as a request size over its
+// limit and hangs up, and answers an ApiVersions request with a response
+// to its correlation id.
+func fakePlaintextKafka(c net.Conn) {
+	var head [4]byte
+	if _, err := io.ReadFull(c, head[:]); err != nil {
+		return
+	}
+	size := binary.BigEndian.Uint32(head[:])
+	if size > 1<<20 {
+		return
+	}
+	req := make([]byte, size)
+	if _, err := io.ReadFull(c, req); err != nil || len(req) < 8 {
+		return
+	}
+	resp := binary.BigEndian.AppendUint32(nil, 4+2+4)
+	resp = append(resp, req[4:8]...) // correlation id
+	resp = append(resp, 0, 0)        // no error
+	resp = append(resp, 0, 0, 0, 0)  // no api versions
+	_, _ = c.Write(resp)
+}
+
+// TestHungUpHandshakeIsNotAMismatch: a listener that hangs up on a TLS
+// handshake without speaking plaintext Kafka (a broker going down, over its
+// connection limit, a balancer without a backend, a TLS server dying) is a
+// transient failure, not a wrong security_protocol, which a producer would
+// stop sending for (found in review: four dropped connections made sends
+// fail for 30 s).
+func TestHungUpHandshakeIsNotAMismatch(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		serve func(net.Conn)
+	}{
+		{"accepts and closes", func(net.Conn) {}},
+		{"reads the ClientHello and closes", func(c net.Conn) { _, _ = c.Read(make([]byte, 512)) }},
+		{"resets", func(c net.Conn) {
+			if tc, ok := c.(*net.TCPConn); ok {
+				_ = tc.SetLinger(0)
+			}
+		}},
+		{"starts a TLS record and closes", func(c net.Conn) {
+			_, _ = c.Read(make([]byte, 512))
+			_, _ = c.Write([]byte{0x16, 0x03, 0x03, 0x00, 0x40, 0x02, 0x00})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			addr := fakeListener(t, tc.serve)
+			s := Settings{Protocol: config.ProtocolSSL}
+			cfg := sarama.NewConfig()
+			cfg.Metadata.Retry.Max = 0
+			if err := s.Apply(cfg); err != nil {
+				t.Fatal(err)
+			}
+			client, err := sarama.NewClient([]string{addr}, cfg)
+			if err == nil {
+				client.Close()
+				t.Fatal("connected")
+			}
+			if IsAuthError(s.Explain(err)) {
+				t.Errorf("Explain(%v) = %v, want the transient error as it was", err, s.Explain(err))
 			}
 		})
 	}
