@@ -23,7 +23,7 @@ services-down: ## stop the test services and delete their data
 services-status: ## report whether each test service answers
 	@$(SERVICES) status
 
-test: services-up test-go fuzz-short test-c test-python test-node test-dist ## start the services if needed, then run every test suite
+test: services-up test-go fuzz-short test-c test-python test-node chaos-short test-dist ## start the services if needed, then run every test suite
 
 test-go: ## Go tests with the race detector (needs the services: make services-up)
 	$(GOTEST) ./...
@@ -55,6 +55,15 @@ fuzz: ## each fuzz target for FUZZTIME (default 10m), one worker each; findings 
 			else exit 1; fi; \
 		fi; \
 	done
+
+.PHONY: chaos-short chaos
+# The fault harness (docs/reliability.md) on its own Kafka and Cassandra.
+chaos-short: ## every fault kind once against Go, Python and Node members (about 6 minutes; part of make test)
+	scripts/chaos/run short
+
+CHAOS_DURATION ?= 32m
+chaos: ## the long fault soak (CHAOS_DURATION, default 32m; CHAOS_SEED to replay), seed printed
+	scripts/chaos/run long -duration $(CHAOS_DURATION) $(if $(CHAOS_SEED),-seed $(CHAOS_SEED))
 
 test-python: ## build the Python package into build/python-venv; mypy --strict and pytest (mock + services)
 	bindings/python/run-tests.sh

@@ -1,0 +1,75 @@
+// The fault harness's Node member (see internal/chaos/member for the Go
+// one). Configured by the PROSODY_* variables the harness sets; appends
+// one JSON line per handled event, failed attempt and fired timer to
+// CHAOS_LOG, each with a single write(2) on an O_APPEND descriptor, so a
+// SIGKILL loses nothing already recorded. SIGTERM unsubscribes cleanly.
+"use strict";
+
+const fs = require("node:fs");
+const path = require("node:path");
+const { ProsodyClient, value } = require(path.join(__dirname, "..", "..", "bindings", "node"));
+
+const COUNT = value("count");
+const NAME = process.env.CHAOS_MEMBER;
+const PID = process.pid;
+const fd = fs.openSync(process.env.CHAOS_LOG, "a");
+// A payload's fault hits its first attempt in this process only.
+const tried = new Set();
+
+function nowNs() {
+  return Number(process.hrtime.bigint() - hrStart) + wallStartNs;
+}
+const hrStart = process.hrtime.bigint();
+const wallStartNs = Date.now() * 1e6;
+
+function append(rec) {
+  fs.writeSync(fd, JSON.stringify(rec) + "\n");
+}
+
+const handler = {
+  async onMessage(context, message, signal) {
+    const p = message.payload;
+    const base = { m: NAME, pid: PID, tp: message.topic, p: message.partition, o: Number(message.offset),
+      key: message.key, seq: p.seq, id: p.id };
+    if (p.fault && !tried.has(p.id)) {
+      tried.add(p.id);
+      append({ k: "failed", t: nowNs(), why: p.fault, ...base });
+      if (p.fault === "hang") {
+        // Outlive the handler timeout; its abort signal ends the wait.
+        await new Promise((resolve) => {
+          const t = setTimeout(resolve, 60000);
+          signal.addEventListener("abort", () => { clearTimeout(t); resolve(); }, { once: true });
+        });
+      }
+      throw new Error(`chaos: injected ${p.fault}`);
+    }
+    if (p.timer) await context.schedule(new Date(p.timer * 1000));
+    const count = context.state(COUNT);
+    const n = ((await count.get()) ?? 0) + 1;
+    await count.set(n);
+    if (context.shouldCancel) {
+      append({ k: "failed", t: nowNs(), why: "cancelled", ...base });
+      throw new Error("chaos: cancelled");
+    }
+    append({ k: "handled", t: nowNs(), c: n, ...base });
+  },
+  async onTimer(context, timer) {
+    append({ k: "fired", m: NAME, pid: PID, t: nowNs(), p: 0, o: 0, key: timer.key,
+      at: Math.floor(timer.time.getTime() / 1000) });
+  },
+};
+
+async function main() {
+  const client = new ProsodyClient({ stateCollections: [COUNT], probePort: null });
+  await client.subscribe(handler);
+  await new Promise((resolve) => {
+    process.once("SIGTERM", resolve);
+    process.once("SIGINT", resolve);
+  });
+  await client.unsubscribe();
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
