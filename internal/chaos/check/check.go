@@ -1,6 +1,7 @@
 package check
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -62,6 +63,11 @@ func Dir(dir string) (*Report, error) {
 		return nil, err
 	}
 	return run(in), nil
+}
+
+type timerKey struct {
+	key string
+	at  int64 // unix seconds
 }
 
 type keyPart struct {
@@ -127,7 +133,7 @@ func run(in *input) *Report {
 	firstHandled := map[string]int64{} // id -> time
 	firstFail := map[string]int64{}    // key -> time of its first failed attempt
 	handledPO := map[[2]int64]int{}
-	fires := map[string]int64{} // key@at -> earliest fire
+	fires := map[timerKey]int64{} // earliest fire
 	perKey := map[keyPart][]record.Record{}
 	for _, h := range in.handled {
 		switch h.Kind {
@@ -160,7 +166,7 @@ func run(in *input) *Report {
 			}
 		case record.Fired:
 			r.TimerFires++
-			k := fmt.Sprintf("%s@%d", h.Key, h.At)
+			k := timerKey{h.Key, h.At}
 			if t, ok := fires[k]; !ok || h.Time < t {
 				fires[k] = h.Time
 			}
@@ -214,25 +220,27 @@ func run(in *input) *Report {
 	}
 
 	// Timers: each requested one fired, never before its time.
-	want := map[string]bool{}
+	want := map[timerKey]bool{}
 	for _, byO := range byPO {
 		for _, tr := range byO {
 			if tr.payload.Timer > 0 {
-				want[fmt.Sprintf("%s@%d", tr.Key, tr.payload.Timer)] = true
+				want[timerKey{tr.Key, tr.payload.Timer}] = true
 			}
 		}
 	}
 	r.Timers = len(want)
-	for _, k := range sortedKeys(want) {
+	keys := make([]timerKey, 0, len(want))
+	for k := range want {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b timerKey) int { return cmp.Or(cmp.Compare(a.key, b.key), cmp.Compare(a.at, b.at)) })
+	for _, k := range keys {
 		t, ok := fires[k]
-		var key string
-		var at int64
-		fmt.Sscanf(k, "%[^@]@%d", &key, &at) //nolint:errcheck // built above
 		switch {
 		case !ok:
-			r.violate("timer-not-fired", fmt.Sprintf("timer %s never fired", k))
-		case t < at*int64(time.Second):
-			r.violate("timer-early", fmt.Sprintf("timer %s fired %v early", k, time.Duration(at*int64(time.Second)-t)))
+			r.violate("timer-not-fired", fmt.Sprintf("timer of key %s at %d never fired", k.key, k.at))
+		case t < k.at*int64(time.Second):
+			r.violate("timer-early", fmt.Sprintf("timer of key %s at %d fired %v early", k.key, k.at, time.Duration(k.at*int64(time.Second)-t)))
 		}
 	}
 

@@ -24,7 +24,7 @@ func splitmix(x uint64) uint64 {
 func Short(seed uint64) Profile {
 	d := map[string]time.Duration{
 		SIGKILL: 20 * time.Second, SIGTERM: 20 * time.Second, Storm: 16 * time.Second, Broker: 12 * time.Second,
-		Cassandra: 12 * time.Second, Network: 24 * time.Second, Handler: 10 * time.Second,
+		Cassandra: 12 * time.Second, Network: 40 * time.Second, Handler: 10 * time.Second,
 	}
 	p := Profile{Name: "short"}
 	for i, k := range Kinds {
