@@ -124,7 +124,7 @@ bench-c: lib ## events/s through the C ABI vs the Go engine alone, same real-Kaf
 		-lpthread -o build/c/prosody_bench_c
 	$(GO) run ./tests/c/benchgo $(BENCH_ARGS)
 
-bench: ## every benchmark (about an hour on 2 cores), into docs/bench/results.json, its plots and docs/benchmarks.md's tables (BENCH_FLAGS: --quick, --only IDS)
+bench: ## every benchmark (about half an hour on 2 cores), into docs/bench/results.json, its plots and docs/benchmarks.md's tables (BENCH_FLAGS: --quick, --only IDS)
 	scripts/bench $(BENCH_FLAGS)
 
 bench-quick: ## every benchmark at a small size (about 10 minutes), same outputs as bench

@@ -17,6 +17,7 @@ import json
 import os
 import re
 import sys
+import textwrap
 from typing import Any
 
 import matplotlib
@@ -36,12 +37,14 @@ NAMES = {
     "traced": "Prosody, spans recorded",
     "observed": "Prosody, telemetry emitter + metrics",
     "failing": "Prosody, 1 % of keys failing",
+    "prosody-nodedup": "Prosody, deduplication off",
+    "prosody-besteffort": "Prosody, best-effort mode (no deduplication)",
     "go": "Go engine",
     "c-abi": "C ABI, polling",
     "c-direct": "C ABI, on_event",
     "confluent": "confluent-kafka",
     "aiokafka": "aiokafka",
-    "original": "original prosody-events 0.4.0",
+    "original": "original prosody-events 0.4.0 (first messages only)",
     "python-original": "original prosody-events 0.4.0",
     "kafkajs": "kafkajs",
     "prosody-state": "Prosody, keyed-state handler",
@@ -59,7 +62,13 @@ NAMES = {
 }
 
 # Names that differ in one benchmark.
-NAMES_IN = {"timers-mixed": {"go": "Go"}}
+NAMES_IN = {
+    "timers-mixed": {"go": "Go"},
+    "engine": {"prosody": "Prosody, default configuration"},
+    "python": {"prosody": "Prosody, default configuration"},
+    "node": {"prosody": "Prosody, default configuration", "confluent": "@confluentinc/kafka-javascript"},
+    "deferral": {"prosody": "Prosody, no key failing"},
+}
 
 
 def name(bench: str, reader: str) -> str:
@@ -79,7 +88,8 @@ LAYOUT: dict[str, dict[str, Any]] = {
     },
     "deferral": {
         "columns": [("healthy_rate", "healthy keys, msg/s", "rate"), ("ratio:healthy_rate", "× no failures", "ratio"),
-                    ("last_deferred_s", "last deferred message handled after", "s")],
+                    ("last_deferred_s", "last deferred message handled after", "s"),
+                    ("cpu_us_per_msg", "CPU µs/msg", "us")],
         "plot": (["healthy_rate"], "healthy keys' messages/s", False),
     },
     "dedup-cassandra": {
@@ -157,7 +167,7 @@ def fmt(value: float | None, kind: str) -> str:
     if kind == "rate":
         return f"{value:,.0f}"
     if kind == "ratio":
-        return f"{value:.2f}"
+        return f"{value:.2f}" if value >= 0.01 else f"{value:.2g}"
     if kind == "us":
         return f"{value:.2f}"
     if kind == "ms":
@@ -222,11 +232,19 @@ def table(entry: dict[str, Any]) -> list[str]:
         lines.append("| " + " | ".join(row) + " |")
     lines += ["", f"Medians of the rounds. Sizes: {params_text(report.get('params', {}))}. The benchmark took "
               f"{entry['seconds']:.0f} s; the machine's CPU was {entry['cpu']['busy_percent']:.0f} % busy, "
-              f"{entry['cpu']['steal_percent']:.0f} % stolen by the hypervisor, {entry['cpu']['idle_percent']:.0f} % idle."]
+              f"{entry['cpu']['steal_percent']:.0f} % stolen by the hypervisor, {entry['cpu']['idle_percent']:.0f} % idle"
+              + load_text(entry) + "."]
     if entry.get("targets"):
         lines.append("")
         lines += [target_line(t) for t in entry["targets"]]
     return lines
+
+
+def load_text(entry: dict[str, Any]) -> str:
+    load = entry.get("load_average")
+    if not load or not any(load):
+        return ""
+    return f"; load average {load[0]:.1f} at its start and {load[1]:.1f} at its end"
 
 
 def params_text(params: dict[str, Any]) -> str:
@@ -234,11 +252,14 @@ def params_text(params: dict[str, Any]) -> str:
     for k, v in params.items():
         if v is False or v is None or v == "" or isinstance(v, (list, dict)) or k in ("python", "node"):
             continue
-        label = k.replace("_", " ")
+        label, unit = k.replace("_", " "), ""
+        for suffix, u in (("_s", " s"), ("_ms", " ms")):
+            if k.endswith(suffix):
+                label, unit = k[: -len(suffix)].replace("_", " "), u
         if v is True:
             parts.append(label)
         elif isinstance(v, (int, float)):
-            parts.append(f"{label} {v:,.0f}" if float(v).is_integer() else f"{label} {v:,.2f}")
+            parts.append((f"{label} {v:,.0f}" if float(v).is_integer() else f"{label} {v:,.2f}") + unit)
         else:
             parts.append(f"{label} {v}")
     return ", ".join(parts)
@@ -281,7 +302,7 @@ def plot(entry: dict[str, Any], folder: str) -> str | None:
     readers = [r for r in readers if any(m in r["metrics"] for m in metrics)]
     if not readers:
         return None
-    fig, ax = plt.subplots(figsize=(8, 0.5 + 0.55 * len(readers) * max(1, len(metrics) * 0.7)))
+    fig, ax = plt.subplots(figsize=(9, 0.8 + 0.55 * len(readers) * max(1, len(metrics) * 0.7)))
     height = 0.8 / len(metrics)
     colors = ["#4C72B0", "#DD8452", "#55A868", "#C44E52"]
     labels = [name(entry["id"], r["name"]) for r in readers]
@@ -298,8 +319,10 @@ def plot(entry: dict[str, Any], folder: str) -> str | None:
             ratio = r.get("ratios", {}).get(m)
             text = f"{v:,.0f}" if v >= 100 else f"{v:.1f}"
             if ratio is not None and entry["report"].get("baseline") and r["name"] != entry["report"]["baseline"]:
-                text += f"  ({ratio:.2f}×)"
-            ax.text(v, y, "  " + text, va="center", fontsize=8)
+                text += f"  ({ratio:.2f}×)" if ratio >= 0.1 else f"  ({ratio:.2g}×)"
+            # Right of the rounds' dots, which may lie beyond the median.
+            right = max([v] + r["metrics"].get(m, {}).get("rounds", []))
+            ax.text(right, y, "  " + text, va="center", fontsize=8)
     ax.set_yticks(range(len(readers)))
     ax.set_yticklabels(labels)
     ax.invert_yaxis()
@@ -309,8 +332,8 @@ def plot(entry: dict[str, Any], folder: str) -> str | None:
     else:
         ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:,.0f}"))
     ax.set_xlabel(ylabel)
-    ax.set_title(entry["title"], fontsize=10)
-    ax.margins(x=0.25)
+    fig.suptitle(textwrap.fill(entry["title"], 90), fontsize=10)
+    ax.margins(x=0.3)
     if len(metrics) > 1:
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ax.grid(axis="x", alpha=0.3)

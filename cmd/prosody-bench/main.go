@@ -119,8 +119,11 @@ func main() {
 	names := strings.Split(*readers, ",")
 	report := benchkit.NewReport("prosody-bench", "msg/s", names[0], map[string]any{
 		"messages": *messages, "partitions": *partitions, "keys": *keys, "size": *size, "rounds": *rounds,
-		"readers": names, "cassandra": *cassandraNodes != "", "fail_for_s": failFor.Seconds(),
+		"readers": names, "stores_in_cassandra": *cassandraNodes != "",
 	})
+	if slices.Contains(names, "failing") {
+		report.Params["fail_for_s"] = failFor.Seconds()
+	}
 	for r := 0; r < *rounds; r++ {
 		order := append(slices.Clone(names[r%len(names):]), names[:r%len(names)]...)
 		for _, reader := range order {

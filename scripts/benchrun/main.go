@@ -69,8 +69,9 @@ func atMost(reader, metric string, v float64, what string) target {
 }
 
 // benchmarks are every benchmark the repository has, in the order they
-// run. The full sizes keep the whole run near an hour on the project's
-// 2-core machine; the quick ones near ten minutes.
+// run. The full sizes keep the whole run to about half an hour on the
+// project's 2-core machine (within the hour a run may take), the quick ones
+// to about five; building what they need adds a few minutes to either.
 func benchmarks(bin string) []benchmark {
 	py := "build/bench-venv/bin/python"
 	return []benchmark{
@@ -78,7 +79,7 @@ func benchmarks(bin string) []benchmark {
 			ID: "engine", Title: "Go engine against a raw sarama consumer group",
 			Program: []string{bin + "/prosody-bench", "-readers", "sarama,prosody,nodedup,bare,traced,observed"},
 			Quick:   []string{"-messages", "200000", "-rounds", "1"},
-			Full:    []string{"-messages", "1000000", "-rounds", "5"},
+			Full:    []string{"-messages", "1000000", "-rounds", "7"},
 			Targets: []target{
 				atLeast("nodedup", "rate", true, 0.8, "the engine at its default configuration, deduplication off: ≥ 0.8× raw sarama"),
 				atLeast("prosody", "rate", true, 0.75, "the default configuration with deduplication (ids in memory): ≥ 0.75× raw sarama"),
@@ -103,7 +104,7 @@ func benchmarks(bin string) []benchmark {
 			// reader alike, and the figure would not be the ABI's.
 			Program: []string{bin + "/benchgo", "-cbench", "build/c/prosody_bench_c", "-config", `"idempotence_cache_size":0`},
 			Quick:   []string{"-messages", "200000", "-rounds", "1"},
-			Full:    []string{"-messages", "1000000", "-rounds", "5"},
+			Full:    []string{"-messages", "1000000", "-rounds", "7"},
 			Targets: []target{
 				atLeast("c-direct", "rate", true, 0.8, "a C handler called on the library's threads (on_event): ≥ 0.8× the Go engine"),
 			},
@@ -185,7 +186,7 @@ func benchmarks(bin string) []benchmark {
 			ID: "tls", Title: "Throughput over SASL_SSL (SCRAM-SHA-512) and mutual TLS against plaintext",
 			Program: []string{bin + "/prosody-tls-bench"},
 			Quick:   []string{"-messages", "100000", "-produce", "50000", "-rounds", "1"},
-			Full:    []string{"-messages", "1000000", "-produce", "300000", "-rounds", "3"},
+			Full:    []string{"-messages", "1000000", "-produce", "300000", "-rounds", "5"},
 		},
 	}
 }
@@ -200,6 +201,7 @@ type entry struct {
 	Started time.Time       `json:"started"`
 	Seconds float64         `json:"seconds"`
 	CPU     cpuShare        `json:"cpu"`
+	Load    [2]float64      `json:"load_average"` // 1-minute, when it started and when it ended
 	Report  json.RawMessage `json:"report,omitempty"`
 	Targets []target        `json:"targets,omitempty"`
 	LogTail string          `json:"log_tail,omitempty"`
@@ -312,9 +314,11 @@ func run(b benchmark, size, logDir string) *entry {
 	cmd.Stdout, cmd.Stderr = w, w
 	cmd.Env = benchEnv()
 	t0, cpu0 := time.Now(), readCPU()
+	e.Load[0] = loadAverage()
 	err = cmd.Run()
 	e.Seconds = time.Since(t0).Round(time.Second).Seconds()
 	e.CPU = readCPU().since(cpu0)
+	e.Load[1] = loadAverage()
 	data, rerr := os.ReadFile(jsonPath)
 	if err == nil && rerr != nil {
 		err = fmt.Errorf("no report: %w", rerr)
@@ -528,6 +532,19 @@ func (t cpuTimes) since(t0 cpuTimes) cpuShare {
 	}
 	pct := func(x float64) float64 { return float64(int(1000*x/total+0.5)) / 10 }
 	return cpuShare{BusyPercent: pct(t.busy - t0.busy), StealPercent: pct(t.steal - t0.steal), IdlePercent: pct(t.idle - t0.idle)}
+}
+
+// loadAverage is the 1-minute load average: with the benchmark's own
+// processes (and the services) it says how much else competed for the
+// two cores.
+func loadAverage() float64 {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	var v float64
+	_, _ = fmt.Sscanf(string(data), "%f", &v)
+	return v
 }
 
 // tailBuffer keeps the last 4 KiB written to it.
