@@ -194,7 +194,10 @@ func run(in *input) *Report {
 		}
 		next := 0
 		for j, h := range recs {
-			i := index[h.Offset]
+			i, ok := index[h.Offset]
+			if !ok {
+				continue // not in the topic: reported as a phantom above
+			}
 			switch {
 			case i == next:
 				next++

@@ -58,6 +58,7 @@ func TestEachInvariantIsCaught(t *testing.T) {
 		"timer-not-fired":    func(in *input) { in.handled = in.handled[:3] },
 		"acked-not-in-topic": func(in *input) { in.produced = append(in.produced, workload.Ack{ID: "gone", Key: "k"}) },
 		"lag":                func(in *input) { in.meta.Lag = 2 },
+		"phantom":            func(in *input) { in.topic = nil },
 	}
 	for want, breakIt := range cases {
 		t.Run(want, func(t *testing.T) {

@@ -99,8 +99,12 @@ func (r *run) env() []string {
 		"PROSODY_COMMIT_INTERVAL=500ms",
 		"PROSODY_SHUTDOWN_TIMEOUT=15s",
 		"PROSODY_STATE_RECOVERY_DELAY=5s",
-		// Deferred retries back off to at most 10 s (the default is a day), so
-		// recovery after a store outage measures the engine, not the backoff.
+		// Retries back off to at most 5 s and deferred retries to 10 s (the
+		// defaults are 5 minutes and a day), so recovery after an outage
+		// measures the engine, not the backoff: with the defaults a 30 s
+		// Cassandra outage took 160 s to recover from here, each partition
+		// waiting on its oldest event's next retry.
+		"PROSODY_RETRY_MAX_DELAY=5s",
 		"PROSODY_DEFER_MAX_DELAY=10s",
 		"PROSODY_LOG=warn",
 	)
