@@ -16,14 +16,18 @@ const fd = fs.openSync(process.env.CHAOS_LOG, "a");
 // A payload's fault hits its first attempt in this process only.
 const tried = new Set();
 
-function nowNs() {
-  return Number(process.hrtime.bigint() - hrStart) + wallStartNs;
-}
-const hrStart = process.hrtime.bigint();
-const wallStartNs = Date.now() * 1e6;
-
+// Wall-clock nanoseconds for the checker, which compares them with timer
+// times and other processes' clocks. Node's wall clock has whole
+// milliseconds, so the true time lies in [ms, ms + 1): the end of that
+// interval is used, or a timer's fire could look up to 1 ms early. (A
+// monotonic clock anchored once drifts from the wall clock by hundreds of
+// microseconds over a few minutes here.)
+// A Number cannot hold nanoseconds since 1970 exactly, so the digits are
+// spliced into the JSON from a BigInt.
 function append(rec) {
-  fs.writeSync(fd, JSON.stringify(rec) + "\n");
+  const t = BigInt(Date.now()) * 1000000n + 999999n;
+  const line = JSON.stringify({ ...rec, t: "@T@" }).replace('"@T@"', t.toString());
+  fs.writeSync(fd, line + "\n");
 }
 
 const handler = {
@@ -33,7 +37,7 @@ const handler = {
       key: message.key, seq: p.seq, id: p.id };
     if (p.fault && !tried.has(p.id)) {
       tried.add(p.id);
-      append({ k: "failed", t: nowNs(), why: p.fault, ...base });
+      append({ k: "failed", why: p.fault, ...base });
       if (p.fault === "hang") {
         // Outlive the handler timeout; its abort signal ends the wait.
         await new Promise((resolve) => {
@@ -48,13 +52,13 @@ const handler = {
     const n = ((await count.get()) ?? 0) + 1;
     await count.set(n);
     if (context.shouldCancel) {
-      append({ k: "failed", t: nowNs(), why: "cancelled", ...base });
+      append({ k: "failed", why: "cancelled", ...base });
       throw new Error("chaos: cancelled");
     }
-    append({ k: "handled", t: nowNs(), c: n, ...base });
+    append({ k: "handled", c: n, ...base });
   },
   async onTimer(context, timer) {
-    append({ k: "fired", m: NAME, pid: PID, t: nowNs(), p: 0, o: 0, key: timer.key,
+    append({ k: "fired", m: NAME, pid: PID, p: 0, o: 0, key: timer.key,
       at: Math.floor(timer.time.getTime() / 1000) });
   },
 };
