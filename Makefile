@@ -139,7 +139,7 @@ bench-timers: ## mixed timer benchmark: Go, Python, Node and the original prosod
 	build/prosody-timer-bench mixed -readers go,python,node,python-original $(TIMER_BENCH_ARGS)
 
 # Release artifacts, cross-built here with a pinned Zig (scripts/dist).
-wheels: ## Python wheels for every platform (manylinux, musllinux, macOS; stable ABI) and the sdist into dist/python, checked by auditwheel and abi3audit
+wheels: ## Python wheels for every platform (manylinux and macOS, x86-64 and arm64; stable ABI) and the sdist into dist/python, checked by auditwheel and abi3audit
 	python3 scripts/dist wheels
 	python3 scripts/dist check-wheels
 
@@ -147,15 +147,13 @@ npm-prebuilds: ## npm packages of prebuilt binaries for every platform and the m
 	npm ci --ignore-scripts --no-audit --no-fund
 	python3 scripts/dist npm
 
-test-dist: ## the x86-64 and aarch64 Linux wheels and npm binaries built, checked and installed without Go or a compiler: the Quick Starts, the aarch64 ones under qemu; the musl library runs the C example
+test-dist: ## the x86-64 and aarch64 Linux wheels and npm binaries built, checked and installed without Go or a compiler: the Quick Starts, the aarch64 ones under qemu
 	python3 scripts/dist wheels linux-x64-gnu linux-arm64-gnu
 	python3 scripts/dist check-wheels
 	python3 scripts/dist smoke-wheels
 	npm ci --ignore-scripts --no-audit --no-fund
 	python3 scripts/dist npm linux-x64-gnu linux-arm64-gnu
 	python3 scripts/dist smoke-npm
-	python3 scripts/dist lib linux-x64-musl
-	python3 scripts/dist smoke-musl
 
 install: lib ## install libprosody.so, prosody.h and prosody.pc under PREFIX (default /usr/local)
 	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include

@@ -23,6 +23,8 @@ from setuptools.command.build_ext import build_ext
 
 ROOT = Path(__file__).resolve().parent
 MACOS = sys.platform == "darwin"
+# A free-threaded CPython (3.13t) has no stable ABI: the extensions are built for it alone.
+FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
 MUSL = sys.platform == "linux" and "musl" in (sysconfig.get_config_var("HOST_GNU_TYPE") or "")
 LIB_NAME = "libprosody.dylib" if MACOS else "libprosody.so"
 # Must match LIB_DIR in bindings/python/build_ffi.py.
@@ -37,21 +39,19 @@ def build_go_library() -> Path:
         )
     LIB_DIR.mkdir(parents=True, exist_ok=True)
     out = LIB_DIR / LIB_NAME
-    tags: list[str] = []
+    if MUSL:
+        raise RuntimeError(
+            "prosody-events does not run on musl-based Linux (Alpine): libprosody's Go runtime uses "
+            "initial-exec thread-local storage, which musl refuses in a library Python loads with dlopen; "
+            "use a glibc-based image (manylinux wheels are published for x86-64 and aarch64)"
+        )
     if MACOS:
         ldflags = f"-extldflags '-Wl,-install_name,@rpath/{LIB_NAME}'"
     else:
         exports = ROOT / "capi" / "exports.map"
-        ext = f"-Wl,--version-script={exports} -Wl,-soname,{LIB_NAME}"
-        if MUSL:
-            # capi/musl_init.ld: the Go runtime is started by capi/musl_init.c,
-            # since musl runs initialisers without the arguments Go reads;
-            # Go's own DNS resolver, since musl lacks glibc's.
-            ext += f" -Wl,-T,{ROOT / 'capi' / 'musl_init.ld'}"
-            tags = ["-tags", "netgo"]
-        ldflags = f"-extldflags '{ext}'"
+        ldflags = f"-extldflags '-Wl,--version-script={exports} -Wl,-soname,{LIB_NAME}'"
     subprocess.run(
-        [go, "build", "-buildmode=c-shared", "-trimpath", *tags, "-ldflags", ldflags, "-o", str(out), "./capi"],
+        [go, "build", "-buildmode=c-shared", "-trimpath", "-ldflags", ldflags, "-o", str(out), "./capi"],
         cwd=ROOT,
         check=True,
     )
@@ -90,7 +90,7 @@ setup(
         # Both extensions keep to the stable ABI of 3.10 (the cffi module as
         # cffi generates it, _batch.c by its Py_LIMITED_API), so one wheel
         # serves every CPython from 3.10 on.
-        "bdist_wheel": {"py_limited_api": "cp310"},
+        **({} if FREE_THREADED else {"bdist_wheel": {"py_limited_api": "cp310"}}),
     },
     cffi_modules=["bindings/python/build_ffi.py:ffibuilder"],
     # Builds the Python objects of polled events; reads prosody_event, links nothing.
@@ -99,7 +99,8 @@ setup(
             "prosody._batch",
             sources=["bindings/python/prosody/_batch.c"],
             include_dirs=["include"],
-            py_limited_api=True,
+            py_limited_api=not FREE_THREADED,
+            define_macros=[("PROSODY_FULL_API", "1")] if FREE_THREADED else [],
         )
     ],
     cmdclass={"build_ext": BuildGoThenExt},

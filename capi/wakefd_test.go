@@ -4,9 +4,9 @@ package main
 
 import (
 	"context"
-	"syscall"
 	"testing"
-	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/prosody-events/prosody-go/core/event"
 )
@@ -48,15 +48,18 @@ func TestWakeFDIsReadableWhileEventsWait(t *testing.T) {
 	}
 }
 
-// readable polls fd without waiting.
+// readable polls fd, waiting a millisecond at most.
 func readable(t *testing.T, fd int) bool {
 	t.Helper()
-	var set syscall.FdSet
-	set.Bits[fd/64] |= 1 << (uint(fd) % 64)
-	tv := syscall.Timeval{Usec: int64(time.Millisecond / time.Microsecond)}
-	n, err := syscall.Select(fd+1, &set, nil, nil, &tv)
-	if err != nil {
-		t.Fatal(err)
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(fds, 1)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n > 0 && fds[0].Revents&unix.POLLIN != 0
 	}
-	return n > 0
 }

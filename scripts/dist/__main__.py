@@ -5,7 +5,6 @@
     python3 scripts/dist check-wheels          auditwheel and abi3audit on the built wheels
     python3 scripts/dist smoke-wheels          the Quick Start from the x86-64 wheel (no Go, no compiler)
                                                and from the aarch64 wheel under qemu
-    python3 scripts/dist smoke-musl            the musl libprosody runs the C example under musl
     python3 scripts/dist npm [TARGET...]       npm platform packages and the main package (dist/npm/)
     python3 scripts/dist smoke-npm             npm install of the packed packages without Go or a compiler
                                                (under 20 s) and the Quick Start; the arm64 one under qemu
@@ -63,8 +62,6 @@ def main(argv: list[str]) -> None:
     elif cmd == "smoke-npm":
         checks.smoke_npm_native(DIST / "npm")
         checks.smoke_npm_arm64(DIST / "npm")
-    elif cmd == "smoke-musl":
-        checks.smoke_musl()
     elif cmd == "check-wheels":
         checks.wheels(DIST / "python")
     elif cmd == "smoke-wheels":

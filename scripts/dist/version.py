@@ -23,11 +23,22 @@ COPIES: list[tuple[str, str]] = [
     ("bindings/python/prosody/__init__.py", r'__version__ = "([^"]*)"'),
 ]
 
-SEMVER = re.compile(r"\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?")
+# MAJOR.MINOR.PATCH, or a pre-release of it that both npm (semver) and
+# Python (PEP 440, as pep440 spells it) can order.
+SEMVER = re.compile(r"(\d+\.\d+\.\d+)(?:-(alpha|beta|rc)\.(\d+))?")
 
 
 def current() -> str:
     return VERSION_FILE.read_text().strip()
+
+
+def pep440(v: str) -> str:
+    """v as Python spells it: 1.2.0-rc.1 is 1.2.0rc1 (as setuptools writes the sdist)."""
+    m = SEMVER.fullmatch(v)
+    if m is None:
+        raise SystemExit(f"version: {v!r} is not MAJOR.MINOR.PATCH[-alpha|-beta|-rc.N]")
+    release, kind, n = m.groups()
+    return release if kind is None else release + {'alpha': 'a', 'beta': 'b', 'rc': 'rc'}[kind] + n
 
 
 def found() -> dict[str, str]:
@@ -57,8 +68,7 @@ def check() -> None:
 
 
 def set_version(new: str) -> None:
-    if not SEMVER.fullmatch(new):
-        raise SystemExit(f"version: {new!r} is not MAJOR.MINOR.PATCH[-PRERELEASE]")
+    pep440(new)  # refuses what is not MAJOR.MINOR.PATCH[-alpha|-beta|-rc.N]
     VERSION_FILE.write_text(new + "\n")
     for rel, pattern in COPIES:
         path = ROOT / rel

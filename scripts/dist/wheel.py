@@ -20,6 +20,7 @@ from pathlib import Path
 
 import golib
 import toolchain
+import version as versions
 from targets import Target
 
 ROOT = toolchain.ROOT
@@ -28,7 +29,8 @@ ABI_TAG = "cp310-abi3"
 
 
 def version() -> str:
-    return (ROOT / "VERSION").read_text().strip()
+    """The version as the wheel spells it (PEP 440)."""
+    return versions.pep440(versions.current())
 
 
 def metadata() -> str:
@@ -74,11 +76,11 @@ def compile_extension(t: Target, sources: list[Path], out: Path, libdir: Path | 
         cmd += [f"-L{libdir}", "-lprosody"]
         cmd += ["-Wl,-rpath,@loader_path"] if t.macos else ["-Wl,-rpath,$ORIGIN"]
     if t.macos:
-        # The interpreter provides the Python API at load time.
-        cmd += ["-Wl,-undefined,dynamic_lookup"]
+        # The interpreter provides the Python API at load time; the module's
+        # own name, not this machine's build path, is its install name.
+        cmd += ["-Wl,-undefined,dynamic_lookup", f"-Wl,-install_name,{out.name}"]
     cmd += ["-o", str(out)]
     toolchain.run(cmd, env=golib.cross_env(t))
-    golib.name_musl_libc(t, out)
 
 
 def build(t: Target, dist: Path) -> Path:

@@ -16,9 +16,15 @@ function packageName() {
   return name;
 }
 
+/** Whether PROSODY_BUILD_FROM_SOURCE asks for a build from source. */
+function fromSource() {
+  const v = (process.env.PROSODY_BUILD_FROM_SOURCE || "").toLowerCase();
+  return v === "1" || v === "true" || v === "yes";
+}
+
 /** The directory holding prosody.node and libprosody, or null. */
 function directory() {
-  if (process.env.PROSODY_BUILD_FROM_SOURCE) return null;
+  if (fromSource()) return null;
   try {
     return path.dirname(require.resolve(`${packageName()}/package.json`));
   } catch {
@@ -26,4 +32,4 @@ function directory() {
   }
 }
 
-module.exports = { packageName, directory };
+module.exports = { packageName, directory, fromSource };

@@ -26,16 +26,21 @@ function run(cmd, args, cwd) {
 // prosody_* functions and let the addon find it beside itself.
 const macOS = process.platform === "darwin";
 const libName = macOS ? "libprosody.dylib" : "libprosody.so";
-// musl (Alpine): glibc reports its version in the process report, musl does not.
-const musl = process.platform === "linux" && !process.report.getReport().header.glibcVersionRuntime;
 function libraryLinkFlags() {
   if (macOS) return `-Wl,-install_name,@rpath/${libName}`;
   const map = path.join(root, "capi", "exports.map");
-  let flags = `-Wl,--version-script=${map} -Wl,-soname,${libName}`;
-  // capi/musl_init.ld: the Go runtime is started by capi/musl_init.c, since
-  // musl runs initialisers without the arguments Go reads.
-  if (musl) flags += ` -Wl,-T,${path.join(root, "capi", "musl_init.ld")}`;
-  return flags;
+  return `-Wl,--version-script=${map} -Wl,-soname,${libName}`;
+}
+
+// musl (Alpine): glibc reports its version in the process report, musl
+// does not. libprosody's Go runtime uses initial-exec thread-local storage,
+// which musl refuses in a library loaded with dlopen, as Node loads addons.
+if (process.platform === "linux" && !process.report.getReport().header.glibcVersionRuntime) {
+  console.error(
+    "[prosody] @prosody-events/prosody does not run on musl-based Linux (Alpine): libprosody's Go runtime uses " +
+      "initial-exec thread-local storage, which musl refuses in a library loaded with dlopen; use a glibc-based image",
+  );
+  process.exit(1);
 }
 
 function buildLibrary() {
@@ -43,17 +48,7 @@ function buildLibrary() {
   const go = process.env.GO || "go";
   run(
     go,
-    [
-      "build",
-      "-buildmode=c-shared",
-      // Go's own DNS resolver on musl, which lacks glibc's.
-      ...(musl ? ["-tags", "netgo"] : []),
-      "-ldflags",
-      `-extldflags '${libraryLinkFlags()}'`,
-      "-o",
-      path.join(nativeDir, libName),
-      "./capi",
-    ],
+    ["build", "-buildmode=c-shared", "-ldflags", `-extldflags '${libraryLinkFlags()}'`, "-o", path.join(nativeDir, libName), "./capi"],
     root,
   );
   // cgo's generated header; include/prosody.h is the contract.

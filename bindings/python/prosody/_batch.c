@@ -23,7 +23,9 @@
  * set through their descriptors' tp_descr_set looked up once at init
  * (PyType_GetSlot) rather than read from the type on every event.
  */
+#ifndef PROSODY_FULL_API /* setup.py sets it for a free-threaded CPython, which has no stable ABI */
 #define Py_LIMITED_API 0x030A0000
+#endif
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
@@ -596,12 +598,15 @@ PyMODINIT_FUNC PyInit__batch(void) {
   m = PyModule_Create(&batch_module);
   if (m == NULL) return NULL;
   type = PyType_FromSpec(&builder_spec);
-  if (type == NULL || PyModule_AddObject(m, "Builder", type) < 0 ||
+  /* The module takes its own reference to the type (AddObjectRef): this
+   * one is dropped whatever happens after. */
+  if (type == NULL || PyModule_AddObjectRef(m, "Builder", type) < 0 ||
       PyModule_AddIntConstant(m, "KIND_FAILED", KIND_FAILED) < 0 ||
       PyModule_AddIntConstant(m, "KIND_INTERRUPTED", KIND_INTERRUPTED) < 0) {
     Py_XDECREF(type);
     Py_DECREF(m);
     return NULL;
   }
+  Py_DECREF(type);
   return m;
 }
