@@ -83,6 +83,7 @@ func runCmd(args []string) error {
 	out := fs.String("out", "", "where the scenarios' directories go (default build/chaos/<profile>-<seed>)")
 	langs := fs.String("langs", "go,python,node", "the core members' languages")
 	repo := fs.String("repo", ".", "the repository")
+	debug := fs.Bool("debug", false, "the members log at debug level (to NAME.stderr)")
 	portOffset := fs.Int("port-offset", 0, "moves every port of the harness's services by this much (two harnesses at once)")
 	_ = fs.Parse(args)
 	if *seed == 0 {
@@ -130,7 +131,7 @@ func runCmd(args []string) error {
 	}
 	defer os.RemoveAll(runDir)
 	h, err := scenario.Start(ctx, scenario.Options{Repo: root, Self: self, Out: *out, Run: runDir,
-		Ports: cluster.DefaultPorts.Offset(*portOffset), Langs: ls, Log: logf})
+		Ports: cluster.DefaultPorts.Offset(*portOffset), Langs: ls, Debug: *debug, Log: logf})
 	if err != nil {
 		return err
 	}

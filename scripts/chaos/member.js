@@ -47,13 +47,18 @@ const handler = {
       }
       throw new Error(`chaos: injected ${p.fault}`);
     }
-    if (p.timer) await context.schedule(new Date(p.timer * 1000));
-    const count = context.state(COUNT);
-    const n = ((await count.get()) ?? 0) + 1;
-    await count.set(n);
-    if (context.shouldCancel) {
-      append({ k: "failed", why: "cancelled", ...base });
-      throw new Error("chaos: cancelled");
+    let n;
+    try {
+      if (p.timer) await context.schedule(new Date(p.timer * 1000));
+      const count = context.state(COUNT);
+      n = ((await count.get()) ?? 0) + 1;
+      await count.set(n);
+      if (context.shouldCancel) throw new Error("chaos: cancelled");
+    } catch (err) {
+      // Every failed attempt is on record: the checker excuses a commit
+      // past an unhandled event only while its key has one.
+      append({ k: "failed", why: String(err && err.name), ...base });
+      throw err;
     }
     append({ k: "handled", c: n, ...base });
   },

@@ -43,14 +43,19 @@ class Handler(EventHandler):
                 # The handler timeout cancels this task.
                 await asyncio.sleep(60)
             raise RuntimeError(f"chaos: injected {fault}")
-        if p.get("timer"):
-            await context.schedule(datetime.fromtimestamp(p["timer"], timezone.utc))
-        count = context.state(COUNT)
-        n = (await count.get() or 0) + 1
-        await count.set(n)
-        if context.should_cancel():
-            append({"k": "failed", "t": time.time_ns(), "why": "cancelled", **base})
-            raise RuntimeError("chaos: cancelled")
+        try:
+            if p.get("timer"):
+                await context.schedule(datetime.fromtimestamp(p["timer"], timezone.utc))
+            count = context.state(COUNT)
+            n = (await count.get() or 0) + 1
+            await count.set(n)
+            if context.should_cancel():
+                raise RuntimeError("chaos: cancelled")
+        except BaseException as e:
+            # Every failed attempt is on record: the checker excuses a
+            # commit past an unhandled event only while its key has one.
+            append({"k": "failed", "t": time.time_ns(), "why": type(e).__name__, **base})
+            raise
         append({"k": "handled", "t": time.time_ns(), "c": n, **base})
 
     async def on_timer(self, context: Context, timer: Timer) -> None:

@@ -130,8 +130,8 @@ func run(in *input) *Report {
 
 	// The members' records, in the order they were written.
 	sort.SliceStable(in.handled, func(i, j int) bool { return in.handled[i].Time < in.handled[j].Time })
-	firstHandled := map[string]int64{} // id -> time
-	firstFail := map[string]int64{}    // key -> time of its first failed attempt
+	firstHandled := map[string]int64{}    // id -> time
+	fails := map[string][]record.Record{} // key -> its failed attempts
 	handledPO := map[[2]int64]int{}
 	fires := map[timerKey]int64{} // earliest fire
 	perKey := map[keyPart][]record.Record{}
@@ -161,9 +161,7 @@ func run(in *input) *Report {
 			}
 		case record.Failed:
 			r.Failed++
-			if _, ok := firstFail[h.Key]; !ok {
-				firstFail[h.Key] = h.Time
-			}
+			fails[h.Key] = append(fails[h.Key], h)
 		case record.Fired:
 			r.TimerFires++
 			k := timerKey{h.Key, h.At}
@@ -248,9 +246,9 @@ func run(in *input) *Report {
 	}
 
 	// Committed offsets never pass unhandled work. An offset may be
-	// committed unhandled only when its key had a failure on record
-	// (deferred: committed once stored) or it is a second copy of an
-	// id already handled.
+	// committed unhandled only while its key is deferred (committed once
+	// stored, §1(c)): an earlier or the same offset of the key failed
+	// before the commit and was not handled yet then.
 	sort.SliceStable(in.commits, func(i, j int) bool { return in.commits[i].Time < in.commits[j].Time })
 	checked := map[int32]int64{}
 	broken := map[int32]bool{}
@@ -268,7 +266,7 @@ func run(in *input) *Report {
 			if t, ok := firstHandled[tr.payload.ID]; ok && t <= c.Time {
 				continue
 			}
-			if t, ok := firstFail[tr.Key]; ok && t <= c.Time {
+			if deferredAt(fails[tr.Key], o, c.Time, firstHandled) {
 				continue
 			}
 			r.violate("commit-past-unhandled", fmt.Sprintf("offset %d committed on partition %d while %d (key %s, seq %d) was not handled yet",
@@ -306,6 +304,21 @@ func run(in *input) *Report {
 		r.violate("lag", fmt.Sprintf("the group's lag was %d, not 0, when the members were stopped", in.meta.Lag))
 	}
 	return r
+}
+
+// deferredAt tells whether, at time t, the key whose failed attempts are
+// fails was deferred at or before offset o: one of its offsets up to o had
+// failed and was still unhandled.
+func deferredAt(fails []record.Record, o, t int64, firstHandled map[string]int64) bool {
+	for _, f := range fails {
+		if f.Offset > o || f.Time > t {
+			continue
+		}
+		if h, ok := firstHandled[f.ID]; !ok || h > t {
+			return true
+		}
+	}
+	return false
 }
 
 func sortedKeys[K int32 | int64 | string, V any](m map[K]V) []K {

@@ -47,7 +47,7 @@ func Run() error {
 		return fmt.Errorf("member: %w", err)
 	}
 	level := slog.LevelWarn
-	if os.Getenv("CHAOS_DEBUG") != "" {
+	if os.Getenv("PROSODY_LOG") == "debug" {
 		level = slog.LevelDebug
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))

@@ -25,6 +25,7 @@ type Options struct {
 	Run   string         // the services' run directory
 	Ports cluster.Ports  // the services' and proxies' ports
 	Langs []cluster.Lang // the three core members' languages
+	Debug bool           // the members log at debug level
 	Log   func(string, ...any)
 }
 

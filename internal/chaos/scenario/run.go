@@ -87,6 +87,10 @@ func (r *run) writeMeta() error {
 
 func (r *run) env() []string {
 	h := r.h
+	level := "warn"
+	if h.opt.Debug {
+		level = "debug"
+	}
 	return append(os.Environ(),
 		"PROSODY_BOOTSTRAP_SERVERS="+h.services.MemberKafkaAddr(),
 		"PROSODY_CASSANDRA_NODES="+h.services.MemberCassandraAddr(),
@@ -106,7 +110,7 @@ func (r *run) env() []string {
 		// waiting on its oldest event's next retry.
 		"PROSODY_RETRY_MAX_DELAY=5s",
 		"PROSODY_DEFER_MAX_DELAY=10s",
-		"PROSODY_LOG=warn",
+		"PROSODY_LOG="+level,
 	)
 }
 
