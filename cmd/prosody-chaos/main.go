@@ -6,7 +6,7 @@
 //
 //	prosody-chaos run -profile short|long [-seed N] [-duration 32m]
 //	prosody-chaos run -scenario sigkill -seed N [-duration 30s]
-//	prosody-chaos check DIR          # the checker alone, on a scenario's directory
+//	prosody-chaos check DIR...       # the checker alone, on scenarios' directories
 //	prosody-chaos member             # a Go member (started by run)
 //
 // scripts/chaos/run builds what the members need and runs it.
@@ -60,16 +60,28 @@ func logf(format string, args ...any) {
 }
 
 func checkCmd(args []string) error {
-	if len(args) != 1 {
-		return errors.New("usage: prosody-chaos check DIR")
+	if len(args) == 0 {
+		return errors.New("usage: prosody-chaos check DIR... (a scenario's directory each; several get a summary)")
 	}
-	rep, err := check.Dir(args[0])
-	if err != nil {
-		return err
+	var reports []*check.Report
+	failed := 0
+	for _, dir := range args {
+		rep, err := check.Dir(dir)
+		if err != nil {
+			return err
+		}
+		printReport(rep)
+		reports = append(reports, rep)
+		if !rep.OK() {
+			failed++
+		}
 	}
-	printReport(rep)
-	if !rep.OK() {
-		return errors.New("violations found")
+	if len(reports) > 1 {
+		b, _ := json.MarshalIndent(summarize(reports, 0), "", "  ")
+		fmt.Println(string(b))
+	}
+	if failed > 0 {
+		return fmt.Errorf("violations found in %d of %d scenarios", failed, len(reports))
 	}
 	return nil
 }
