@@ -179,8 +179,9 @@ func (r *run) execute(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	// One more sample of the final commits.
-	pause(ctx, time.Second)
+	// The checker needs a sample of the final commits, taken after the lag
+	// was 0.
+	r.waitSample(ctx, time.Now())
 	// The topic is read even when a member's shutdown failed, so the
 	// checker can still say what was lost.
 	stopErr := r.stopAll()
@@ -264,6 +265,23 @@ func (r *run) drained() (bool, string) {
 		}
 	}
 	return missing == 0 && timers == 0, fmt.Sprintf("%d events unhandled, %d timers not fired", missing, timers)
+}
+
+// waitSample waits until the sampler has written a sample taken after
+// since (10 s at most: the sampler runs every 500 ms).
+func (r *run) waitSample(ctx context.Context, since time.Time) {
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		b, _ := os.ReadFile(filepath.Join(r.dir, check.CommitsFile))
+		lines := splitLines(b)
+		var c workload.Commit
+		if len(lines) > 0 && json.Unmarshal(lines[len(lines)-1], &c) == nil && c.Time > since.UnixNano() {
+			return
+		}
+		if !pause(ctx, 100*time.Millisecond) {
+			return
+		}
+	}
 }
 
 func splitLines(b []byte) [][]byte {
