@@ -68,6 +68,7 @@ NAMES_IN = {
     "python": {"prosody": "Prosody, default configuration"},
     "node": {"prosody": "Prosody, default configuration", "confluent": "@confluentinc/kafka-javascript"},
     "deferral": {"prosody": "Prosody, no key failing"},
+    "node-state": {"prosody": "Prosody, no-op handler"},
 }
 
 
@@ -253,9 +254,10 @@ def params_text(params: dict[str, Any]) -> str:
         if v is False or v is None or v == "" or isinstance(v, (list, dict)) or k in ("python", "node"):
             continue
         label, unit = k.replace("_", " "), ""
-        for suffix, u in (("_s", " s"), ("_ms", " ms")):
+        for suffix, u in (("_per_s", "/s"), ("_s", " s"), ("_ms", " ms")):
             if k.endswith(suffix):
                 label, unit = k[: -len(suffix)].replace("_", " "), u
+                break
         if v is True:
             parts.append(label)
         elif isinstance(v, (int, float)):
@@ -291,6 +293,15 @@ def summary_table(res: dict[str, Any]) -> list[str]:
             verdict = "–" if t.get("met") is None else ("met" if t["met"] else "**not met**")
             lines.append(f"| [{e['id']}](#{e['id']}) | {t['what']} | {value} | {verdict} |")
     return lines
+
+
+def short(v: float, _pos: object = None) -> str:
+    """An axis label that stays narrow: 250k, 1.5M."""
+    if abs(v) >= 1e6:
+        return f"{v / 1e6:g}M"
+    if abs(v) >= 1e3:
+        return f"{v / 1e3:g}k"
+    return f"{v:g}"
 
 
 def plot(entry: dict[str, Any], folder: str) -> str | None:
@@ -330,7 +341,7 @@ def plot(entry: dict[str, Any], folder: str) -> str | None:
         # symlog: the original's timers fire early, so lateness can be negative.
         ax.set_xscale("symlog", linthresh=1)
     else:
-        ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:,.0f}"))
+        ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(short))
     ax.set_xlabel(ylabel)
     fig.suptitle(textwrap.fill(entry["title"], 90), fontsize=10)
     ax.margins(x=0.3)
