@@ -50,10 +50,11 @@ func benchmarkPipeline(b *testing.B, full bool) {
 		}
 		return nil
 	}}
-	stacks, stop, limiter := benchkit.BareStacks(def, h)
+	build := benchkit.BareStacks
 	if full {
-		stacks, stop, limiter = benchkit.PipelineStacks(def, h)
+		build = benchkit.PipelineStacks
 	}
+	stacks, stop, limiter := build(def, h)
 	defer stop()
 	c := &Consumer{
 		opts:       Options{GroupID: "bench", MaxUncommitted: def.MaxUncommitted, ShutdownTimeout: time.Second, Stacks: stacks, Scheduler: limiter},
@@ -85,7 +86,9 @@ func benchmarkPipeline(b *testing.B, full bool) {
 		records[part] = append(records[part], fetch.Record{
 			Timestamp: time.Now(),
 			Key:       fmt.Appendf(nil, "key-%d", k),
-			Value:     fmt.Appendf(nil, `{"id":"e-%d","type":"bench","seq":%d,"data":"%s"}`, i, i, filler),
+			// The id's digits are written per use (setID): deduplication
+			// would skip a reused id, and its handler never run.
+			Value: fmt.Appendf(nil, `{"id":"e-%0*d","type":"bench","seq":%d,"data":"%s"}`, idDigits, 0, i, filler),
 		})
 	}
 
@@ -117,6 +120,7 @@ func benchmarkPipeline(b *testing.B, full bool) {
 				for k := off; k < share && len(burst) < maxBurst; k++ {
 					r := pool[k%len(pool)]
 					r.Offset = int64(k)
+					setID(r.Value, p.id, k)
 					burst = append(burst, r)
 					if k%len(pool) == len(pool)-1 {
 						break // the rest of the pool may still be in use
@@ -136,6 +140,22 @@ func benchmarkPipeline(b *testing.B, full bool) {
 	feeders.Wait()
 	for _, p := range ps {
 		p.drain(time.Second, ErrStopped)
+	}
+}
+
+// idDigits is the width of a benchmark message's id: the partition and the
+// offset, so that every message of a run has an id of its own.
+const idDigits = 12
+
+// setID writes partition and offset into the id of value (the digits
+// after `{"id":"e-`). admit copies what it keeps, so the pool's bytes are
+// free to change once a burst is admitted.
+func setID(value []byte, partition int32, offset int) {
+	digits := value[len(`{"id":"e-`):][:idDigits]
+	n := int64(partition)*1e10 + int64(offset)
+	for i := idDigits - 1; i >= 0; i-- {
+		digits[i] = byte('0' + n%10)
+		n /= 10
 	}
 }
 
