@@ -38,8 +38,8 @@ func Short(seed uint64) Profile {
 func Long(seed uint64, total time.Duration) Profile {
 	p := Profile{Name: "long"}
 	per := 150 * time.Second
-	// With its drain and stop each scenario takes about a minute more.
-	n := int(total / (per + time.Minute))
+	// With its start, drain and stop each scenario takes about 20 s more.
+	n := int((total + per + 20*time.Second - 1) / (per + 20*time.Second))
 	for i := 0; i < max(n, len(Kinds)); i++ {
 		k := Kinds[i%len(Kinds)]
 		p.Specs = append(p.Specs, Spec{Kind: k, Seed: splitmix(seed + uint64(i)), Duration: per, Rate: 60})
