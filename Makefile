@@ -56,7 +56,7 @@ fuzz: ## each fuzz target for FUZZTIME (default 10m), one worker each; findings 
 		fi; \
 	done
 
-.PHONY: chaos-short chaos
+.PHONY: chaos-short chaos chaos-planted
 # The fault harness (docs/reliability.md) on its own Kafka and Cassandra.
 chaos-short: ## every fault kind once against Go, Python and Node members (about 6 minutes; part of make test)
 	scripts/chaos/run short
@@ -64,6 +64,9 @@ chaos-short: ## every fault kind once against Go, Python and Node members (about
 CHAOS_DURATION ?= 32m
 chaos: ## the long fault soak (CHAOS_DURATION, default 32m; CHAOS_SEED to replay), seed printed
 	scripts/chaos/run long -duration $(CHAOS_DURATION) $(if $(CHAOS_SEED),-seed $(CHAOS_SEED))
+
+chaos-planted: ## the harness built with scripts/chaos/planted-bug.patch must report commit-past-unhandled (about 2 minutes)
+	scripts/chaos/run planted
 
 test-python: ## build the Python package into build/python-venv; mypy --strict and pytest (mock + services)
 	bindings/python/run-tests.sh
