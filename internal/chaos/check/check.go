@@ -281,30 +281,49 @@ func run(in *input) *Report {
 	}
 
 	// Recovery: from each fault's end until every event acknowledged
-	// before it was handled.
-	for _, f := range in.faults {
-		if f.End == 0 {
-			continue
-		}
-		var worst int64
+	// before it was handled. A fault that another one follows before it
+	// has recovered is measured together with that one, from the later
+	// end: its events could not be handled while the next fault lasted,
+	// and counting that time against the first would charge one outage
+	// twice.
+	done := make([]int64, len(in.faults))
+	for i, f := range in.faults {
+		done[i] = f.End
 		for _, a := range in.produced {
 			if a.Time > f.End {
 				continue
 			}
-			if t, ok := firstHandled[a.ID]; ok && t-f.End > worst {
-				worst = t - f.End
+			if t, ok := firstHandled[a.ID]; ok && t > done[i] {
+				done[i] = t
 			}
 		}
-		r.Recoveries = append(r.Recoveries, time.Duration(worst).Seconds())
-		if in.meta.Bound > 0 && worst > in.meta.Bound {
+	}
+	for i, f := range in.faults {
+		if f.End == 0 || followedBeforeRecovered(in.faults, i, done[i]) {
+			continue
+		}
+		took := done[i] - f.End
+		r.Recoveries = append(r.Recoveries, time.Duration(took).Seconds())
+		if in.meta.Bound > 0 && took > in.meta.Bound {
 			r.violate("slow-recovery", fmt.Sprintf("%s (%s): events sent before its end took %v to be handled, over the bound %v",
-				f.Kind, f.Detail, time.Duration(worst).Round(time.Millisecond), time.Duration(in.meta.Bound)), f)
+				f.Kind, f.Detail, time.Duration(took).Round(time.Millisecond), time.Duration(in.meta.Bound)), f)
 		}
 	}
 	if in.meta.Lag != 0 {
 		r.violate("lag", fmt.Sprintf("the group's lag was %d, not 0, when the members were stopped", in.meta.Lag))
 	}
 	return r
+}
+
+// followedBeforeRecovered tells whether a later fault began before fault i
+// had recovered (at done).
+func followedBeforeRecovered(faults []Fault, i int, done int64) bool {
+	for _, g := range faults[i+1:] {
+		if g.End != 0 && g.Start < done {
+			return true
+		}
+	}
+	return false
 }
 
 // deferredAt tells whether, at time t, the key whose failed attempts are

@@ -109,3 +109,33 @@ func TestAFailureExcusesNoEarlierOffset(t *testing.T) {
 		t.Fatalf("want a commit-past-unhandled violation, got %v", got)
 	}
 }
+
+// A fault that a second one follows before it has recovered is measured
+// with the second, from its end; one that recovered first is measured on
+// its own.
+func TestRecoveryOfFaultsInARow(t *testing.T) {
+	sec := int64(time.Second)
+	in := history()
+	base := in.produced[0].Time
+	in.meta.Bound = int64(20 * time.Second)
+	// All three events are sent at base and handled at base+1s, +2s, +3s:
+	// a fault ending at base+½s has recovered at base+3s.
+	in.faults = []Fault{
+		{Kind: "cassandra", Start: base - sec, End: base + sec/2},
+		{Kind: "cassandra", Start: base + sec, End: base + 2*sec + sec/2},
+	}
+	r := run(in)
+	if len(r.Recoveries) != 1 || r.Recoveries[0] != 0.5 {
+		t.Fatalf("recoveries %v, want [0.5]: the first fault is measured from the second's end", r.Recoveries)
+	}
+	in.faults[1].Start = base + 3*sec + 1
+	in.faults[1].End = base + 4*sec
+	r = run(in)
+	if len(r.Recoveries) != 2 || r.Recoveries[0] != 2.5 || r.Recoveries[1] != 0 {
+		t.Fatalf("recoveries %v, want [2.5 0]", r.Recoveries)
+	}
+	in.meta.Bound = int64(2 * time.Second)
+	if got := run(in).Counts["slow-recovery"]; got != 1 {
+		t.Fatalf("slow-recovery violations: %d, want 1", got)
+	}
+}

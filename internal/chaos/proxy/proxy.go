@@ -1,7 +1,8 @@
 // Package proxy is a TCP proxy on loopback that injects network faults
 // between the harness's members and Kafka or Cassandra: added latency, a
-// bandwidth limit, connection resets and a blackhole (nothing forwarded
-// either way until it heals, as a partition that TCP outlives).
+// bandwidth limit, connection resets, a blackhole (nothing forwarded
+// either way until it heals, as a partition that TCP outlives) and refusal
+// (the port closed, as a service that is down).
 package proxy
 
 import (
@@ -18,14 +19,16 @@ type Faults struct {
 	Latency   time.Duration // added before each chunk is forwarded
 	Bandwidth int           // bytes per second and direction, 0 for no limit
 	Blackhole bool          // forward nothing until cleared
+	Refuse    bool          // connections reset and new ones refused until cleared
 }
 
 // Proxy forwards connections from its listener to one upstream address.
 type Proxy struct {
-	ln       net.Listener
+	addr     string
 	upstream string
 
 	mu     sync.Mutex
+	ln     net.Listener // nil while refusing
 	faults Faults
 	healed chan struct{} // closed when a blackhole ends
 	conns  map[net.Conn]struct{}
@@ -40,34 +43,59 @@ func Listen(addr, upstream string) (*Proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
-	p := &Proxy{ln: ln, upstream: upstream, conns: map[net.Conn]struct{}{}, healed: make(chan struct{})}
+	p := &Proxy{addr: ln.Addr().String(), upstream: upstream, conns: map[net.Conn]struct{}{}, healed: make(chan struct{})}
 	close(p.healed)
-	p.wg.Add(1)
-	go p.accept()
+	p.serveListener(ln)
 	return p, nil
 }
 
-// Addr is the listening address.
-func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+// Addr is the listening address; it stays the same across a refusal.
+func (p *Proxy) Addr() string { return p.addr }
 
-// Set replaces the faults.
-func (p *Proxy) Set(f Faults) {
+// Set replaces the faults. Ending a refusal listens on the same address
+// again, and fails if something else took the port meanwhile.
+func (p *Proxy) Set(f Faults) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	was := p.faults.Blackhole
+	was := p.faults
 	p.faults = f
 	switch {
-	case f.Blackhole && !was:
+	case f.Blackhole && !was.Blackhole:
 		p.healed = make(chan struct{})
-	case !f.Blackhole && was:
+	case !f.Blackhole && was.Blackhole:
 		close(p.healed)
 	}
+	switch {
+	case f.Refuse && !was.Refuse && p.ln != nil:
+		_ = p.ln.Close()
+		p.ln = nil
+		p.resetLocked()
+	case !f.Refuse && was.Refuse && !p.closed:
+		ln, err := net.Listen("tcp", p.addr)
+		if err != nil {
+			return fmt.Errorf("proxy: listen again on %s: %w", p.addr, err)
+		}
+		p.serveListener(ln)
+	}
+	return nil
+}
+
+// serveListener makes ln the listener and accepts on it; with p.mu held
+// or before the proxy is shared.
+func (p *Proxy) serveListener(ln net.Listener) {
+	p.ln = ln
+	p.wg.Add(1)
+	go p.accept(ln)
 }
 
 // Reset closes every open connection with a TCP reset.
 func (p *Proxy) Reset() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.resetLocked()
+}
+
+func (p *Proxy) resetLocked() int {
 	n := len(p.conns)
 	for c := range p.conns {
 		if tc, ok := c.(*net.TCPConn); ok {
@@ -87,17 +115,21 @@ func (p *Proxy) Close() error {
 		p.faults.Blackhole = false
 		close(p.healed)
 	}
+	var err error
+	if p.ln != nil {
+		err = p.ln.Close()
+		p.ln = nil
+	}
+	p.resetLocked()
 	p.mu.Unlock()
-	err := p.ln.Close()
-	p.Reset()
 	p.wg.Wait()
 	return err
 }
 
-func (p *Proxy) accept() {
+func (p *Proxy) accept(ln net.Listener) {
 	defer p.wg.Done()
 	for {
-		down, err := p.ln.Accept()
+		down, err := ln.Accept()
 		if err != nil {
 			return
 		}
@@ -109,7 +141,7 @@ func (p *Proxy) accept() {
 func (p *Proxy) track(c net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed {
+	if p.closed || p.faults.Refuse {
 		return false
 	}
 	p.conns[c] = struct{}{}

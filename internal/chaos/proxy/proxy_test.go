@@ -58,14 +58,14 @@ func TestFaults(t *testing.T) {
 		t.Fatalf("echo: %q", got)
 	}
 
-	p.Set(Faults{Latency: 100 * time.Millisecond})
+	set(t, p, Faults{Latency: 100 * time.Millisecond})
 	start := time.Now()
 	roundTrip(t, c, "slow")
 	if d := time.Since(start); d < 200*time.Millisecond {
 		t.Errorf("latency: a round trip took %v, want >= 200ms (both ways)", d)
 	}
 
-	p.Set(Faults{Blackhole: true})
+	set(t, p, Faults{Blackhole: true})
 	if _, err := c.Write([]byte("held")); err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestFaults(t *testing.T) {
 		t.Fatalf("blackhole: read %d bytes", n)
 	}
 	_ = c.SetReadDeadline(time.Time{})
-	p.Set(Faults{})
+	set(t, p, Faults{})
 	buf := make([]byte, 4)
 	if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "held" {
 		t.Fatalf("healed: %q, %v", buf, err)
@@ -87,7 +87,43 @@ func TestFaults(t *testing.T) {
 		t.Error("read after a reset succeeded")
 	}
 	_ = c.Close()
+
+	// Refusal: open connections are reset, new ones are refused by the
+	// closed port, and after it the same address forwards again.
+	c, err = net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	roundTrip(t, c, "open")
+	set(t, p, Faults{Refuse: true})
+	if _, err := io.ReadFull(c, buf); err == nil {
+		t.Error("a connection open at the refusal still reads")
+	}
+	_ = c.Close()
+	if c, err := net.Dial("tcp", p.Addr()); err == nil {
+		_ = c.Close()
+		t.Fatal("a dial during the refusal was accepted")
+	}
+	set(t, p, Faults{})
+	c, err = net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatalf("dial after the refusal: %v", err)
+	}
+	if got := roundTrip(t, c, "back"); got != "back" {
+		t.Fatalf("echo after the refusal: %q", got)
+	}
+	_ = c.Close()
+
+	// Closing while refusing leaves nothing behind either.
+	set(t, p, Faults{Refuse: true})
 	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func set(t *testing.T, p *Proxy, f Faults) {
+	t.Helper()
+	if err := p.Set(f); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -170,9 +170,11 @@ func (r *run) network(ctx context.Context, rng *rand.Rand) error {
 		{"kafka bandwidth 16KiB/s", k, proxy.Faults{Bandwidth: 16 << 10}, 8 * time.Second},
 		{"kafka reset", k, proxy.Faults{}, 0},
 		{"kafka blackhole 12s", k, proxy.Faults{Blackhole: true}, 12 * time.Second},
+		{"kafka refused 6s", k, proxy.Faults{Refuse: true}, 6 * time.Second},
 		{"cassandra latency 150ms", c, proxy.Faults{Latency: 150 * time.Millisecond}, 8 * time.Second},
 		{"cassandra reset", c, proxy.Faults{}, 0},
 		{"cassandra blackhole 10s", c, proxy.Faults{Blackhole: true}, 10 * time.Second},
+		{"cassandra refused 6s", c, proxy.Faults{Refuse: true}, 6 * time.Second},
 	}
 	order := rng.Perm(len(faults))
 	for i := 0; pause(ctx, between(rng, 3*time.Second, 6*time.Second)); i++ {
@@ -181,9 +183,13 @@ func (r *run) network(ctx context.Context, rng *rand.Rand) error {
 		if nf.d == 0 {
 			nf.px.Reset()
 		} else {
-			nf.px.Set(nf.f)
+			if err := nf.px.Set(nf.f); err != nil {
+				return err
+			}
 			time.Sleep(nf.d)
-			nf.px.Set(proxy.Faults{})
+			if err := nf.px.Set(proxy.Faults{}); err != nil {
+				return fmt.Errorf("%s: %w", nf.name, err)
+			}
 		}
 		r.fault(check.Fault{Kind: Network, Start: start.UnixNano(), End: time.Now().UnixNano(), Detail: nf.name})
 	}
