@@ -66,7 +66,7 @@ CHAOS_DURATION ?= 32m
 chaos: ## the long fault soak (CHAOS_DURATION, default 32m; CHAOS_SEED to replay), seed printed
 	scripts/chaos/run long -duration $(CHAOS_DURATION) $(if $(CHAOS_SEED),-seed $(CHAOS_SEED))
 
-chaos-planted: ## the harness built with scripts/chaos/planted-bug.patch must report commit-past-unhandled (about 2 minutes)
+chaos-planted: ## the harness built with scripts/chaos/planted-bug.patch must report commit-past-unhandled, the unpatched one pass (about 3 minutes)
 	scripts/chaos/run planted
 
 test-python: ## build the Python package into build/python-venv; mypy --strict and pytest (mock + services)

@@ -281,11 +281,11 @@ func run(in *input) *Report {
 	}
 
 	// Recovery: from each fault's end until every event acknowledged
-	// before it was handled. A fault that another one follows before it
-	// has recovered is measured together with that one, from the later
-	// end: its events could not be handled while the next fault lasted,
-	// and counting that time against the first would charge one outage
-	// twice.
+	// before it was handled, less the time other faults were in effect
+	// in between: events could not be handled while the next outage
+	// lasted, and charging that to the first would count one outage
+	// twice. What is left is the time the client itself took; a fault of
+	// an instant (a connection reset) excuses nothing.
 	done := make([]int64, len(in.faults))
 	for i, f := range in.faults {
 		done[i] = f.End
@@ -299,10 +299,10 @@ func run(in *input) *Report {
 		}
 	}
 	for i, f := range in.faults {
-		if f.End == 0 || followedBeforeRecovered(in.faults, i, done[i]) {
+		if f.End == 0 {
 			continue
 		}
-		took := done[i] - f.End
+		took := done[i] - f.End - othersWithin(in.faults, i, f.End, done[i])
 		r.Recoveries = append(r.Recoveries, time.Duration(took).Seconds())
 		if in.meta.Bound > 0 && took > in.meta.Bound {
 			r.violate("slow-recovery", fmt.Sprintf("%s (%s): events sent before its end took %v to be handled, over the bound %v",
@@ -315,15 +315,31 @@ func run(in *input) *Report {
 	return r
 }
 
-// followedBeforeRecovered tells whether a later fault began before fault i
-// had recovered (at done).
-func followedBeforeRecovered(faults []Fault, i int, done int64) bool {
-	for _, g := range faults[i+1:] {
-		if g.End != 0 && g.Start < done {
-			return true
+// othersWithin is how long faults other than i were in effect between
+// from and to, time covered by several counted once.
+func othersWithin(faults []Fault, i int, from, to int64) int64 {
+	type span struct{ start, end int64 }
+	var spans []span
+	for j, g := range faults {
+		end := g.End
+		if end == 0 { // never over: in effect until the end
+			end = to
 		}
+		if j == i || end <= from || g.Start >= to {
+			continue
+		}
+		spans = append(spans, span{max(g.Start, from), min(end, to)})
 	}
-	return false
+	sort.Slice(spans, func(a, b int) bool { return spans[a].start < spans[b].start })
+	var total, reach int64 = 0, from
+	for _, sp := range spans {
+		if sp.end <= reach {
+			continue
+		}
+		total += sp.end - max(sp.start, reach)
+		reach = sp.end
+	}
+	return total
 }
 
 // deferredAt tells whether, at time t, the key whose failed attempts are

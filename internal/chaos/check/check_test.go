@@ -125,8 +125,9 @@ func TestRecoveryOfFaultsInARow(t *testing.T) {
 		{Kind: "cassandra", Start: base + sec, End: base + 2*sec + sec/2},
 	}
 	r := run(in)
-	if len(r.Recoveries) != 1 || r.Recoveries[0] != 0.5 {
-		t.Fatalf("recoveries %v, want [0.5]: the first fault is measured from the second's end", r.Recoveries)
+	// The first: 2.5 s to base+3s less the second's 1.5 s; the second: 0.5 s.
+	if len(r.Recoveries) != 2 || r.Recoveries[0] != 1 || r.Recoveries[1] != 0.5 {
+		t.Fatalf("recoveries %v, want [1 0.5]: the time of the fault in between is not charged to the first", r.Recoveries)
 	}
 	in.faults[1].Start = base + 3*sec + 1
 	in.faults[1].End = base + 4*sec
@@ -137,5 +138,21 @@ func TestRecoveryOfFaultsInARow(t *testing.T) {
 	in.meta.Bound = int64(2 * time.Second)
 	if got := run(in).Counts["slow-recovery"]; got != 1 {
 		t.Fatalf("slow-recovery violations: %d, want 1", got)
+	}
+}
+
+// A fault of an instant that follows a slow recovery does not excuse it.
+func TestSlowRecoveryNotHiddenByAReset(t *testing.T) {
+	sec := int64(time.Second)
+	in := history()
+	base := in.produced[0].Time
+	in.meta.Bound = int64(2 * time.Second)
+	in.faults = []Fault{
+		{Kind: "network", Start: base - sec, End: base + sec/2, Detail: "cassandra refused"},
+		{Kind: "network", Start: base + sec, End: base + sec, Detail: "kafka reset"},
+	}
+	r := run(in)
+	if r.Counts["slow-recovery"] != 1 || r.Recoveries[0] != 2.5 {
+		t.Fatalf("recoveries %v, violations %v: want the refusal's 2.5 s reported as slow", r.Recoveries, r.Counts)
 	}
 }

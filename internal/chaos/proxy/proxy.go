@@ -9,7 +9,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -37,9 +39,13 @@ type Proxy struct {
 	wg sync.WaitGroup
 }
 
-// Listen starts a proxy on addr in front of upstream.
+// Listen starts a proxy on addr in front of upstream. With port 0 it
+// picks a free port below the system's ephemeral range (Linux's starts at
+// 32768, macOS's at 49152): while a refusal has the port closed, the
+// kernel could otherwise hand that port to an outgoing connection, and
+// the proxy could not listen on it again.
 func Listen(addr, upstream string) (*Proxy, error) {
-	ln, err := net.Listen("tcp", addr)
+	ln, err := listen(addr)
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
@@ -47,6 +53,28 @@ func Listen(addr, upstream string) (*Proxy, error) {
 	close(p.healed)
 	p.serveListener(ln)
 	return p, nil
+}
+
+// Ports a proxy asked for port 0 picks from: below every common ephemeral
+// range.
+const (
+	firstPort = 20000
+	ports     = 12000
+)
+
+func listen(addr string) (net.Listener, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || port != "0" {
+		return net.Listen("tcp", addr)
+	}
+	start := rand.IntN(ports)
+	for i := range 200 {
+		p := firstPort + (start+i*7919)%ports
+		if ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(p))); err == nil {
+			return ln, nil
+		}
+	}
+	return nil, fmt.Errorf("no free port between %d and %d on %s", firstPort, firstPort+ports-1, host)
 }
 
 // Addr is the listening address; it stays the same across a refusal.
@@ -73,6 +101,7 @@ func (p *Proxy) Set(f Faults) error {
 	case !f.Refuse && was.Refuse && !p.closed:
 		ln, err := net.Listen("tcp", p.addr)
 		if err != nil {
+			p.faults.Refuse = true // still refusing: a later Set tries again
 			return fmt.Errorf("proxy: listen again on %s: %w", p.addr, err)
 		}
 		p.serveListener(ln)

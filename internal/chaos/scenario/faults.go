@@ -184,7 +184,7 @@ func (r *run) network(ctx context.Context, rng *rand.Rand) error {
 			nf.px.Reset()
 		} else {
 			if err := nf.px.Set(nf.f); err != nil {
-				return err
+				return fmt.Errorf("%s: %w", nf.name, err)
 			}
 			time.Sleep(nf.d)
 			if err := nf.px.Set(proxy.Faults{}); err != nil {
