@@ -874,8 +874,6 @@ static void test_unsubscribe_in_flight(void) {
   waiter_init(&w, 1);
   EXPECT(prosody_client_unsubscribe(consumer, on_done, &w, errp_), PROSODY_OK, NULL);
   if (got == 1) {
-    /* One event at a time: on a loaded machine the retry can already be
-     * waiting behind the notice when the host polls. */
     prosody_event notice[1];
     size_t n = collect(consumer, notice, 1, 1, 10);
     CHECK(n == 1 && notice[0].kind == PROSODY_EVENT_CANCELLED, "notice on unsubscribe: %zu", n);
