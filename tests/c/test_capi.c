@@ -745,21 +745,26 @@ static void test_cancellation(void) {
     /* The host never completes it: past the timeout the library gives up
      * on it (EXPIRED), counts the attempt as a transient failure and
      * retries the record under a new handle (pipeline mode). */
-    /* One event at a time: on a loaded machine the retry can already be
-     * waiting behind the notice when the host polls. */
-    prosody_event notice[1];
-    size_t n = collect(consumer, notice, 1, 1, 10);
-    CHECK(n == 1 && notice[0].kind == PROSODY_EVENT_EXPIRED && notice[0].event == ev[0].event,
+    /* On a loaded machine the retry can already be waiting behind the
+     * notice when the host polls: then it is the poll's second event. */
+    prosody_event notice[4];
+    size_t n = collect(consumer, notice, 4, 1, 10);
+    CHECK((n == 1 || n == 2) && notice[0].kind == PROSODY_EVENT_EXPIRED && notice[0].event == ev[0].event,
           "expiry notice: n=%zu kind=%d", n, n ? notice[0].kind : -1);
-    CHECK(n == 1 && notice[0].topic == NULL && notice[0].payload_len == 0 && notice[0].size == sizeof(prosody_event),
+    CHECK(n >= 1 && notice[0].topic == NULL && notice[0].payload_len == 0 && notice[0].size == sizeof(prosody_event),
           "notice carries no data");
     int cancelled = 0;
     EXPECT(prosody_event_should_cancel(ev[0].event, &cancelled, errp_), PROSODY_OK, NULL);
     CHECK(cancelled == 1, "should_cancel %d", cancelled);
     /* the event data stays valid until the host lets go of it */
     CHECK(ev[0].key_len == 6 && memcmp(ev[0].key, "slow-0", 6) == 0, "key after expiry");
-    prosody_event retry[1];
-    n = collect(consumer, retry, 1, 1, 20);
+    prosody_event retry[4];
+    if (n == 2) {
+      retry[0] = notice[1];
+      n = 1;
+    } else {
+      n = collect(consumer, retry, 4, 1, 20);
+    }
     CHECK(n == 1 && retry[0].kind == PROSODY_EVENT_MESSAGE && retry[0].event != ev[0].event &&
               retry[0].offset == ev[0].offset,
           "retry of the expired attempt: n=%zu", n);
@@ -874,8 +879,8 @@ static void test_unsubscribe_in_flight(void) {
   waiter_init(&w, 1);
   EXPECT(prosody_client_unsubscribe(consumer, on_done, &w, errp_), PROSODY_OK, NULL);
   if (got == 1) {
-    prosody_event notice[1];
-    size_t n = collect(consumer, notice, 1, 1, 10);
+    prosody_event notice[4];
+    size_t n = collect(consumer, notice, 4, 1, 10);
     CHECK(n == 1 && notice[0].kind == PROSODY_EVENT_CANCELLED, "notice on unsubscribe: %zu", n);
     CHECK(waiter_wait(&w, 0.3) == -1, "unsubscribe finished before the event was completed");
     EXPECT(prosody_event_complete(ev[0].event, PROSODY_OUTCOME_TRANSIENT, "interrupted", errp_), PROSODY_OK, NULL);
