@@ -169,6 +169,7 @@ func (b *brokerLoop) deliver(resp *sarama.FetchResponse, a asked) {
 	case errors.Is(block.Err, sarama.ErrNoError):
 		s.hwm.Store(block.HighWaterMarkOffset)
 		out := records(block, a.at.offset)
+		detach(out.records)
 		if out.partial {
 			// A record larger than the fetch size, with nothing before it:
 			// ask for more next time (brokers before Kafka 4 cut a batch

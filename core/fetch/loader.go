@@ -469,7 +469,7 @@ func (l *Loader) resolve(g *loadGroup, from int64, res readResult) {
 		rec, ok := found[r.offset]
 		if !ok {
 			if rec, ok = findRecord(out.records, r.offset); ok {
-				rec = detach(rec)
+				rec = detached(rec)
 				if found == nil {
 					found = make(map[int64]Record)
 				}
@@ -499,7 +499,7 @@ func (l *Loader) fromRecent(k recordKey) (Record, bool) {
 		r := &l.recent[i]
 		if r.occupied && r.key == k.partitionKey && r.from <= k.offset && k.offset < r.next {
 			if rec, ok := findRecord(r.records, k.offset); ok {
-				return detach(rec), true
+				return detached(rec), true
 			}
 		}
 	}
@@ -613,35 +613,6 @@ func (l *Loader) read(k partitionKey, from int64, budget *int32, expired *atomic
 			return readResult{err: kafkafault.Mark(block.Err)}
 		}
 	}
-}
-
-// detach copies a record's key, value and headers into one allocation of
-// its own: a record decoded from a fetch response shares that response's
-// buffer, up to MaxBytes, which a cached record would otherwise keep
-// alive.
-func detach(r Record) Record {
-	n := len(r.Key) + len(r.Value)
-	for _, h := range r.Headers {
-		n += len(h.Key) + len(h.Value)
-	}
-	buf := make([]byte, 0, n)
-	cp := func(b []byte) []byte {
-		if b == nil {
-			return nil // a null key or value stays null
-		}
-		buf = append(buf, b...)
-		return buf[len(buf)-len(b) : len(buf) : len(buf)]
-	}
-	out := Record{Offset: r.Offset, Timestamp: r.Timestamp, Key: cp(r.Key), Value: cp(r.Value)}
-	if len(r.Headers) > 0 {
-		hs := make([]sarama.RecordHeader, len(r.Headers))
-		out.Headers = make([]*sarama.RecordHeader, len(r.Headers))
-		for i, h := range r.Headers {
-			hs[i] = sarama.RecordHeader{Key: cp(h.Key), Value: cp(h.Value)}
-			out.Headers[i] = &hs[i]
-		}
-	}
-	return out
 }
 
 // recordCache keeps loaded records, in ristretto: a cache in front of a

@@ -1,6 +1,7 @@
 package fetch
 
 import (
+	"reflect"
 	"testing"
 	"time"
 
@@ -94,5 +95,47 @@ func TestNextOffset(t *testing.T) {
 	}
 	if _, ok := nextOffset(&sarama.FetchResponseBlock{}); ok {
 		t.Fatal("a block without the field set reports an offset")
+	}
+}
+
+// detach leaves every record with the bytes it had, none of them in the
+// response's buffer any more, and a null key or value null.
+func TestDetachCopiesOutOfTheResponse(t *testing.T) {
+	response := []byte("k1v1hkhvk2v2")
+	rs := []Record{
+		{Offset: 1, Key: response[0:2], Value: response[2:4],
+			Headers: []*sarama.RecordHeader{{Key: response[4:6], Value: response[6:8]}}},
+		{Offset: 2, Key: nil, Value: response[10:12]},
+		{Offset: 3, Key: response[8:10], Value: response[0:0]},
+		{Offset: 4, Key: response[8:10], Value: nil,
+			Headers: []*sarama.RecordHeader{{Key: response[4:6]}, {Key: response[6:8], Value: response[0:2]}}},
+	}
+	type view struct {
+		key, value string
+		null       [2]bool
+		headers    []string
+	}
+	see := func(rs []Record) []view {
+		var out []view
+		for _, r := range rs {
+			v := view{key: string(r.Key), value: string(r.Value), null: [2]bool{r.Key == nil, r.Value == nil}}
+			for _, h := range r.Headers {
+				v.headers = append(v.headers, string(h.Key)+"="+string(h.Value))
+			}
+			out = append(out, v)
+		}
+		return out
+	}
+	want := see(rs)
+	detach(rs)
+	for i := range response {
+		response[i] = '#' // the response's buffer is reused or freed
+	}
+	if got := see(rs); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after detach:\n got %+v\nwant %+v", got, want)
+	}
+	one := detached(Record{Offset: 9, Key: []byte("a"), Value: []byte("b")})
+	if string(one.Key) != "a" || string(one.Value) != "b" || one.Offset != 9 {
+		t.Fatalf("detached: %+v", one)
 	}
 }
