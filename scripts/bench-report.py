@@ -69,6 +69,8 @@ NAMES_IN = {
     "node": {"prosody": "Prosody, default configuration", "confluent": "@confluentinc/kafka-javascript"},
     "deferral": {"prosody": "Prosody, no key failing"},
     "node-state": {"prosody": "Prosody, no-op handler"},
+    "python-rss": {"prosody": "Prosody, default configuration", "original": "original prosody-events 0.4.0",
+                   "prosody-mu1024": "Prosody, max_uncommitted 1024"},
 }
 
 
@@ -110,6 +112,11 @@ LAYOUT: dict[str, dict[str, Any]] = {
         "columns": [("rate", "msg/s", "rate"), ("ratio:rate", "× no-op", "ratio"),
                     ("handler_p50_ms", "handler p50 ms", "ms"), ("handler_p99_ms", "handler p99 ms", "ms")],
         "plot": (["rate"], "messages/s", True),
+    },
+    "python-rss": {
+        "columns": [("peak_rss_mib", "peak RSS MiB", "mib"), ("ratio:peak_rss_mib", "× the original", "ratio"),
+                    ("handled", "messages handled in the run", "int")],
+        "plot": (["peak_rss_mib"], "peak resident set, MiB", False),
     },
     "node": {
         "columns": [("rate", "msg/s", "rate"), ("ratio:rate", "× kafkajs", "ratio"),
@@ -175,6 +182,8 @@ def fmt(value: float | None, kind: str) -> str:
         return f"{value:.1f}" if abs(value) < 100 else f"{value:,.0f}"
     if kind == "s":
         return f"{value:.0f} s"
+    if kind == "mib":
+        return f"{value:,.1f}"
     if kind == "percent":
         return f"{value * 100:.0f} %"
     return f"{value:,.0f}"

@@ -68,6 +68,10 @@ func atMost(reader, metric string, v float64, what string) target {
 	return target{Reader: reader, Metric: metric, Max: &v, What: what}
 }
 
+func atMostRatio(reader, metric string, v float64, what string) target {
+	return target{Reader: reader, Metric: metric, Ratio: true, Max: &v, What: what}
+}
+
 // benchmarks are every benchmark the repository has, in the order they
 // run. The full sizes keep the whole run to about half an hour on the
 // project's 2-core machine (within the hour a run may take), the quick ones
@@ -126,6 +130,16 @@ func benchmarks(bin string) []benchmark {
 			Quick:    []string{"--messages", "2000", "--rounds", "1"},
 			Full:     []string{"--messages", "20000", "--rounds", "3"},
 			JSONFlag: "--json",
+		},
+		{
+			ID: "python-rss", Title: "Python: peak memory under a 1,000,000-message backlog, against the original",
+			Program:  []string{py, "bindings/python/bench/rss_bench.py"},
+			Quick:    []string{"--messages", "100000", "--seconds", "10", "--rounds", "1"},
+			Full:     []string{"--messages", "1000000", "--seconds", "30", "--rounds", "3"},
+			JSONFlag: "--json",
+			Targets: []target{
+				atMostRatio("prosody", "peak_rss_mib", 1.0, "peak RSS under the backlog at the default configuration ≤ the original's (1.0×)"),
+			},
 		},
 		{
 			ID: "node", Title: "Node package against kafkajs and @confluentinc/kafka-javascript",

@@ -186,7 +186,7 @@ def upper_median(xs: list[float]) -> float:
 
 
 def write_report(path: str, benchmark: str, baseline: str, params: dict[str, object],
-                 metrics: dict[str, dict[str, list[float]]]) -> None:
+                 metrics: dict[str, dict[str, list[float]]], unit: str = "msg/s") -> None:
     """Writes the results in the shape of the Go programs' -json files (internal/benchkit.Report)."""
     readers = []
     for name, ms in metrics.items():
@@ -198,7 +198,7 @@ def write_report(path: str, benchmark: str, baseline: str, params: dict[str, obj
                       if m in base["metrics"] and base["metrics"][m]["median"]}
             if ratios:
                 r["ratios"] = ratios
-    report = {"benchmark": benchmark, "unit": "msg/s", "baseline": baseline, "params": params, "readers": readers}
+    report = {"benchmark": benchmark, "unit": unit, "baseline": baseline, "params": params, "readers": readers}
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w") as f:
         json.dump(report, f, indent=2)
