@@ -69,6 +69,10 @@ NAMES_IN = {
     "node": {"prosody": "Prosody, default configuration", "confluent": "@confluentinc/kafka-javascript"},
     "deferral": {"prosody": "Prosody, no key failing"},
     "node-state": {"prosody": "Prosody, no-op handler"},
+    "python-ordered": {"prosody": "Prosody, default configuration", "sleeps-alone": "the sleeps alone, no Prosody",
+                      "prosody-besteffort": "Prosody, best-effort mode (tuned: no deduplication)"},
+    "node-ordered": {"prosody": "Prosody, default configuration", "sleeps-alone": "the sleeps alone, no Prosody",
+                    "prosody-besteffort": "Prosody, best-effort mode (tuned: no deduplication)"},
     "python-rss": {"prosody": "Prosody, default configuration", "original": "original prosody-events 0.4.0",
                    "prosody-mu1024": "Prosody, max_uncommitted 1024"},
 }
@@ -112,6 +116,16 @@ LAYOUT: dict[str, dict[str, Any]] = {
         "columns": [("rate", "msg/s", "rate"), ("ratio:rate", "× no-op", "ratio"),
                     ("handler_p50_ms", "handler p50 ms", "ms"), ("handler_p99_ms", "handler p99 ms", "ms")],
         "plot": (["rate"], "messages/s", True),
+    },
+    "python-ordered": {
+        "columns": [("rate", "msg/s", "rate"), ("of_bound", "of the nominal bound", "ratio"),
+                    ("of_sleeps_bound", "of the bound its sleeps allow", "ratio"), ("mean_sleep_ms", "mean 5 ms sleep took, ms", "ms")],
+        "plot": (["rate"], "messages/s", False),
+    },
+    "node-ordered": {
+        "columns": [("rate", "msg/s", "rate"), ("of_bound", "of the nominal bound", "ratio"),
+                    ("of_sleeps_bound", "of the bound its sleeps allow", "ratio"), ("mean_sleep_ms", "mean 5 ms sleep took, ms", "ms")],
+        "plot": (["rate"], "messages/s", False),
     },
     "python-rss": {
         "columns": [("peak_rss_mib", "peak RSS MiB", "mib"), ("ratio:peak_rss_mib", "× the original", "ratio"),

@@ -132,6 +132,16 @@ func benchmarks(bin string) []benchmark {
 			JSONFlag: "--json",
 		},
 		{
+			ID: "python-ordered", Title: "Python: 5 ms handlers, max_concurrency 32, against the bound",
+			Program:  []string{py, "bindings/python/bench/ordered_bench.py"},
+			Quick:    []string{"--messages", "5000", "--rounds", "1"},
+			Full:     []string{"--messages", "50000", "--rounds", "3"},
+			JSONFlag: "--json",
+			Targets: []target{
+				atLeast("prosody", "of_bound", false, 0.95, "≥ 0.95 of the nominal bound (max_concurrency / handler time)"),
+			},
+		},
+		{
 			ID: "python-rss", Title: "Python: peak memory under a 1,000,000-message backlog, against the original",
 			Program:  []string{py, "bindings/python/bench/rss_bench.py"},
 			Quick:    []string{"--messages", "100000", "--seconds", "10", "--rounds", "1"},
@@ -149,6 +159,16 @@ func benchmarks(bin string) []benchmark {
 			JSONFlag: "--json",
 			Targets: []target{
 				atLeast("prosody-besteffort", "rate", true, 1.5, "no-op async handler, best-effort mode (no deduplication): ≥ 1.5× kafkajs"),
+			},
+		},
+		{
+			ID: "node-ordered", Title: "Node: 5 ms handlers, max_concurrency 32, against the bound",
+			Program:  []string{"node", "bindings/node/bench/bench.js", "--only", "sleeps-alone,prosody,prosody-besteffort", "--handler", "sleep5"},
+			Quick:    []string{"--messages", "5000", "--rounds", "1"},
+			Full:     []string{"--messages", "50000", "--rounds", "3"},
+			JSONFlag: "--json",
+			Targets: []target{
+				atLeast("prosody", "of_bound", false, 0.95, "≥ 0.95 of the nominal bound (max_concurrency / handler time)"),
 			},
 		},
 		{

@@ -15,6 +15,13 @@
 // --json FILE (also write the results there, in the shape of the Go
 // programs' -json files: internal/benchkit.Report).
 //
+// --handler sleep5 is the key-ordered workload: every Prosody handler
+// awaits a 5 ms timer, so with maxConcurrency 32 (the default) the rate
+// cannot pass 32 / 5 ms = 6,400 messages/s, the nominal bound; the reader
+// sleeps-alone (in --only) is 32 loops that only await those timers for
+// two seconds, without Kafka or Prosody: what the event loop's timers
+// allow at best.
+//
 // What each consumer does per message. Every client runs with its
 // defaults:
 //   Prosody     subscribe({ onMessage }) with the default configuration
@@ -62,8 +69,13 @@ const { values: opt } = parseArgs({
     json: { type: "string" },
   },
 });
-if (opt.handler !== "noop" && opt.handler !== "read") throw new Error(`--handler must be noop or read, got ${opt.handler}`);
+if (!["noop", "read", "sleep5"].includes(opt.handler)) {
+  throw new Error(`--handler must be noop, read or sleep5, got ${opt.handler}`);
+}
 const READ = opt.handler === "read";
+const SLEEP_MS = opt.handler === "sleep5" ? 5 : 0;
+const CONCURRENCY = 32; // the default maxConcurrency
+const { setTimeout: sleep } = require("node:timers/promises");
 let sink = 0; // keeps the reads observable
 const N = Number(opt.messages);
 const brokers = opt.brokers.split(",");
@@ -147,16 +159,48 @@ async function benchProsody(topic, options = {}) {
     telemetryEnabled: false,
     ...options,
   });
+  let slept = 0;
   const onMessage = READ
     ? async (_ctx, m) => {
         sink += m.key.length + (m.payload.seq & 1);
         c.hit();
       }
-    : async () => c.hit();
+    : SLEEP_MS
+      ? async () => {
+          const t0 = performance.now();
+          await sleep(SLEEP_MS);
+          slept += performance.now() - t0;
+          c.hit();
+        }
+      : async () => c.hit();
   await client.subscribe({ onMessage });
   const r = await c.finished;
   await client.shutdown();
+  if (SLEEP_MS) r.meanSleepMs = slept / N;
   return r;
+}
+
+// sleepsAlone is the rate of CONCURRENCY loops awaiting SLEEP_MS timers
+// one after another for two seconds, started a little apart.
+async function sleepsAlone() {
+  let n = 0;
+  const start = performance.now();
+  const end = start + 2000;
+  const loops = [];
+  for (let i = 0; i < CONCURRENCY; i++) {
+    loops.push(
+      (async () => {
+        while (performance.now() < end) {
+          await sleep(SLEEP_MS);
+          n++;
+        }
+      })(),
+    );
+    await sleep(SLEEP_MS / CONCURRENCY);
+  }
+  await Promise.all(loops);
+  const rate = n / ((performance.now() - start) / 1000);
+  return { rate, busy: 0, cores: 0, meanSleepMs: (CONCURRENCY / rate) * 1000 };
 }
 
 async function benchProsodyState(topic) {
@@ -223,6 +267,7 @@ const BENCHES = {
   "prosody-besteffort": (topic) => benchProsody(topic, { mode: "BestEffort" }),
   confluent: benchConfluent,
   "prosody-state": benchProsodyState,
+  "sleeps-alone": sleepsAlone,
 };
 
 // The median as the Go programs' benchkit.Median takes it (the upper one
@@ -278,7 +323,8 @@ async function main() {
     // Alternate the order between rounds so no client always goes first.
     const order = round % 2 === 0 ? names : [...names].reverse();
     for (const name of order) {
-      const { rate, busy, cores, p50, p99 } = await BENCHES[name](topic);
+      if (name === "sleeps-alone" && !SLEEP_MS) throw new Error("--only sleeps-alone needs --handler sleep5");
+      const { rate, busy, cores, p50, p99, meanSleepMs } = await BENCHES[name](topic);
       (results[name] ??= []).push(rate);
       add(name, "rate", rate);
       add(name, "js_busy", busy);
@@ -288,6 +334,13 @@ async function main() {
         add(name, "handler_p99_ms", p99);
       }
       if (p99 !== undefined) (latency[name] ??= []).push([p50, p99]);
+      if (meanSleepMs !== undefined) {
+        const bound = CONCURRENCY / (SLEEP_MS / 1000);
+        add(name, "of_bound", rate / bound);
+        add(name, "mean_sleep_ms", meanSleepMs);
+        add(name, "of_sleeps_bound", rate / (CONCURRENCY / (meanSleepMs / 1000)));
+        console.error(`  ${(rate / bound).toFixed(2)} of the bound ${bound}; the sleeps took ${meanSleepMs.toFixed(3)} ms on average`);
+      }
       const lat = p99 !== undefined ? `, handler p50 ${p50.toFixed(2)} ms p99 ${p99.toFixed(2)} ms` : "";
       console.error(
         `round ${round + 1} ${name}: ${Math.round(rate).toLocaleString("en-US")} msg/s ` +
