@@ -21,7 +21,11 @@ package main
 */
 import "C"
 
-import prosody "github.com/prosody-events/prosody-go"
+import (
+	gometrics "github.com/rcrowley/go-metrics"
+
+	prosody "github.com/prosody-events/prosody-go"
+)
 
 // Version is the library version (the VERSION file); include/prosody.h's
 // PROSODY_VERSION must match it (the C tests check, and so does
@@ -30,4 +34,13 @@ var Version = prosody.Version
 
 func main() {}
 
-func init() { initProcs() }
+func init() {
+	initProcs()
+	// sarama records request sizes, latencies and rates in go-metrics
+	// histograms and meters that nothing in the library reads: a lock and
+	// an update per request, a goroutine ticking every five seconds, and
+	// about a megabyte of samples per client. Nothing else in this library
+	// uses go-metrics, so it is turned off here; Go programs that import
+	// the core keep sarama's default.
+	gometrics.UseNilMetrics = true
+}

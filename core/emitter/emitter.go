@@ -62,7 +62,7 @@ type Emitter struct {
 	opts Options
 	id   identity
 	log  *slog.Logger
-	buf  chan record
+	buf  *queue
 
 	accepted, dropped, delivered, failed atomic.Uint64
 	// stopped: Close has begun; what is observed from then on is dropped.
@@ -114,7 +114,7 @@ func New(opts Options) (*Emitter, error) {
 		opts:    opts,
 		id:      identity{group: opts.Group, sourceSystem: opts.SourceSystem, hostname: host},
 		log:     opts.Logger,
-		buf:     make(chan record, opts.Capacity),
+		buf:     newQueue(opts.Capacity),
 		flushes: make(chan chan error),
 		stop:    make(chan struct{}),
 		abort:   make(chan struct{}),
@@ -162,7 +162,7 @@ func (e *Emitter) Observe(ev telemetry.Event) {
 	if ev.Subject == nil {
 		return
 	}
-	if e.stopped.Load() || len(e.buf) == cap(e.buf) {
+	if e.stopped.Load() || e.buf.full() {
 		e.dropped.Add(1) // and no copy made for nothing
 		return
 	}
@@ -172,10 +172,9 @@ func (e *Emitter) Observe(ev telemetry.Event) {
 }
 
 func (e *Emitter) enqueue(r record) {
-	select {
-	case e.buf <- r:
+	if e.buf.push(r) {
 		e.accepted.Add(1)
-	default:
+	} else {
 		e.dropped.Add(1)
 	}
 }
@@ -229,7 +228,7 @@ func (e *Emitter) flushEnded(ctx context.Context) error {
 	select {
 	case <-e.connected:
 	default:
-		return fmt.Errorf("%w (%d events wait): %w", ErrNotConnected, len(e.buf), ctx.Err())
+		return fmt.Errorf("%w (%d events wait): %w", ErrNotConnected, e.buf.len(), ctx.Err())
 	}
 	return fmt.Errorf("telemetry: flushing: %w", ctx.Err())
 }
@@ -269,7 +268,7 @@ func (e *Emitter) run(cfg *sarama.Config) {
 
 	client := e.connect(cfg, warnings.C, warnDrops)
 	if client == nil {
-		e.dropped.Add(uint64(len(e.buf)))
+		e.dropped.Add(uint64(e.buf.clear()))
 		return
 	}
 	close(e.connected)
@@ -282,15 +281,17 @@ func (e *Emitter) run(cfg *sarama.Config) {
 	}
 	for {
 		select {
-		case r := <-e.buf:
-			if !e.send(p, r) {
-				e.dropped.Add(uint64(len(e.buf)))
+		case <-e.buf.ready:
+			// What waits now, and no more: a flush or a stop must not
+			// wait behind a steady stream of new events.
+			if !e.sendQueued(p) {
+				e.dropped.Add(uint64(e.buf.clear()))
 				p.close()
 				return
 			}
 		case reply := <-e.flushes:
 			if !e.sendQueued(p) {
-				e.dropped.Add(uint64(len(e.buf)))
+				e.dropped.Add(uint64(e.buf.clear()))
 				p.close()
 				reply <- nil
 				return
@@ -307,7 +308,7 @@ func (e *Emitter) run(cfg *sarama.Config) {
 			warnDrops()
 		case <-e.stop:
 			if !e.sendQueued(p) {
-				e.dropped.Add(uint64(len(e.buf)))
+				e.dropped.Add(uint64(e.buf.clear()))
 			}
 			p.close()
 			return
@@ -385,12 +386,12 @@ func (e *Emitter) dial(cfg *sarama.Config, warnings <-chan time.Time, warnDrops 
 func (e *Emitter) discard() {
 	for {
 		select {
-		case <-e.buf:
-			e.dropped.Add(1)
+		case <-e.buf.ready:
+			e.dropped.Add(uint64(e.buf.clear()))
 		case reply := <-e.flushes:
 			reply <- nil
 		case <-e.stop:
-			e.dropped.Add(uint64(len(e.buf)))
+			e.dropped.Add(uint64(e.buf.clear()))
 			return
 		}
 	}
@@ -399,10 +400,17 @@ func (e *Emitter) discard() {
 // sendQueued sends what the buffer holds now; false when a Close ran out
 // of time while a send waited.
 func (e *Emitter) sendQueued(p *running) bool {
-	for n := len(e.buf); n > 0; n-- {
-		if !e.send(p, <-e.buf) {
+	for n := e.buf.len(); n > 0; n-- {
+		r, ok := e.buf.pop()
+		if !ok {
+			break
+		}
+		if !e.send(p, r) {
 			return false
 		}
+	}
+	if e.buf.len() > 0 {
+		e.buf.signal()
 	}
 	return true
 }
