@@ -166,7 +166,9 @@ LAYOUT: dict[str, dict[str, Any]] = {
     "sched-ordered": {
         "who": "scheduler",
         "columns": [("rate", "msg/s", "rate"), ("of_bound", "of the nominal bound", "ratio"),
-                    ("of_sleeps_bound", "of the bound its sleeps allow", "ratio"), ("mean_sleep_ms", "mean 5 ms sleep took, ms", "ms")],
+                    ("of_sleeps_bound", "of the bound its sleeps allow", "ratio"), ("mean_sleep_ms", "mean 5 ms sleep took, ms", "ms"),
+                    ("fetch_start_p50_ms", "fetch to handler start p50 ms", "ms"),
+                    ("fetch_start_p99_ms", "fetch to handler start p99 ms", "ms")],
         "plot": (["rate"], "messages/s", False),
     },
     "tls": {

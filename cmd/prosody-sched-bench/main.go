@@ -132,8 +132,15 @@ func ordered(addrs []string, names []string) {
 			cfg := baseConfig()
 			var n, first, slept atomic.Int64
 			done := make(chan time.Time, 1)
-			h := event.HandlerFuncs{Message: func(*event.Context, *event.Message) error {
+			lat := newLatencies(*messages)
+			waits := make([]time.Duration, 0, *messages)
+			var waitsMu sync.Mutex
+			h := event.HandlerFuncs{Message: func(_ *event.Context, m *event.Message) error {
 				t0 := time.Now()
+				wait := t0.Sub(epoch) - time.Duration(lat.fetchedAt[m.Partition][m.Offset].Load())
+				waitsMu.Lock()
+				waits = append(waits, wait)
+				waitsMu.Unlock()
 				time.Sleep(*handler)
 				slept.Add(int64(time.Since(t0)))
 				c := n.Add(1)
@@ -145,7 +152,7 @@ func ordered(addrs []string, names []string) {
 				}
 				return nil
 			}}
-			c, stop := start(addrs, topic, cfg, h, nil, name)
+			c, stop := start(addrs, topic, cfg, h, lat.fetched, name)
 			end := <-done
 			elapsed := end.Sub(time.Unix(0, first.Load()))
 			rt := float64(*messages-1) / elapsed.Seconds()
@@ -160,8 +167,13 @@ func ordered(addrs []string, names []string) {
 			report.Add(name, "of_sleeps_bound", rt/sleptBound)
 			report.Add(name, "of_sleeps_alone", rt/a)
 			report.Add(name, "mean_sleep_ms", mean.Seconds()*1e3)
-			fmt.Printf("round %d %-5s %6.0f msg/s from the first message (%.2f of the bound; the sleeps took %v on average, %.2f of the bound they allow)\n",
-				r+1, name, rt, rt/bound, mean.Round(time.Microsecond), rt/sleptBound)
+			waitsMu.Lock()
+			q := quantiles(waits)
+			waitsMu.Unlock()
+			report.Add(name, "fetch_start_p50_ms", q[0].Seconds()*1e3)
+			report.Add(name, "fetch_start_p99_ms", q[1].Seconds()*1e3)
+			fmt.Printf("round %d %-5s %6.0f msg/s from the first message (%.2f of the bound; the sleeps took %v on average, %.2f of the bound they allow); fetch to handler start p50 %v p99 %v\n",
+				r+1, name, rt, rt/bound, mean.Round(time.Microsecond), rt/sleptBound, q[0].Round(time.Millisecond), q[1].Round(time.Millisecond))
 			stopConsumer(c, stop)
 		}
 	}
