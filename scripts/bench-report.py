@@ -62,6 +62,10 @@ NAMES = {
 }
 
 # Names that differ in one benchmark.
+# The readers of the Python and Node key-ordered benchmarks.
+ORDERED_NAMES = {"prosody": "Prosody, default configuration", "sleeps-alone": "the sleeps alone, no Prosody",
+                 "prosody-besteffort": "Prosody, best-effort mode (tuned: no deduplication)"}
+
 NAMES_IN = {
     "timers-mixed": {"go": "Go"},
     "engine": {"prosody": "Prosody, default configuration"},
@@ -69,10 +73,8 @@ NAMES_IN = {
     "node": {"prosody": "Prosody, default configuration", "confluent": "@confluentinc/kafka-javascript"},
     "deferral": {"prosody": "Prosody, no key failing"},
     "node-state": {"prosody": "Prosody, no-op handler"},
-    "python-ordered": {"prosody": "Prosody, default configuration", "sleeps-alone": "the sleeps alone, no Prosody",
-                      "prosody-besteffort": "Prosody, best-effort mode (tuned: no deduplication)"},
-    "node-ordered": {"prosody": "Prosody, default configuration", "sleeps-alone": "the sleeps alone, no Prosody",
-                    "prosody-besteffort": "Prosody, best-effort mode (tuned: no deduplication)"},
+    "python-ordered": ORDERED_NAMES,
+    "node-ordered": ORDERED_NAMES,
     "python-rss": {"prosody": "Prosody, default configuration", "original": "original prosody-events 0.4.0",
                    "prosody-mu1024": "Prosody, max_uncommitted 1024"},
 }

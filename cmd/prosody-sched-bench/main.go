@@ -132,15 +132,14 @@ func ordered(addrs []string, names []string) {
 			cfg := baseConfig()
 			var n, first, slept atomic.Int64
 			done := make(chan time.Time, 1)
+			// Every key is fresh here: no attempt fails.
 			lat := newLatencies(*messages)
-			waits := make([]time.Duration, 0, *messages)
-			var waitsMu sync.Mutex
 			h := event.HandlerFuncs{Message: func(_ *event.Context, m *event.Message) error {
 				t0 := time.Now()
-				wait := t0.Sub(epoch) - time.Duration(lat.fetchedAt[m.Partition][m.Offset].Load())
-				waitsMu.Lock()
-				waits = append(waits, wait)
-				waitsMu.Unlock()
+				wait := lat.sinceFetch(m, t0)
+				lat.mu.Lock()
+				lat.fresh = append(lat.fresh, wait)
+				lat.mu.Unlock()
 				time.Sleep(*handler)
 				slept.Add(int64(time.Since(t0)))
 				c := n.Add(1)
@@ -167,9 +166,9 @@ func ordered(addrs []string, names []string) {
 			report.Add(name, "of_sleeps_bound", rt/sleptBound)
 			report.Add(name, "of_sleeps_alone", rt/a)
 			report.Add(name, "mean_sleep_ms", mean.Seconds()*1e3)
-			waitsMu.Lock()
-			q := quantiles(waits)
-			waitsMu.Unlock()
+			lat.mu.Lock()
+			q := quantiles(lat.fresh)
+			lat.mu.Unlock()
 			report.Add(name, "fetch_start_p50_ms", q[0].Seconds()*1e3)
 			report.Add(name, "fetch_start_p99_ms", q[1].Seconds()*1e3)
 			fmt.Printf("round %d %-5s %6.0f msg/s from the first message (%.2f of the bound; the sleeps took %v on average, %.2f of the bound they allow); fetch to handler start p50 %v p99 %v\n",
@@ -252,17 +251,21 @@ func (l *latencies) fetched(_ string, partition int32, rs []fetch.Record) {
 	}
 }
 
+// sinceFetch is how long before started the fetch that delivered m was.
+func (l *latencies) sinceFetch(m *event.Message, started time.Time) time.Duration {
+	return started.Sub(epoch) - time.Duration(l.fetchedAt[m.Partition][m.Offset].Load())
+}
+
 func (l *latencies) handler() event.Handler {
 	return event.HandlerFuncs{Message: func(ctx *event.Context, m *event.Message) error {
 		started := time.Now()
-		fetchedAt := time.Duration(l.fetchedAt[m.Partition][m.Offset].Load())
 		failing := strings.HasPrefix(m.Key, "failing-")
 		l.mu.Lock()
 		id := int64(m.Partition)<<40 | m.Offset
 		attempt := l.attempts[id]
 		l.attempts[id] = attempt + 1
 		if attempt == 0 {
-			wait := started.Sub(epoch) - fetchedAt
+			wait := l.sinceFetch(m, started)
 			if failing {
 				l.failing = append(l.failing, wait)
 			} else {

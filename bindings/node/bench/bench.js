@@ -72,6 +72,9 @@ const { values: opt } = parseArgs({
 if (!["noop", "read", "sleep5"].includes(opt.handler)) {
   throw new Error(`--handler must be noop, read or sleep5, got ${opt.handler}`);
 }
+if (opt.only.split(",").includes("sleeps-alone") && opt.handler !== "sleep5") {
+  throw new Error("--only sleeps-alone needs --handler sleep5");
+}
 const READ = opt.handler === "read";
 const SLEEP_MS = opt.handler === "sleep5" ? 5 : 0;
 const CONCURRENCY = 32; // the default maxConcurrency
@@ -323,7 +326,6 @@ async function main() {
     // Alternate the order between rounds so no client always goes first.
     const order = round % 2 === 0 ? names : [...names].reverse();
     for (const name of order) {
-      if (name === "sleeps-alone" && !SLEEP_MS) throw new Error("--only sleeps-alone needs --handler sleep5");
       const { rate, busy, cores, p50, p99, meanSleepMs } = await BENCHES[name](topic);
       (results[name] ??= []).push(rate);
       add(name, "rate", rate);
