@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"math"
+	mathbits "math/bits"
 	"time"
 )
 
@@ -138,8 +139,14 @@ type classQueue[W any] struct {
 	byStart  [ring]taskHeap[W] // slice s (started in [s·width, (s+1)·width)) at s % ring
 	first    int64             // the oldest slice that may hold attempts
 	inSlices int
+	// occupied has bit i set while byStart[i] holds attempts: a pick
+	// looks at those heaps only, usually one or two of the 66.
+	occupied [2]uint64
 	full     taskHeap[W] // waited max_wait or more
 }
+
+func (q *classQueue[W]) mark(i int)   { q.occupied[i>>6] |= 1 << (i & 63) }
+func (q *classQueue[W]) unmark(i int) { q.occupied[i>>6] &^= 1 << (i & 63) }
 
 func (o *fairOrder[W]) len() int { return o.q[Normal].len() + o.q[Failure].len() }
 
@@ -159,7 +166,9 @@ func (o *fairOrder[W]) push(t task[W], now int64) {
 	// The clock only moves forward, and age keeps the slices within the
 	// ring; this keeps a clock that does not from losing an attempt.
 	s = min(max(s, q.first), q.first+ring-1)
-	q.byStart[s%ring].push(t)
+	i := int(s % ring)
+	q.byStart[i].push(t)
+	q.mark(i)
 	q.inSlices++
 }
 
@@ -176,12 +185,14 @@ func (o *fairOrder[W]) age(q *classQueue[W], now int64) {
 		q.first = end - ring
 	}
 	for (q.first+1)*o.width <= now-o.maxWait {
-		h := &q.byStart[q.first%ring]
+		i := int(q.first % ring)
+		h := &q.byStart[i]
 		for _, t := range h.items {
 			q.full.push(t)
 		}
 		q.inSlices -= len(h.items)
 		h.clear()
+		q.unmark(i)
 		q.first++
 		if q.inSlices == 0 {
 			return
@@ -202,26 +213,29 @@ func (o *fairOrder[W]) pop(now int64) task[W] {
 	q := &o.q[d]
 	o.age(q, now)
 	decay := halvings(now - o.start)
-	best, bestPri := (*taskHeap[W])(nil), math.Inf(1)
-	consider := func(h *taskHeap[W]) {
-		if len(h.items) == 0 {
-			return
-		}
+	best, bestAt, bestPri := (*taskHeap[W])(nil), -1, math.Inf(1)
+	consider := func(h *taskHeap[W], at int) {
 		t := &h.items[0]
 		pri := o.priority(t, now, decay)
 		if best == nil || pri < bestPri || pri == bestPri && t.seq < best.items[0].seq {
-			best, bestPri = h, pri
+			best, bestAt, bestPri = h, at, pri
 		}
 	}
-	consider(&q.full)
-	if q.inSlices > 0 {
-		for s := q.first; s < q.first+ring; s++ {
-			consider(&q.byStart[s%ring])
+	if len(q.full.items) > 0 {
+		consider(&q.full, -1)
+	}
+	for w, bits := range q.occupied {
+		for ; bits != 0; bits &= bits - 1 {
+			i := w*64 + mathbits.TrailingZeros64(bits)
+			consider(&q.byStart[i], i)
 		}
 	}
 	t := best.pop()
-	if best != &q.full {
+	if bestAt >= 0 {
 		q.inSlices--
+		if len(best.items) == 0 {
+			q.unmark(bestAt)
+		}
 	}
 	return t
 }
@@ -265,6 +279,9 @@ func (o *fairOrder[W]) remove(drop func(W) bool, out []W) []W {
 			n := len(out)
 			out = q.byStart[i].remove(drop, out)
 			q.inSlices -= len(out) - n
+			if len(q.byStart[i].items) == 0 {
+				q.unmark(i)
+			}
 		}
 		out = q.full.remove(drop, out)
 	}
