@@ -55,6 +55,7 @@ NAMES = {
     "node": "Node",
     "fair": "fair scheduler",
     "fifo": "first come first served",
+    "fair-precise": "fair scheduler, precise timers (tuned: client.WithPreciseTimers, 200 µs)",
     "sleeps-alone": "the sleeps alone, no engine",
     "plaintext": "plaintext",
     "scram-sha-512": "SASL_SSL, SCRAM-SHA-512",
@@ -170,7 +171,8 @@ LAYOUT: dict[str, dict[str, Any]] = {
         "columns": [("rate", "msg/s", "rate"), ("of_bound", "of the nominal bound", "ratio"),
                     ("of_sleeps_bound", "of the bound its sleeps allow", "ratio"), ("mean_sleep_ms", "mean 5 ms sleep took, ms", "ms"),
                     ("fetch_start_p50_ms", "fetch to handler start p50 ms", "ms"),
-                    ("fetch_start_p99_ms", "fetch to handler start p99 ms", "ms")],
+                    ("fetch_start_p99_ms", "fetch to handler start p99 ms", "ms"),
+                    ("cpu_us_per_msg", "CPU µs/msg", "us")],
         "plot": (["rate"], "messages/s", False),
     },
     "tls": {

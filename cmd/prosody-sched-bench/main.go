@@ -39,6 +39,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -51,6 +52,7 @@ import (
 	"github.com/prosody-events/prosody-go/core/middleware"
 	"github.com/prosody-events/prosody-go/core/scheduler"
 	"github.com/prosody-events/prosody-go/core/timerstore"
+	"github.com/prosody-events/prosody-go/core/timerwake"
 	"github.com/prosody-events/prosody-go/internal/benchkit"
 	"github.com/prosody-events/prosody-go/internal/benchreader"
 )
@@ -58,7 +60,8 @@ import (
 var (
 	brokers     = flag.String("brokers", "localhost:9094", "bootstrap servers")
 	workload    = flag.String("workload", "ordered", "ordered or fairness")
-	readers     = flag.String("readers", "fair,fifo", "schedulers to run: fair, fifo")
+	readers     = flag.String("readers", "fair,fifo", "schedulers to run: fair, fifo, fair-precise (fair with client.WithPreciseTimers' waker)")
+	timerWake   = flag.Duration("timer-wake", 200*time.Microsecond, "fair-precise: the waker's period")
 	rounds      = flag.Int("rounds", 3, "rounds")
 	messages    = flag.Int("messages", 50_000, "ordered: messages in the topic")
 	keys        = flag.Int("keys", 10_000, "distinct keys")
@@ -100,12 +103,12 @@ func baseConfig() config.Config {
 // schedulerFor is the reader's scheduler.
 func schedulerFor(name string, cfg *config.Config) *middleware.Scheduler {
 	switch name {
-	case "fair":
+	case "fair", "fair-precise":
 		return nil // the stacks make the one cfg describes
 	case "fifo":
 		return middleware.NewFIFOScheduler(cfg.MaxConcurrency)
 	}
-	must(fmt.Errorf("-readers: %q is neither fair nor fifo", name))
+	must(fmt.Errorf("-readers: %q is not one of fair, fair-precise, fifo", name))
 	return nil
 }
 
@@ -151,8 +154,10 @@ func ordered(addrs []string, names []string) {
 				}
 				return nil
 			}}
+			cpu0 := cpuTime()
 			c, stop := start(addrs, topic, cfg, h, lat.fetched, name)
 			end := <-done
+			cpu := cpuTime() - cpu0
 			elapsed := end.Sub(time.Unix(0, first.Load()))
 			rt := float64(*messages-1) / elapsed.Seconds()
 			rates[name] = append(rates[name], rt)
@@ -166,13 +171,15 @@ func ordered(addrs []string, names []string) {
 			report.Add(name, "of_sleeps_bound", rt/sleptBound)
 			report.Add(name, "of_sleeps_alone", rt/a)
 			report.Add(name, "mean_sleep_ms", mean.Seconds()*1e3)
+			report.Add(name, "cpu_us_per_msg", float64(cpu.Microseconds())/float64(*messages))
 			lat.mu.Lock()
 			q := quantiles(lat.fresh)
 			lat.mu.Unlock()
 			report.Add(name, "fetch_start_p50_ms", q[0].Seconds()*1e3)
 			report.Add(name, "fetch_start_p99_ms", q[1].Seconds()*1e3)
-			fmt.Printf("round %d %-5s %6.0f msg/s from the first message (%.2f of the bound; the sleeps took %v on average, %.2f of the bound they allow); fetch to handler start p50 %v p99 %v\n",
-				r+1, name, rt, rt/bound, mean.Round(time.Microsecond), rt/sleptBound, q[0].Round(time.Millisecond), q[1].Round(time.Millisecond))
+			fmt.Printf("round %d %-5s %6.0f msg/s from the first message (%.2f of the bound; the sleeps took %v on average, %.2f of the bound they allow); fetch to handler start p50 %v p99 %v; CPU %.1f µs/msg\n",
+				r+1, name, rt, rt/bound, mean.Round(time.Microsecond), rt/sleptBound, q[0].Round(time.Millisecond), q[1].Round(time.Millisecond),
+				float64(cpu.Microseconds())/float64(*messages))
 			stopConsumer(c, stop)
 		}
 	}
@@ -476,7 +483,20 @@ func start(addrs []string, topic string, cfg config.Config, h event.Handler, fet
 	}
 	c, err := consumer.Start(opts)
 	must(err)
+	if name == "fair-precise" {
+		// What client.WithPreciseTimers does.
+		w := timerwake.Start(*timerWake, func() bool { return sched.InUse() > 0 })
+		stopStacks := stop
+		stop = func() { w.Stop(); stopStacks() }
+	}
 	return c, stop
+}
+
+// cpuTime is the CPU time this process has used, user and system.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	must(syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func stopConsumer(c *consumer.Consumer, stop func()) {

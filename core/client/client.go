@@ -29,6 +29,7 @@ import (
 	"github.com/prosody-events/prosody-go/core/producer"
 	"github.com/prosody-events/prosody-go/core/state"
 	"github.com/prosody-events/prosody-go/core/telemetry"
+	"github.com/prosody-events/prosody-go/core/timerwake"
 	"github.com/prosody-events/prosody-go/core/tracing"
 )
 
@@ -57,6 +58,21 @@ type Option func(*Client)
 // WithLogger sends the client's logs to l instead of stderr (the C ABI uses
 // it to forward records to the host).
 func WithLogger(l *slog.Logger) Option { return func(c *Client) { c.log = l } }
+
+// WithPreciseTimers wakes the Go runtime's scheduler every period while
+// handlers run, so that the timers Go handlers wait on (time.Sleep,
+// time.After, context deadlines) fire within about a period of their
+// time instead of up to a millisecond late (package timerwake). It suits
+// handlers that wait on timers of a few milliseconds: 5 ms sleeps under
+// max_concurrency 32 go from 0.87 to 0.96 of the 6,400/s they allow. It
+// costs 5–10 % of a core while handlers run, whatever they wait
+// on; handlers that wait on the network gain nothing (readiness wakes
+// the runtime at once). Off by default; a period under
+// timerwake.MinPeriod is raised to it. Only Go handlers benefit: Python
+// and Node handlers wait on their own event loops' timers.
+func WithPreciseTimers(period time.Duration) Option {
+	return func(c *Client) { c.timerWake = max(period, timerwake.MinPeriod) }
+}
 
 // Client is safe for concurrent use.
 type Client struct {
@@ -98,6 +114,8 @@ type Client struct {
 	unwatch func()
 	// deadLettersSent counts the records written to the failure topic.
 	deadLettersSent atomic.Int64
+	// timerWake is WithPreciseTimers' period; 0: off.
+	timerWake time.Duration
 }
 
 // New builds a client from a validated configuration. The producer connects
@@ -298,6 +316,11 @@ func (c *Client) Subscribe(h event.Handler) error {
 			return fmt.Errorf("probe_port: starting the probe server on port %d: %w", port, err)
 		}
 		c.probe = srv
+	}
+	if c.timerWake > 0 {
+		waker := timerwake.Start(c.timerWake, func() bool { return sched.InUse() > 0 })
+		stopWatching := unwatch
+		unwatch = func() { waker.Stop(); stopWatching() }
 	}
 	c.consumer, c.timeouts, c.broadcast, c.unwatch = cons, timeouts, broadcast, unwatch
 	c.live.Store(cons)

@@ -1,0 +1,49 @@
+package timerwake
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// The waker follows busy: it asks again and again while handlers run,
+// keeps asking (at its idle pace) while none do, and stops when asked,
+// busy or idle, leaving no goroutine behind.
+func TestWakerFollowsBusy(t *testing.T) {
+	for _, stopBusy := range []bool{true, false} {
+		var busy atomic.Bool
+		var asked atomic.Int64
+		busy.Store(true)
+		w := Start(50*time.Microsecond, func() bool { asked.Add(1); return busy.Load() })
+		waitFor(t, func() bool { return asked.Load() >= 100 }, "the waker asks while busy")
+		busy.Store(false)
+		n := asked.Load()
+		waitFor(t, func() bool { return asked.Load() >= n+2 }, "the waker keeps asking while idle")
+		busy.Store(stopBusy)
+		w.Stop() // returns once the goroutine has ended (goleak checks)
+		w.Stop() // again: a no-op
+	}
+}
+
+// A zero period runs, at MinPeriod.
+func TestStartZeroPeriod(t *testing.T) {
+	var asked atomic.Int64
+	w := Start(0, func() bool { asked.Add(1); return true })
+	waitFor(t, func() bool { return asked.Load() >= 10 }, "the waker runs with a zero period")
+	w.Stop()
+}
+
+func waitFor(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out: %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
