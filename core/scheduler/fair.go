@@ -145,6 +145,9 @@ type classQueue[W any] struct {
 	full     taskHeap[W] // waited max_wait or more
 }
 
+// slot is the ring index of slice s, which may be negative.
+func slot(s int64) int { return int((s%ring + ring) % ring) }
+
 func (q *classQueue[W]) mark(i int)   { q.occupied[i>>6] |= 1 << (i & 63) }
 func (q *classQueue[W]) unmark(i int) { q.occupied[i>>6] &^= 1 << (i & 63) }
 
@@ -156,7 +159,9 @@ func (o *fairOrder[W]) push(t task[W], now int64) {
 	if t.due {
 		t.enq = now - o.maxWait/2
 	}
-	s := t.enq / o.width
+	// A due attempt's start lies before the clock's; early in a process
+	// with a long max_wait, before zero.
+	s := floorDiv(t.enq, o.width)
 	if q.inSlices == 0 || t.due && s < q.first {
 		// A due attempt's slice lies half of max_wait back, and every
 		// attempt waiting started since then, so the ring still holds
@@ -166,7 +171,7 @@ func (o *fairOrder[W]) push(t task[W], now int64) {
 	// The clock only moves forward, and age keeps the slices within the
 	// ring; this keeps a clock that does not from losing an attempt.
 	s = min(max(s, q.first), q.first+ring-1)
-	i := int(s % ring)
+	i := slot(s)
 	q.byStart[i].push(t)
 	q.mark(i)
 	q.inSlices++
@@ -185,7 +190,7 @@ func (o *fairOrder[W]) age(q *classQueue[W], now int64) {
 		q.first = end - ring
 	}
 	for (q.first+1)*o.width <= now-o.maxWait {
-		i := int(q.first % ring)
+		i := slot(q.first)
 		h := &q.byStart[i]
 		for _, t := range h.items {
 			q.full.push(t)

@@ -374,3 +374,36 @@ func grantOrder(s Scheduler[*waiter], ws []*waiter) []string {
 	}
 	return order
 }
+
+// A due timer's wait starts half of max_wait back; early in a process
+// with a max_wait longer than its clock has run, that is before zero.
+// The attempts still wait in order and are granted.
+func TestFairDueBeforeClockZero(t *testing.T) {
+	clock := &fakeClock{}
+	clock.now.Store(int64(time.Second))
+	cb := testCallbacks(t)
+	cb.Due = func(w *waiter) bool { return w.key != "message" }
+	f := NewFair(with(documented, func(o *Options) { o.Permits = 1; o.Clock = clock.read; o.MaxWait = 3 * time.Hour }), cb)
+	if !f.Acquire(newWaiter("first"), Normal) {
+		t.Fatal("the first attempt did not get the free permit")
+	}
+	timer, msg := newWaiter("timer"), newWaiter("message")
+	for _, w := range []*waiter{msg, timer} {
+		if f.Acquire(w, Normal) {
+			t.Fatalf("%s got a permit while none was free", w.key)
+		}
+	}
+	f.Release()
+	select {
+	case <-timer.granted: // a due timer goes ahead of a fresh message
+	default:
+		t.Fatal("the due timer was not granted the released permit")
+	}
+	f.Release()
+	select {
+	case <-msg.granted:
+	default:
+		t.Fatal("the message was not granted the next permit")
+	}
+	f.Release()
+}
