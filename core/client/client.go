@@ -65,13 +65,15 @@ func WithLogger(l *slog.Logger) Option { return func(c *Client) { c.log = l } }
 // time instead of up to a millisecond late (package timerwake). It suits
 // handlers that wait on timers of a few milliseconds: 5 ms sleeps under
 // max_concurrency 32 go from 0.87 to 0.96 of the 6,400/s they allow. It
-// costs 5–10 % of a core while handlers run, whatever they wait
-// on; handlers that wait on the network gain nothing (readiness wakes
-// the runtime at once). Off by default; a period under
-// timerwake.MinPeriod is raised to it. Only Go handlers benefit: Python
-// and Node handlers wait on their own event loops' timers.
+// costs 5–10 % of a core while handlers run, whatever they wait on;
+// handlers that wait on the network gain nothing (readiness wakes the
+// runtime at once). Off by default, and with a period of 0 or less; a
+// period is clamped to timerwake.MinPeriod–MaxPeriod (20 µs–1 ms). Only
+// on Linux (elsewhere the runtime's timers are precise already), and
+// only for Go handlers: Python and Node handlers wait on their own event
+// loops' timers.
 func WithPreciseTimers(period time.Duration) Option {
-	return func(c *Client) { c.timerWake = max(period, timerwake.MinPeriod) }
+	return func(c *Client) { c.timerWake = max(period, 0) }
 }
 
 // Client is safe for concurrent use.

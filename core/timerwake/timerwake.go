@@ -11,14 +11,16 @@
 // while handlers run (a nanosleep system call, which is precise, then a
 // yield, on which the scheduler runs the timers that are due), so timers
 // fire within about a period of their time. Its cost is the wake-ups:
-// 5–12 % of a core at 100–200 µs on a virtual machine, whether
-// or not a handler is waiting on a timer, which is why it is a choice.
+// 5–10 % of a core at 200 µs on a virtual machine, whether or not a
+// handler is waiting on a timer, which is why it is a choice.
+//
+// Only Linux has the millisecond wait (epoll); elsewhere the runtime
+// waits with nanosecond timeouts and a Waker does nothing.
 package timerwake
 
 import (
-	"runtime"
 	"sync"
-	"syscall"
+	"sync/atomic"
 	"time"
 )
 
@@ -26,8 +28,19 @@ import (
 // do.
 const idleCheck = 10 * time.Millisecond
 
-// MinPeriod is the shortest period Start accepts.
-const MinPeriod = 20 * time.Microsecond
+// MinPeriod and MaxPeriod bound the period: shorter costs a core's worth
+// of wake-ups, and a millisecond or more is no better than the runtime's
+// own wait (a Waker's Stop also waits up to a period).
+const (
+	MinPeriod = 20 * time.Microsecond
+	MaxPeriod = time.Millisecond
+)
+
+// running counts the Wakers whose goroutine runs (Running).
+var running atomic.Int64
+
+// Running is the number of Wakers of the process whose goroutine runs.
+func Running() int { return int(running.Load()) }
 
 // Waker wakes the scheduler every period while busy reports true.
 type Waker struct {
@@ -36,18 +49,24 @@ type Waker struct {
 	once sync.Once
 }
 
-// Start starts a Waker that wakes the scheduler every period (at least
-// MinPeriod) while busy() is true, and looks every 10 ms otherwise.
+// Start starts a Waker that wakes the scheduler every period (clamped to
+// MinPeriod–MaxPeriod) while busy() is true, and looks every 10 ms
+// otherwise. Where the runtime's timers are precise already (not Linux)
+// the Waker does nothing.
 func Start(period time.Duration, busy func() bool) *Waker {
-	period = max(period, MinPeriod)
 	w := &Waker{stop: make(chan struct{}), done: make(chan struct{})}
-	go w.run(period, busy)
+	if !needed {
+		close(w.done)
+		return w
+	}
+	running.Add(1)
+	go w.run(min(max(period, MinPeriod), MaxPeriod), busy)
 	return w
 }
 
 func (w *Waker) run(period time.Duration, busy func() bool) {
 	defer close(w.done)
-	ts := syscall.NsecToTimespec(int64(period))
+	defer running.Add(-1)
 	idle := time.NewTimer(idleCheck)
 	defer idle.Stop()
 	for {
@@ -65,14 +84,12 @@ func (w *Waker) run(period time.Duration, busy func() bool) {
 			}
 			continue
 		}
-		// An interrupted sleep (EINTR) is a wake-up as good as any.
-		_ = syscall.Nanosleep(&ts, nil)
-		runtime.Gosched()
+		wake(period)
 	}
 }
 
-// Stop stops w and waits for its goroutine to end. It may be called more
-// than once.
+// Stop stops w and waits for its goroutine to end, at most a period. It
+// may be called more than once.
 func (w *Waker) Stop() {
 	w.once.Do(func() { close(w.stop) })
 	<-w.done

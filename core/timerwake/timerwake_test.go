@@ -21,6 +21,9 @@ func TestWakerFollowsBusy(t *testing.T) {
 		var asked atomic.Int64
 		busy.Store(true)
 		w := Start(50*time.Microsecond, func() bool { asked.Add(1); return busy.Load() })
+		if n := Running(); n != 1 {
+			t.Fatalf("%d wakers run, want 1", n)
+		}
 		waitFor(t, func() bool { return asked.Load() >= 100 }, "the waker asks while busy")
 		busy.Store(false)
 		n := asked.Load()
@@ -28,6 +31,9 @@ func TestWakerFollowsBusy(t *testing.T) {
 		busy.Store(stopBusy)
 		w.Stop() // returns once the goroutine has ended (goleak checks)
 		w.Stop() // again: a no-op
+		if n := Running(); n != 0 {
+			t.Fatalf("stopped: %d wakers run, want 0", n)
+		}
 	}
 }
 
