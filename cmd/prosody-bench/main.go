@@ -51,7 +51,6 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/prosody-events/prosody-go/core/emitter"
@@ -129,7 +128,7 @@ func main() {
 		for _, reader := range order {
 			var el, first time.Duration
 			var err error
-			cpu0, sys0 := cpuTime()
+			cpu0, sys0 := benchkit.CPUTime()
 			var ms0, ms1 runtime.MemStats
 			runtime.ReadMemStats(&ms0)
 			n := *messages
@@ -148,7 +147,7 @@ func main() {
 					f.Close()
 				}
 			}
-			cpu1, sys1 := cpuTime()
+			cpu1, sys1 := benchkit.CPUTime()
 			cpu, sys := cpu1-cpu0, sys1-sys0
 			runtime.ReadMemStats(&ms1)
 			if *verbose {
@@ -222,16 +221,6 @@ func startProfile(path string, rate, round int) func() {
 		pprof.StopCPUProfile()
 		f.Close()
 	}
-}
-
-// cpuTime is the CPU time the process has used so far (user and system),
-// and the system part of it.
-func cpuTime() (total, system time.Duration) {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0, 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), time.Duration(ru.Stime.Nano())
 }
 
 // rawSarama is the floor: a consumer group that marks every message and

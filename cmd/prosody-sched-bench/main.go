@@ -39,7 +39,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -154,10 +153,11 @@ func ordered(addrs []string, names []string) {
 				}
 				return nil
 			}}
-			cpu0 := cpuTime()
+			cpu0, _ := benchkit.CPUTime()
 			c, stop := start(addrs, topic, cfg, h, lat.fetched, name)
 			end := <-done
-			cpu := cpuTime() - cpu0
+			cpu1, _ := benchkit.CPUTime()
+			cpu := cpu1 - cpu0
 			elapsed := end.Sub(time.Unix(0, first.Load()))
 			rt := float64(*messages-1) / elapsed.Seconds()
 			rates[name] = append(rates[name], rt)
@@ -490,13 +490,6 @@ func start(addrs []string, topic string, cfg config.Config, h event.Handler, fet
 		stop = func() { w.Stop(); stopStacks() }
 	}
 	return c, stop
-}
-
-// cpuTime is the CPU time this process has used, user and system.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	must(syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func stopConsumer(c *consumer.Consumer, stop func()) {
