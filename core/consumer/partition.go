@@ -107,6 +107,7 @@ type partition struct {
 	// Scratch state of the driver, reused across bursts.
 	dec      payload.Decoder
 	takeBuf  []*fetch.Record
+	admitBuf []*event.Message
 	itemBuf  []item
 	skipBuf  []int64
 	startBuf []task
@@ -181,7 +182,7 @@ func (p *partition) admit(rs []fetch.Record) int {
 
 	// Decode outside the lock; one Message allocation serves the burst.
 	msgs := make([]event.Message, len(taken))
-	items, skipped := p.itemBuf[:0], p.skipBuf[:0]
+	items, skipped, admitted := p.itemBuf[:0], p.skipBuf[:0], p.admitBuf[:0]
 	for i, r := range taken {
 		taken[i] = nil
 		msg := &msgs[i]
@@ -210,10 +211,15 @@ func (p *partition) admit(rs []fetch.Record) int {
 			skipped = append(skipped, p.filterOut(msg, filter.ReasonEventType))
 			continue
 		}
-		p.c.opts.Stacks.Events.Prefetch(msg)
+		admitted = append(admitted, msg)
 		items = append(items, item{ev: msg, offset: r.Offset, hash: p.keys.Hash(msg.Key)})
 	}
 	p.takeBuf = taken[:0]
+	if len(admitted) > 0 {
+		p.c.opts.Stacks.Events.Prefetch(admitted)
+	}
+	clear(admitted)
+	p.admitBuf = admitted[:0]
 
 	start := p.startBuf[:0]
 	p.mu.Lock()

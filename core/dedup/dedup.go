@@ -70,8 +70,13 @@ func (d *Deduplicator) Seen(msg *event.Message, id ID) bool {
 // Recorded is Record for an Immediate deduplicator.
 func (d *Deduplicator) Recorded(id ID) { d.immediate.Put(id) }
 
-// ID is msg's deduplication id.
-func (d *Deduplicator) ID(msg *event.Message) ID { return MessageID(d.version, d.group, msg) }
+// ID is msg's deduplication id, worked out once and kept in msg.
+func (d *Deduplicator) ID(msg *event.Message) ID {
+	if !msg.HasDedupID {
+		msg.DedupID, msg.HasDedupID = MessageID(d.version, d.group, msg), true
+	}
+	return msg.DedupID
+}
 
 // Check calls done with whether msg, whose id is id, was handled before:
 // its id is in the cache, or else in the store (then it is cached). A

@@ -74,8 +74,8 @@ func TestRecordIsSeenBeforeItsWriteLands(t *testing.T) {
 	first := &event.Message{Topic: "t", Key: "k", Offset: 1, ID: "e", HasID: true}
 	dup := &event.Message{Topic: "t", Key: "k", Offset: 2, ID: "e", HasID: true}
 
-	d.Prefetch(first)
-	d.Prefetch(dup) // the same id: one lookup serves both
+	d.Prefetch([]*event.Message{first})
+	d.Prefetch([]*event.Message{dup}) // the same id: one lookup serves both
 	if s.lookups != 1 {
 		t.Fatalf("%d lookups for one id, want 1", s.lookups)
 	}

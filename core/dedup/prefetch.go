@@ -33,14 +33,30 @@ type pending struct {
 	waiter func(found bool, err error) // Check's, when it came first
 }
 
-// Prefetch starts the store lookup of msg, admitted to its partition and
-// to run, unless its id is cached, already under way, or the store is in
-// memory (nothing to gain).
-func (d *Deduplicator) Prefetch(msg *event.Message) {
+// Prefetch works out the ids of msgs, admitted to their partition and to
+// run, and starts their store lookups, but for ids cached or already
+// under way. A store in memory is only touched, every id in a row, so
+// that the processor waits for their cache misses together rather than
+// one by one; its answers are then quick to get when the messages run.
+func (d *Deduplicator) Prefetch(msgs []*event.Message) {
+	for _, msg := range msgs {
+		d.ID(msg)
+	}
 	if d.cache == nil {
+		for _, msg := range msgs {
+			d.immediate.Touch(msg.DedupID)
+		}
 		return
 	}
-	id := d.ID(msg)
+	for _, msg := range msgs {
+		d.prefetch(msg)
+	}
+}
+
+// prefetch starts the store lookup of msg, unless its id is cached or
+// already under way.
+func (d *Deduplicator) prefetch(msg *event.Message) {
+	id := msg.DedupID
 	if d.cache.has(id) {
 		return
 	}

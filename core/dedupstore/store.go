@@ -23,4 +23,9 @@ type Immediate interface {
 	Found(id ID) bool
 	// Put stores id, as Record would.
 	Put(id ID)
+	// Touch starts bringing what Found and Put of id will read into the
+	// processor's caches, and returns without waiting for it: called as a
+	// message is admitted, it overlaps the store's cache miss with the
+	// rest of the admission.
+	Touch(id ID)
 }

@@ -39,6 +39,12 @@ type Message struct {
 	HasID, HasType bool
 	// SourceSystem is the `source-system` header, empty when absent.
 	SourceSystem string
+	// DedupID is the message's deduplication id once the deduplication
+	// layer has worked it out (as the message is admitted, so that the
+	// layer's steps before and after the handler need not hash it again);
+	// HasDedupID says it has.
+	DedupID    [16]byte
+	HasDedupID bool
 }
 
 // EventKey implements Event.

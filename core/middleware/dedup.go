@@ -22,8 +22,8 @@ type Deduplication struct{ d *dedup.Deduplicator }
 // NewDeduplication returns the layer over d.
 func NewDeduplication(d *dedup.Deduplicator) *Deduplication { return &Deduplication{d: d} }
 
-// Prefetch implements Prefetcher: the store lookup starts at admission.
-func (l *Deduplication) Prefetch(msg *event.Message) { l.d.Prefetch(msg) }
+// Prefetch implements Prefetcher: the store lookups start at admission.
+func (l *Deduplication) Prefetch(msgs []*event.Message) { l.d.Prefetch(msgs) }
 
 // Before implements Layer.
 func (l *Deduplication) Before(r *Run) Step {
@@ -59,8 +59,8 @@ func filtered(r *Run) {
 	}
 }
 
-// After implements Layer. The id is computed again rather than kept: a
-// hash of a few dozen bytes costs less than a slot.
+// After implements Layer. The id is the one Before used, kept in the
+// message.
 func (l *Deduplication) After(r *Run, err error) Step {
 	msg, ok := r.ev.(*event.Message)
 	if !ok || (err != nil && fault.ClassOf(err) != fault.ClassPermanent) {

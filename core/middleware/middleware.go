@@ -68,11 +68,12 @@ type WaitCanceller interface {
 	CancelWaiting()
 }
 
-// Prefetcher is a layer that starts, as a message is admitted to its
-// partition, the I/O its Before will need (a deduplication lookup), so
-// that the answer is there, or on its way, when the message runs.
+// Prefetcher is a layer that starts, as messages are admitted to their
+// partition, what its Before will need (a deduplication lookup), so that
+// the answer is there, or on its way, when each message runs. It is
+// given a burst at a time, so that it can start their lookups together.
 type Prefetcher interface {
-	Prefetch(msg *event.Message)
+	Prefetch(msgs []*event.Message)
 }
 
 // Target is what the innermost layer runs: the handler.

@@ -95,11 +95,11 @@ func (s *Stack) WithClock(c Clock) *Stack {
 // goroutine until its outcome: the caller then uses Start, not Invoke.
 func (s *Stack) StartsAsync(ev event.Event) bool { return s.target.Async(ev) }
 
-// Prefetch tells the layers that prefetch (Prefetcher) that msg was
-// admitted and will run.
-func (s *Stack) Prefetch(msg *event.Message) {
+// Prefetch tells the layers that prefetch (Prefetcher) that msgs were
+// admitted and will run. It must return before any of them starts.
+func (s *Stack) Prefetch(msgs []*event.Message) {
 	for _, p := range s.prefetch {
-		p.Prefetch(msg)
+		p.Prefetch(msgs)
 	}
 }
 
