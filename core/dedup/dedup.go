@@ -72,8 +72,8 @@ func (d *Deduplicator) Recorded(id ID) { d.immediate.Put(id) }
 
 // ID is msg's deduplication id, worked out once and kept in msg.
 func (d *Deduplicator) ID(msg *event.Message) ID {
-	if !msg.HasDedupID {
-		msg.DedupID, msg.HasDedupID = MessageID(d.version, d.group, msg), true
+	if msg.DedupID == (ID{}) {
+		msg.DedupID = MessageID(d.version, d.group, msg)
 	}
 	return msg.DedupID
 }

@@ -41,10 +41,9 @@ type Message struct {
 	SourceSystem string
 	// DedupID is the message's deduplication id once the deduplication
 	// layer has worked it out (as the message is admitted, so that the
-	// layer's steps before and after the handler need not hash it again);
-	// HasDedupID says it has.
-	DedupID    [16]byte
-	HasDedupID bool
+	// layer's steps before and after the handler need not hash it again),
+	// all zero before: an id never is (its version nibble is set).
+	DedupID [16]byte
 }
 
 // EventKey implements Event.
