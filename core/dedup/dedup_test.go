@@ -114,3 +114,43 @@ func TestRecordIsSeenBeforeItsWriteLands(t *testing.T) {
 		t.Fatalf("skipped %d and %d, want 1 each", d.Stats().Skipped, d2.Stats().Skipped)
 	}
 }
+
+// touchingStore is a store in memory that counts what it is asked.
+type touchingStore struct {
+	dedupstore.Memory
+	touched []ID
+}
+
+func (s *touchingStore) Touch(id dedupstore.ID) {
+	s.touched = append(s.touched, id)
+	s.Memory.Touch(id)
+}
+
+// TestPrefetchInMemory: a burst admitted to a deduplicator over a store in
+// memory gets its ids worked out, kept in the messages (the steps before
+// and after the handler use them), and touched, one each.
+func TestPrefetchInMemory(t *testing.T) {
+	store := &touchingStore{Memory: dedupstore.NewMemory(time.Hour)}
+	d := New(Options{Version: "v1", Group: "g", CacheSize: 8, Store: store})
+	if !d.Immediate() {
+		t.Fatal("a store in memory is not Immediate")
+	}
+	msgs := []*event.Message{
+		{Topic: "t", Partition: 1, Offset: 10, Key: "a", ID: "e1", HasID: true},
+		{Topic: "t", Partition: 1, Offset: 11, Key: "b"},
+	}
+	d.Prefetch(msgs)
+	if len(store.touched) != len(msgs) {
+		t.Fatalf("touched %d ids, want %d", len(store.touched), len(msgs))
+	}
+	for i, msg := range msgs {
+		want := MessageID("v1", "g", msg)
+		if msg.DedupID != want || store.touched[i] != want || d.ID(msg) != want {
+			t.Fatalf("message %d: kept id %x, touched %x, ID %x; want %x", i, msg.DedupID, store.touched[i], d.ID(msg), want)
+		}
+	}
+	d.Recorded(d.ID(msgs[0]))
+	if !d.Seen(msgs[0], d.ID(msgs[0])) || d.Seen(msgs[1], d.ID(msgs[1])) {
+		t.Fatal("the recorded message is not seen, or the other one is")
+	}
+}

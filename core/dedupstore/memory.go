@@ -53,7 +53,7 @@ type memoryShard struct {
 	// record may sweep the expired ids out; both in milliseconds from
 	// the epoch.
 	earliest, sweepAt uint64
-	_                 [24]byte // a cache line of its own
+	_                 [16]byte // a cache line of its own (TestMemoryShardSize)
 }
 
 // memoryTable holds a power of two of slots, at most half of them used.
@@ -106,6 +106,18 @@ func (s *memoryIDs) millis(t time.Time) uint64 {
 	return uint64(max(t.Sub(s.epoch).Milliseconds(), 0))
 }
 
+// expiry is when a record made at t with ttl expires, in milliseconds
+// from the epoch rounded up (an id lives out its TTL, and at most a
+// millisecond longer), at most what a meta holds.
+func (s *memoryIDs) expiry(t time.Time, ttl time.Duration) uint64 {
+	d := t.Add(max(ttl, 0)).Sub(s.epoch) // saturates rather than overflows
+	ms := d / time.Millisecond
+	if d%time.Millisecond > 0 {
+		ms++
+	}
+	return min(uint64(max(ms, 0)), expiryMask)
+}
+
 // WithTTL is the store over the same ids whose records expire after ttl
 // (each client of a process has its own idempotence_ttl).
 func (m Memory) WithTTL(ttl time.Duration) Memory { return Memory{ids: m.ids, ttl: ttl} }
@@ -145,8 +157,8 @@ func (m Memory) Touch(id ID) {
 
 // Put implements Immediate.
 func (m Memory) Put(id ID) {
-	now := m.ids.millis(m.ids.now())
-	expires := min(now+uint64(max(m.ttl.Milliseconds(), 0)), expiryMask)
+	t := m.ids.now()
+	now, expires := m.ids.millis(t), m.ids.expiry(t, m.ttl)
 	key, check := Halves(id)
 	meta := check>>expiryBits<<expiryBits | expires
 	s := m.ids.shard(key)
@@ -211,7 +223,9 @@ func (s *memoryShard) putLocked(key, meta uint64) {
 }
 
 // sweepLocked drops the expired ids, when any may be (every minute at
-// most), by rehashing what is left into a table sized for it.
+// most) and they are a quarter of the table's or more, by rehashing what
+// is left into a table sized for it with room to grow; fewer wait for a
+// later sweep rather than cost a new table each minute.
 func (s *memoryShard) sweepLocked(now uint64) {
 	s.sweepAt = now + uint64(time.Minute.Milliseconds())
 	if s.earliest > now {
@@ -226,8 +240,11 @@ func (s *memoryShard) sweepLocked(now uint64) {
 			live++
 		}
 	}
+	if 4*(s.used-live) < s.used {
+		return
+	}
 	size := minSlots
-	for 2*live > size {
+	for 3*live > size {
 		size *= 2
 	}
 	s.rehashLocked(size, now)

@@ -3,9 +3,11 @@ package dedupstore
 import (
 	"encoding/binary"
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 func idOf(key, check uint64) ID {
@@ -132,6 +134,122 @@ func TestMemoryLookupsDuringRecords(t *testing.T) {
 		}
 	}
 	<-done
+}
+
+// TestMemorySweepsUnderReaders: lookups without the lock keep finding
+// long-lived ids while two goroutines record short-lived ones into the
+// same shards and the clock jumps past them, so that tables grow, are
+// swept and shrink under the readers.
+func TestMemorySweepsUnderReaders(t *testing.T) {
+	base := time.Unix(1_000_000, 0)
+	var offset atomic.Int64
+	m := NewMemory(time.Hour)
+	m.ids.now = func() time.Time { return base.Add(time.Duration(offset.Load())) }
+	m.ids.epoch = base
+	short := m.WithTTL(time.Second)
+	const n = 100_000
+	long := func(i int64) ID { return idOf(uint64(i+1)<<5|uint64(i&1), uint64(i)*0x9E3779B97F4A7C15) }
+	var recorded atomic.Int64
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for w := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 9))
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				short.Put(idOf(rng.Uint64()<<5|uint64(w), rng.Uint64()))
+				// Jumps of a minute, while the long-lived ids have well
+				// over ten left to live.
+				if rng.IntN(5000) == 0 && offset.Load() < int64(45*time.Minute) {
+					offset.Add(int64(61 * time.Second))
+				}
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := range int64(n) {
+			m.Put(long(i))
+			recorded.Store(i + 1)
+		}
+	}()
+	rng := rand.New(rand.NewPCG(5, 5))
+	for recorded.Load() < n {
+		upto := recorded.Load()
+		if upto == 0 {
+			continue
+		}
+		i := rng.Int64N(upto)
+		m.Touch(long(i))
+		if !m.Found(long(i)) {
+			t.Fatalf("id %d, recorded before the lookup, not found (clock +%v)", i, time.Duration(offset.Load()))
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if offset.Load() == 0 {
+		t.Fatal("the clock never moved: no sweep was tested")
+	}
+}
+
+// TestMemoryFewExpiredWait: a sweep that would drop less than a quarter
+// of a table leaves it as it is (no new table every minute); the expired
+// ids are still never found.
+func TestMemoryFewExpiredWait(t *testing.T) {
+	m, clock := fakeClock(time.Hour)
+	short := m.WithTTL(time.Second)
+	for i := range 1000 {
+		m.Put(idOf(uint64(i+1)<<5, 1))
+	}
+	for i := range 100 {
+		short.Put(idOf(uint64(i+5000)<<5, 1))
+	}
+	s := &m.ids.shards[0]
+	before := s.table.Load()
+	*clock = clock.Add(2 * time.Minute)
+	m.Put(idOf(9999<<5, 1)) // sweeps
+	if s.table.Load() != before {
+		t.Fatal("a sweep dropping under a quarter of the ids made a new table")
+	}
+	if m.Found(idOf(5000<<5, 1)) {
+		t.Fatal("an expired id is found")
+	}
+	if !m.Found(idOf(1<<5, 1)) {
+		t.Fatal("a live id is lost")
+	}
+}
+
+// TestMemoryTTLRoundsUp: expiries count whole milliseconds, rounded up,
+// so an id lives out its TTL, and at most a millisecond longer.
+func TestMemoryTTLRoundsUp(t *testing.T) {
+	m, clock := fakeClock(1500 * time.Microsecond)
+	start := *clock
+	*clock = start.Add(900 * time.Microsecond)
+	m.Put(idOf(7<<5, 7)) // lives until 2.4 ms, kept until 3 ms
+	for _, c := range []struct {
+		at    time.Duration
+		found bool
+	}{{1100 * time.Microsecond, true}, {2399 * time.Microsecond, true}, {2999 * time.Microsecond, true}, {3 * time.Millisecond, false}} {
+		*clock = start.Add(c.at)
+		if got := m.Found(idOf(7<<5, 7)); got != c.found {
+			t.Fatalf("at %v: found %v, want %v", c.at, got, c.found)
+		}
+	}
+}
+
+// TestMemoryShardSize: a shard is one cache line, so that the locks of
+// neighbouring shards do not share one.
+func TestMemoryShardSize(t *testing.T) {
+	if size := unsafe.Sizeof(memoryShard{}); size != 64 {
+		t.Fatalf("a shard is %d bytes, want 64", size)
+	}
 }
 
 // BenchmarkMemoryNewIDs is a consumer's stream of new ids: a lookup, then

@@ -42,7 +42,9 @@ type Message struct {
 	// DedupID is the message's deduplication id once the deduplication
 	// layer has worked it out (as the message is admitted, so that the
 	// layer's steps before and after the handler need not hash it again),
-	// all zero before: an id never is (its version nibble is set).
+	// all zero before: an id never is (its version nibble is set). The id
+	// depends on the client's consumer group and idempotence_version, so
+	// it belongs to the one client whose stack the message runs through.
 	DedupID [16]byte
 }
 
