@@ -105,41 +105,11 @@ func TestMemoryLongTTL(t *testing.T) {
 	}
 }
 
-// TestMemoryLookupsDuringRecords has lookups (and touches) run without
-// the lock while another goroutine records ids and grows the tables: an
-// id recorded before a lookup started is always found, and the race
-// detector sees the lock-free reads.
-func TestMemoryLookupsDuringRecords(t *testing.T) {
-	m := NewMemory(time.Hour)
-	const n = 200_000
-	var recorded atomic.Int64
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for i := range n {
-			m.Put(idOf(uint64(i+1)*0x9E37, uint64(i)))
-			recorded.Store(int64(i + 1))
-		}
-	}()
-	rng := rand.New(rand.NewPCG(5, 5))
-	for recorded.Load() < n {
-		upto := recorded.Load()
-		if upto == 0 {
-			continue
-		}
-		i := rng.Int64N(upto)
-		m.Touch(idOf(uint64(i+1)*0x9E37, uint64(i)))
-		if !m.Found(idOf(uint64(i+1)*0x9E37, uint64(i))) {
-			t.Fatalf("id %d, recorded before the lookup, not found", i)
-		}
-	}
-	<-done
-}
-
-// TestMemorySweepsUnderReaders: lookups without the lock keep finding
-// long-lived ids while two goroutines record short-lived ones into the
-// same shards and the clock jumps past them, so that tables grow, are
-// swept and shrink under the readers.
+// TestMemorySweepsUnderReaders: lookups (and touches) without the lock
+// keep finding long-lived ids, each recorded before its lookup started,
+// while two goroutines record short-lived ones into the same shards and
+// the clock jumps past them, so that tables grow, are swept and shrink
+// under the readers; the race detector sees the lock-free reads.
 func TestMemorySweepsUnderReaders(t *testing.T) {
 	base := time.Unix(1_000_000, 0)
 	var offset atomic.Int64
