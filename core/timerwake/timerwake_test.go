@@ -24,10 +24,10 @@ func TestWakerFollowsBusy(t *testing.T) {
 		if n := Running(); n != 1 {
 			t.Fatalf("%d wakers run, want 1", n)
 		}
-		waitFor(t, func() bool { return asked.Load() >= 100 }, "the waker asks while busy")
+		testservices.WaitFor(t, 30*time.Second, "the waker asks while busy", func() bool { return asked.Load() >= 100 })
 		busy.Store(false)
 		n := asked.Load()
-		waitFor(t, func() bool { return asked.Load() >= n+2 }, "the waker keeps asking while idle")
+		testservices.WaitFor(t, 30*time.Second, "the waker keeps asking while idle", func() bool { return asked.Load() >= n+2 })
 		busy.Store(stopBusy)
 		w.Stop() // returns once the goroutine has ended (goleak checks)
 		w.Stop() // again: a no-op
@@ -41,11 +41,6 @@ func TestWakerFollowsBusy(t *testing.T) {
 func TestStartZeroPeriod(t *testing.T) {
 	var asked atomic.Int64
 	w := Start(0, func() bool { asked.Add(1); return true })
-	waitFor(t, func() bool { return asked.Load() >= 10 }, "the waker runs with a zero period")
+	testservices.WaitFor(t, 30*time.Second, "the waker runs with a zero period", func() bool { return asked.Load() >= 10 })
 	w.Stop()
-}
-
-func waitFor(t *testing.T, cond func() bool, what string) {
-	t.Helper()
-	testservices.WaitFor(t, 30*time.Second, what, cond)
 }
