@@ -79,6 +79,7 @@ NAMES_IN = {
     "python-rss": {"prosody": "Prosody, default configuration", "original": "original prosody-events 0.4.0",
                    "prosody-mu1024": "Prosody, max_uncommitted 1024"},
 }
+NAMES_IN["python-rss-lz4"] = NAMES_IN["python-rss"]
 
 
 def name(bench: str, reader: str) -> str:
@@ -132,6 +133,11 @@ LAYOUT: dict[str, dict[str, Any]] = {
     "python-ordered": ORDERED_LAYOUT,
     "node-ordered": ORDERED_LAYOUT,
     "python-rss": {
+        "columns": [("peak_rss_mib", "peak RSS MiB", "mib"), ("ratio:peak_rss_mib", "× the original", "ratio"),
+                    ("handled", "messages handled in the run", "int")],
+        "plot": (["peak_rss_mib"], "peak resident set, MiB", False),
+    },
+    "python-rss-lz4": {
         "columns": [("peak_rss_mib", "peak RSS MiB", "mib"), ("ratio:peak_rss_mib", "× the original", "ratio"),
                     ("handled", "messages handled in the run", "int")],
         "plot": (["peak_rss_mib"], "peak resident set, MiB", False),

@@ -38,6 +38,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -47,6 +48,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	runtimemetrics "runtime/metrics"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -95,6 +97,7 @@ func main() {
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the prosody runs to this file")
 	memProfile := flag.String("memprofile", "", "write an allocation profile (cumulative since start, so it includes the raw sarama run before it) after the first prosody run to this file")
 	profileRate := flag.Int("profilerate", 0, "CPU profile sampling rate in Hz (default 100)")
+	peakHeap := flag.String("peakheap", "", "write the heap profile of the first prosody run's largest live heap (sampled every 100 ms) to this file, and print the live heap's peak")
 	flag.Parse()
 	sarama.Logger = log.New(io.Discard, "", 0)
 	addrs := strings.Split(*brokers, ",")
@@ -138,7 +141,9 @@ func main() {
 				el, first, err = rawSarama(addrs, name, *messages)
 			} else {
 				stop := startProfile(*cpuProfile, *profileRate, r)
+				stopPeak := startPeakHeap(*peakHeap, r)
 				el, first, n, err = engine(addrs, name, *messages, *keys, reader)
+				stopPeak()
 				stop()
 				if *memProfile != "" && r == 0 {
 					f, ferr := os.Create(*memProfile)
@@ -220,6 +225,45 @@ func startProfile(path string, rate, round int) func() {
 	return func() {
 		pprof.StopCPUProfile()
 		f.Close()
+	}
+}
+
+// startPeakHeap samples the live heap every 100 ms until the returned
+// func is called, keeping the heap profile taken at its largest (a heap
+// profile describes the heap as of the last collection, as the live-heap
+// metric does), which it then writes to path. Only the first round is
+// profiled.
+func startPeakHeap(path string, round int) func() {
+	if path == "" || round > 0 {
+		return func() {}
+	}
+	done, finished := make(chan struct{}), make(chan struct{})
+	var best bytes.Buffer
+	var peak uint64
+	sample := []runtimemetrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			runtimemetrics.Read(sample)
+			if live := sample[0].Value.Uint64(); live > peak {
+				peak = live
+				best.Reset()
+				must(pprof.Lookup("heap").WriteTo(&best, 0))
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+		fmt.Printf("  peak live heap %.1f MiB\n", float64(peak)/(1<<20))
+		must(os.WriteFile(path, best.Bytes(), 0o644))
 	}
 }
 

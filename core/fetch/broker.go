@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"math"
 	"sync"
+	"unsafe"
 
 	"github.com/IBM/sarama"
 )
@@ -21,7 +21,25 @@ type brokerLoop struct {
 	mu      sync.Mutex
 	streams []*Stream
 	ended   bool // after a broker error, or replaced (Fetcher.attach)
+	turn    int  // index in streams of the first stream the next fetch considers
+
+	// scratch holds a block's records as decoded, before they are copied
+	// out in chunks; only the loop's goroutine uses it.
+	scratch []Record
 }
+
+// responseBudget is about the most a fetch response is expected to decode
+// to, in bytes of keys, values and headers. A response is decoded whole
+// before any of it is queued, and sarama asks for up to 100 MiB of wire
+// bytes; with compressed batches that can decode to ten times as much. A
+// fetch asks for partitions, in turn, until what they are expected to
+// bring (fetchAt.expect) reaches the budget, and for one at least: eight
+// partitions of uncompressed records at the partition fetch size (1 MiB)
+// fit, two of a well-batched LZ4 topic do.
+const responseBudget = 16 << 20
+
+// recordSize is what a queued record holds beside its bytes.
+const recordSize = int(unsafe.Sizeof(Record{}))
 
 // asked is a stream in a fetch and what was asked for it.
 type asked struct {
@@ -122,28 +140,52 @@ func (b *brokerLoop) request(ask []asked) (req *sarama.FetchRequest, _ []asked, 
 	}
 	live := b.streams[:0]
 	for _, s := range b.streams {
-		at, ok, closed := s.wanted()
-		if closed {
-			continue
-		}
-		live = append(live, s)
-		if ok {
-			ask = append(ask, asked{s: s, at: at})
+		if !s.isClosed() {
+			live = append(live, s)
 		}
 	}
 	clear(b.streams[len(live):])
 	b.streams = live
+	// Streams take turns at the head of the fetch, so a budget that
+	// leaves some out leaves out different ones each time.
+	expected, next := 0, -1
+	for i := range live {
+		j := (b.turn + i) % len(live)
+		s := live[j]
+		at, ok, _ := s.wanted()
+		if !ok {
+			continue
+		}
+		if len(ask) > 0 && expected+at.expect > responseBudget {
+			if next < 0 {
+				next = j
+			}
+			continue
+		}
+		expected += at.expect
+		ask = append(ask, asked{s: s, at: at})
+	}
+	if next >= 0 {
+		b.turn = next
+	} else if len(live) > 0 {
+		b.turn = (b.turn + 1) % len(live)
+	}
 	if len(ask) == 0 {
 		return nil, ask, true
 	}
-	o := &b.f.opts
+	wait := b.f.opts.MaxWait
+	if next >= 0 {
+		// Partitions were left out: the broker must not hold the fetch
+		// while those asked for have nothing new and they may have.
+		wait = 0
+	}
 	req = &sarama.FetchRequest{
 		// Version 12 is what sarama's consumer sends to the brokers we
 		// support (Kafka 2.7 and later). Fetch sessions (KIP-227) are not
 		// used: session 0, epoch -1.
 		Version:      12,
 		MinBytes:     1,
-		MaxWaitTime:  int32(o.MaxWait.Milliseconds()),
+		MaxWaitTime:  int32(wait.Milliseconds()),
 		MaxBytes:     maxResponseBytes,
 		Isolation:    sarama.ReadUncommitted,
 		SessionID:    0,
@@ -168,20 +210,27 @@ func (b *brokerLoop) deliver(resp *sarama.FetchResponse, a asked) {
 	switch {
 	case errors.Is(block.Err, sarama.ErrNoError):
 		s.hwm.Store(block.HighWaterMarkOffset)
-		out := records(block, a.at.offset)
-		detach(out.records)
+		out := recordsInto(b.scratch, block, a.at.offset)
+		chunks, bytes := detachChunks(out.records)
+		if f := b.f.opts.Fetched; f != nil && len(out.records) > 0 {
+			f(s.topic, s.partition, out.records)
+		}
+		n := len(out.records)
+		clear(out.records) // the scratch must not keep the response's buffers
+		b.scratch = out.records[:0]
+		decoded := bytes + n*recordSize
 		if out.partial {
 			// A record larger than the fetch size, with nothing before it:
 			// ask for more next time (brokers before Kafka 4 cut a batch
 			// short for all but the first partition of a response).
-			s.setSize(int32(min(2*int64(a.at.size), math.MaxInt32)))
-		} else if len(out.records) > 0 && a.at.size != b.f.opts.PartitionBytes {
-			s.setSize(b.f.opts.PartitionBytes)
+			s.grow(a.at.size)
+		} else if n > 0 {
+			s.adapt(a.at.size, decoded, b.f.opts.PartitionBytes)
 		}
-		if f := b.f.opts.Fetched; f != nil && len(out.records) > 0 {
-			f(s.topic, s.partition, out.records)
-		}
-		s.Push(a.at.offset, out.records, out.next)
+		s.push(a.at.offset, chunks, n, out.next, decoded)
+		// The block's decoded records are garbage from here on, not only
+		// once the whole response has been delivered.
+		delete(resp.Blocks[s.topic], s.partition)
 	case errors.Is(block.Err, sarama.ErrOffsetOutOfRange):
 		if b.remove(s) {
 			b.f.place(s, 0, true)

@@ -52,6 +52,7 @@ type Options struct {
 const (
 	defaultPartitionBytes = 1 << 20
 	maxResponseBytes      = 100 << 20
+	firstPartitionBytes   = 64 << 10
 )
 
 func (o *Options) defaults() {
@@ -97,7 +98,10 @@ func New(client sarama.Client, opts Options) *Fetcher {
 // about limit records. Close the stream to stop.
 func (f *Fetcher) Subscribe(topic string, partition int32, offset int64, limit int) *Stream {
 	s := NewStream(topic, partition, offset, limit)
-	s.size = f.opts.PartitionBytes
+	// The first fetch is small: until a block has shown how far its
+	// batches expand when decoded (Stream.adapt), a fetch of the full
+	// size could bring ten times that in records per partition.
+	s.size = min(f.opts.PartitionBytes, firstPartitionBytes)
 	if f.opts.Pauses != nil {
 		s.pauses = f.opts.Pauses
 	}

@@ -97,3 +97,97 @@ func TestFetchFromKafka(t *testing.T) {
 		}
 	}
 }
+
+// A topic of LZ4 batches that decode to ten times their size or more:
+// after the first fetch, a partition is asked for proportionally less, so
+// that no block decodes to much more than twice the partition fetch size
+// (at the full size, one block held tens of MiB of records here), and
+// every record still arrives, in order.
+func TestFetchCompressedFromKafka(t *testing.T) {
+	addrs := testservices.RequireKafka(t)
+	cfg := sarama.NewConfig()
+	cfg.Version = mockbroker.KafkaVersion
+	cfg.Producer.Return.Successes = true
+	cfg.Producer.Partitioner = sarama.NewManualPartitioner
+	cfg.Producer.Compression = sarama.CompressionLZ4
+	cfg.Producer.Flush.Bytes = 1 << 20
+	cfg.Producer.Flush.Frequency = 100 * time.Millisecond
+
+	name := testservices.UniqueName("fetch-lz4")
+	admin, err := sarama.NewClusterAdmin(addrs, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.CreateTopic(name, &sarama.TopicDetail{NumPartitions: 1, ReplicationFactor: 1}, false); err != nil {
+		t.Fatal(err)
+	}
+	defer admin.DeleteTopic(name)
+	defer admin.Close()
+
+	const n = 60_000
+	value := func(i int) []byte {
+		return fmt.Appendf(nil, `{"id":"evt-%09d","type":"test.event","seq":%d,"pad":"%s"}`, i, i, bytes.Repeat([]byte{'x'}, 400))
+	}
+	producer, err := sarama.NewSyncProducer(addrs, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for from := 0; from < n; from += 10_000 {
+		var msgs []*sarama.ProducerMessage
+		for i := from; i < from+10_000; i++ {
+			msgs = append(msgs, &sarama.ProducerMessage{Topic: name, Value: sarama.ByteEncoder(value(i))})
+		}
+		testservices.WaitFor(t, 30*time.Second, "the topic to take records", func() bool { return producer.SendMessages(msgs) == nil })
+	}
+	producer.Close()
+
+	client, err := sarama.NewClient(addrs, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var blocks, largest int // Fetched runs on the one fetch loop
+	f := New(client, Options{MaxWait: 50 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Fetched: func(_ string, _ int32, rs []Record) {
+			decoded := 0
+			for i := range rs {
+				decoded += recordBytes(&rs[i]) + recordSize
+			}
+			blocks++
+			largest = max(largest, decoded)
+		}})
+	defer f.Close()
+	s := f.Subscribe(name, 0, sarama.OffsetOldest, 100)
+	defer s.Close()
+	got := 0
+	deadline := time.After(60 * time.Second)
+	for got < n {
+		rs := s.Peek(1000)
+		if len(rs) == 0 {
+			select {
+			case <-s.Ready():
+			case <-deadline:
+				t.Fatalf("read %d of %d records", got, n)
+			}
+			continue
+		}
+		for _, r := range rs {
+			if r.Offset != int64(got) || !bytes.Equal(r.Value, value(got)) {
+				t.Fatalf("record %d at offset %d, value %.20q", got, r.Offset, r.Value)
+			}
+			got++
+		}
+		s.Take(len(rs))
+	}
+	f.Close() // Fetched is not called any more
+	if at, _, _ := s.wanted(); at.size >= defaultPartitionBytes/4 {
+		t.Errorf("the partition is fetched %d bytes at a time, want far less than %d", at.size, defaultPartitionBytes)
+	}
+	// A block decodes to about twice the partition fetch size, give or
+	// take a batch: producer batches here are ~1.2 MB decoded (sarama's
+	// MaxMessageBytes is 1 MiB of records), and a block holds whole ones.
+	// At the full fetch size, a block decoded to about ten times that.
+	if limit := 5 << 20; largest > limit {
+		t.Errorf("the largest of %d blocks decoded to %d bytes, want at most %d", blocks, largest, limit)
+	}
+	t.Logf("%d blocks, the largest %d bytes decoded", blocks, largest)
+}

@@ -33,7 +33,6 @@ type blockRecords struct {
 // compressed batch is always returned whole, even when the fetch started
 // inside it.
 func records(block *sarama.FetchResponseBlock, from int64) blockRecords {
-	out := blockRecords{next: from}
 	n := 0
 	for _, rs := range block.RecordsSet {
 		if rs.RecordBatch != nil {
@@ -42,10 +41,18 @@ func records(block *sarama.FetchResponseBlock, from int64) blockRecords {
 			n += len(rs.MsgSet.Messages)
 		}
 	}
+	var all []Record
 	if n > 0 {
 		// One allocation for the whole block.
-		out.records = make([]Record, 0, n)
+		all = make([]Record, 0, n)
 	}
+	return recordsInto(all, block, from)
+}
+
+// recordsInto is records appending to dst, whose array the caller may
+// reuse once it is done with the records.
+func recordsInto(dst []Record, block *sarama.FetchResponseBlock, from int64) blockRecords {
+	out := blockRecords{records: dst[:0], next: from}
 	for _, rs := range block.RecordsSet {
 		switch {
 		case rs.RecordBatch != nil:
@@ -167,12 +174,9 @@ func trailingPartial(block *sarama.FetchResponseBlock) bool {
 // and frees the response as soon as its blocks are decoded.
 func detach(rs []Record) {
 	n, headers := 0, 0
-	for _, r := range rs {
-		n += len(r.Key) + len(r.Value)
-		for _, h := range r.Headers {
-			n += len(h.Key) + len(h.Value)
-		}
-		headers += len(r.Headers)
+	for i := range rs {
+		n += recordBytes(&rs[i])
+		headers += len(rs[i].Headers)
 	}
 	buf := make([]byte, 0, n)
 	cp := func(b []byte) []byte {
@@ -202,6 +206,47 @@ func detach(rs []Record) {
 		r.Headers = own
 		hs, ptrs = hs[len(own):], ptrs[len(own):]
 	}
+}
+
+// chunkBytes is about how many bytes of keys, values and headers one
+// chunk of a block holds (detachChunks).
+const chunkBytes = 128 << 10
+
+// detachChunks copies rs, the records of one block, out of the fetch
+// response into chunks of about chunkBytes each, every chunk with its own
+// array of records and its own buffer (detach), and returns them and the
+// bytes they hold.
+//
+// Chunks let what a stream holds follow what is still queued. A block is
+// whole producer batches, and a compressed batch is decoded whole: with
+// LZ4 and a producer that batches well, one batch of ~700 KiB on the wire
+// is ~35,000 records and ~8 MiB decoded, which a partition's stream would
+// keep until its last record was taken. In chunks, each part is freed as
+// soon as the reader has taken it.
+func detachChunks(rs []Record) (chunks [][]Record, bytes int) {
+	for len(rs) > 0 {
+		n, size := 0, 0
+		for n < len(rs) && (n == 0 || size < chunkBytes) {
+			size += recordBytes(&rs[n])
+			n++
+		}
+		c := make([]Record, n)
+		copy(c, rs[:n])
+		detach(c)
+		chunks = append(chunks, c)
+		bytes += size
+		rs = rs[n:]
+	}
+	return chunks, bytes
+}
+
+// recordBytes is the size of a record's key, value and headers.
+func recordBytes(r *Record) int {
+	n := len(r.Key) + len(r.Value)
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return n
 }
 
 // detached is r with its bytes in an allocation of its own (detach), for

@@ -1,6 +1,8 @@
 package fetch
 
 import (
+	"bytes"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -137,5 +139,88 @@ func TestDetachCopiesOutOfTheResponse(t *testing.T) {
 	one := detached(Record{Offset: 9, Key: []byte("a"), Value: []byte("b")})
 	if string(one.Key) != "a" || string(one.Value) != "b" || one.Offset != 9 {
 		t.Fatalf("detached: %+v", one)
+	}
+}
+
+// detachChunks splits a block into chunks of about chunkBytes, each with
+// its own records and buffer, in order and with every byte kept, so that
+// a stream frees the block part by part as its records are taken.
+func TestDetachChunks(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		records   int
+		valueSize int
+		headers   bool
+	}{
+		{"none", 0, 0, false},
+		{"one record", 1, 10, false},
+		{"small records", 5000, 200, true},
+		{"records larger than a chunk", 4, chunkBytes + 1, false},
+		{"one byte under a chunk each", 3, chunkBytes - 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			response := make([]byte, 0, tc.records*(tc.valueSize+20))
+			var rs []Record
+			for i := range tc.records {
+				k := len(response)
+				response = fmt.Appendf(response, "k%d", i)
+				v := len(response)
+				response = append(response, bytes.Repeat([]byte{byte('a' + i%26)}, tc.valueSize)...)
+				r := Record{Offset: int64(i), Key: response[k:v], Value: response[v:]}
+				if tc.headers && i%3 == 0 {
+					r.Headers = []*sarama.RecordHeader{{Key: response[k:v], Value: response[v : v+1]}}
+				}
+				rs = append(rs, r)
+			}
+			want := make([]Record, len(rs))
+			wantBytes := 0
+			for i, r := range rs {
+				w := Record{Offset: r.Offset, Key: bytes.Clone(r.Key), Value: bytes.Clone(r.Value)}
+				for _, h := range r.Headers {
+					w.Headers = append(w.Headers, &sarama.RecordHeader{Key: bytes.Clone(h.Key), Value: bytes.Clone(h.Value)})
+				}
+				want[i] = w
+				wantBytes += recordBytes(&w)
+			}
+
+			chunks, size := detachChunks(rs)
+			for i := range response {
+				response[i] = '#'
+			}
+			if size != wantBytes {
+				t.Fatalf("bytes %d, want %d", size, wantBytes)
+			}
+			var got []Record
+			for i, c := range chunks {
+				if len(c) == 0 {
+					t.Fatalf("chunk %d is empty", i)
+				}
+				n := 0
+				for j := range c {
+					n += recordBytes(&c[j])
+				}
+				if last := recordBytes(&c[len(c)-1]); len(c) > 1 && n-last >= chunkBytes {
+					t.Fatalf("chunk %d holds %d bytes before its last record, a chunk is about %d", i, n-last, chunkBytes)
+				}
+				got = append(got, c...)
+			}
+			if tc.records*tc.valueSize > 2*chunkBytes && len(chunks) < 2 {
+				t.Fatalf("%d chunks for %d bytes", len(chunks), wantBytes)
+			}
+			if len(got) != len(want) {
+				t.Fatalf("%d records, want %d", len(got), len(want))
+			}
+			for i := range want {
+				g, w := got[i], want[i]
+				if g.Offset != w.Offset || !bytes.Equal(g.Key, w.Key) || !bytes.Equal(g.Value, w.Value) || len(g.Headers) != len(w.Headers) {
+					t.Fatalf("record %d: offset %d key %q, want offset %d key %q", i, g.Offset, g.Key, w.Offset, w.Key)
+				}
+				for j := range w.Headers {
+					if !bytes.Equal(g.Headers[j].Key, w.Headers[j].Key) || !bytes.Equal(g.Headers[j].Value, w.Headers[j].Value) {
+						t.Fatalf("record %d header %d: %q=%q", i, j, g.Headers[j].Key, g.Headers[j].Value)
+					}
+				}
+			}
+		})
 	}
 }

@@ -1,6 +1,7 @@
 package fetch
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
 )
@@ -29,7 +30,12 @@ type Stream struct {
 	full    bool // left out of fetches since the last time it had room
 
 	size  int32 // bytes asked for per fetch
-	epoch int32 // the leader's epoch when the stream was placed; -1: unknown
+	floor int32 // the least size asked for since a fetch held part of a record (grow)
+	// expect is about what the partition's next block decodes to, from
+	// the blocks before it, once fetched is set.
+	expect  int
+	fetched bool
+	epoch   int32 // the leader's epoch when the stream was placed; -1: unknown
 
 	pauses *atomic.Int64              // its own, or its fetcher's (Options.Pauses)
 	owner  atomic.Pointer[brokerLoop] // the loop fetching the stream, or the last one
@@ -159,18 +165,33 @@ func (s *Stream) Pauses() int64 { return s.pauses.Load() }
 // and sets the offset of the next fetch. It drops them if the stream is
 // closed or next no longer is at the offset they were fetched from.
 func (s *Stream) Push(from int64, rs []Record, next int64) bool {
+	if len(rs) == 0 {
+		return s.push(from, nil, 0, next, 0)
+	}
+	return s.push(from, [][]Record{rs}, len(rs), next, 0)
+}
+
+// push is Push for a block in chunks (detachChunks), n records in all,
+// holding bytes of keys, values and headers: what the block held tells
+// the next fetch what to expect (see fetchAt.expect).
+func (s *Stream) push(from int64, chunks [][]Record, n int, next int64, bytes int) bool {
 	s.mu.Lock()
 	if s.closed || s.next != from {
 		s.mu.Unlock()
 		return false
 	}
 	s.next = next
-	if len(rs) > 0 {
-		s.batches = append(s.batches, rs)
-		s.queued += len(rs)
+	if n > 0 {
+		s.batches = append(s.batches, chunks...)
+		s.queued += n
 	}
+	// A block's size says most about the next one, yet a partition that
+	// was fetched in large blocks is expected to stay large for a few
+	// small or empty ones (a backlog's tail, a slow producer).
+	s.expect = max(bytes, s.expect/2)
+	s.fetched = true
 	s.mu.Unlock()
-	if len(rs) > 0 {
+	if n > 0 {
 		select {
 		case s.ready <- struct{}{}:
 		default:
@@ -194,15 +215,28 @@ func (s *Stream) wanted() (at fetchAt, ok, closed bool) {
 		}
 		return fetchAt{}, false, false
 	}
-	return fetchAt{offset: s.next, size: s.size, epoch: s.epoch}, true, false
+	expect := s.expect
+	if !s.fetched {
+		// Nothing known yet: as if its batches were compressed about as
+		// well as LZ4 compresses JSON.
+		expect = unknownExpansion * int(s.size)
+	}
+	return fetchAt{offset: s.next, size: s.size, epoch: s.epoch, expect: expect}, true, false
 }
+
+// unknownExpansion is what a partition's first block is expected to
+// decode to, in the bytes its fetch asks for: about what JSON records
+// compressed with LZ4 in large batches expand to, with room to spare.
+const unknownExpansion = 32
 
 // fetchAt is what a fetch asks for a stream: where to start, how many
 // bytes, and the leader epoch the stream's metadata knows (the broker
-// rejects the fetch if its own is newer or older).
+// rejects the fetch if its own is newer or older); expect is how many
+// bytes of records its block is expected to decode to.
 type fetchAt struct {
 	offset      int64
 	size, epoch int32
+	expect      int
 }
 
 // setEpoch records the leader epoch of the metadata that placed the
@@ -213,11 +247,39 @@ func (s *Stream) setEpoch(epoch int32) {
 	s.epoch = epoch
 }
 
-// setSize sets the bytes the next fetches ask for.
-func (s *Stream) setSize(size int32) {
+// grow doubles the bytes the next fetch asks for, after a fetch of asked
+// bytes held only part of a record: from then on the partition is never
+// asked for less.
+func (s *Stream) grow(asked int32) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.size = size
+	s.size = int32(min(2*int64(asked), math.MaxInt32))
+	s.floor = max(s.floor, s.size)
+}
+
+// minPartitionBytes is the least a partition's fetch asks for (adapt).
+const minPartitionBytes = 8 << 10
+
+// adapt sets the bytes the next fetch asks for from what the last one,
+// asked for asked bytes, decoded to, so that a block decodes to about
+// twice the partition fetch size (limit) at most.
+//
+// A partition's block is whole producer batches up to the size asked, and
+// compressed batches decode to several times their size: an LZ4 topic of
+// JSON records decoded to 11 times the bytes fetched, all of it held
+// while any of the block's records waits. Asking for proportionally less
+// keeps what a partition holds near what an uncompressed topic's would
+// hold, without asking for less than one batch: the broker returns a
+// partition's first batch whole even when it is larger than asked for,
+// and a fetch cut short inside one makes the partition grow.
+func (s *Stream) adapt(asked int32, decoded int, limit int32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	size := int64(limit)
+	if target := 2 * int64(limit); int64(decoded) > 0 {
+		size = int64(asked) * target / int64(decoded)
+	}
+	s.size = int32(min(max(size, minPartitionBytes, int64(s.floor)), int64(max(limit, s.floor))))
 }
 
 // position is the offset of the next fetch.

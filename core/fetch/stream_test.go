@@ -128,3 +128,72 @@ func testStreamClose(t *testing.T) {
 		t.Fatal("a closed stream is still fetched")
 	}
 }
+
+// A partition's fetch size follows how far its blocks expand when
+// decoded, so that a block decodes to about twice the partition fetch
+// size, never below one batch (grow's floor) nor a minimum, and never
+// above the partition fetch size unless a record needs it.
+func TestStreamAdapt(t *testing.T) {
+	const limit = 1 << 20
+	for _, tc := range []struct {
+		name    string
+		floor   int32 // grow to this first (0: never)
+		asked   int32
+		decoded int
+		want    int32
+	}{
+		{"uncompressed: a block decodes to about its size", 0, limit, limit + limit/2, limit},
+		{"LZ4 at 11:1 from the first fetch's 64 KiB", 0, 64 << 10, 11 * 64 << 10, 2 * limit / 11},
+		{"LZ4 at 11:1 from the full size", 0, limit, 11 * limit, 2 * limit / 11},
+		{"a steady compressed partition keeps its size", 0, 190 << 10, 2 * limit, 190 << 10},
+		{"a small block from a backlog's tail asks for the full size again", 0, 190 << 10, 1000, limit},
+		{"never below the minimum", 0, 64 << 10, 1000 * 64 << 10, minPartitionBytes},
+		{"never below a batch that needed to grow", 256 << 10, 256 << 10, 40 * limit, 256 << 10},
+		{"a batch larger than the fetch size: the larger size stays", 4 * limit, 4 * limit, 6 * limit, 4 * limit},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := NewStream("t", 0, 0, 10)
+			if tc.floor > 0 {
+				s.grow(tc.floor / 2)
+			}
+			s.adapt(tc.asked, tc.decoded, limit)
+			if at, _, _ := s.wanted(); at.size != tc.want {
+				t.Fatalf("next fetch asks for %d bytes, want %d", at.size, tc.want)
+			}
+		})
+	}
+}
+
+// What a stream expects its next block to decode to: the fetch size
+// times a generous expansion before anything is known, then the last
+// block's, or half the expectation before it when that was more.
+func TestStreamExpect(t *testing.T) {
+	s := NewStream("t", 0, 0, 100)
+	s.size = 64 << 10
+	at, _, _ := s.wanted()
+	if at.expect != unknownExpansion*64<<10 {
+		t.Fatalf("first expectation %d, want %d", at.expect, unknownExpansion*64<<10)
+	}
+	steps := []struct {
+		records, decoded, want int
+	}{
+		{5, 1000, 1000},
+		{5, 4000, 4000},
+		{0, 0, 2000}, // an empty fetch: half of what was expected
+		{1, 10, 1000},
+		{1, 1500, 1500},
+	}
+	next := int64(0)
+	for i, st := range steps {
+		var chunks [][]Record
+		if st.records > 0 {
+			chunks = [][]Record{recs(next, int64(st.records))}
+		}
+		s.push(next, chunks, st.records, next+int64(st.records), st.decoded)
+		next += int64(st.records)
+		s.Take(st.records)
+		if at, _, _ := s.wanted(); at.expect != st.want {
+			t.Fatalf("step %d: expect %d, want %d", i, at.expect, st.want)
+		}
+	}
+}

@@ -152,6 +152,16 @@ func benchmarks(bin string) []benchmark {
 			},
 		},
 		{
+			ID: "python-rss-lz4", Title: "Python: peak memory under a 1,000,000-message backlog of LZ4 batches, against the original",
+			Program:  []string{py, "bindings/python/bench/rss_bench.py", "--compression", "lz4"},
+			Quick:    []string{"--messages", "100000", "--seconds", "10", "--rounds", "1"},
+			Full:     []string{"--messages", "1000000", "--seconds", "30", "--rounds", "3"},
+			JSONFlag: "--json",
+			Targets: []target{
+				atMostRatio("prosody", "peak_rss_mib", 1.0, "peak RSS under the backlog at the default configuration ≤ the original's (1.0×)"),
+			},
+		},
+		{
 			ID: "node", Title: "Node package against kafkajs and @confluentinc/kafka-javascript",
 			Program:  []string{"node", "bindings/node/bench/bench.js", "--only", "kafkajs,prosody-besteffort,prosody,confluent"},
 			Quick:    []string{"--messages", "50000", "--rounds", "1"},

@@ -44,11 +44,11 @@ VERBOSE = False
 MAX_UNCOMMITTED = 4096
 
 
-def prefill(topic: str, messages: int, keys: int, size: int) -> None:
+def prefill(topic: str, messages: int, keys: int, size: int, compression: str = "none") -> None:
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": KAFKA, "linger.ms": 20, "batch.num.messages": 10000,
-                         "enable.idempotence": True})
+                         "enable.idempotence": True, "compression.type": compression})
     rng = random.Random(1)
     filler = "x" * max(0, size - 60)
     for i in range(messages):

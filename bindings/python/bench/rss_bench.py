@@ -1,7 +1,8 @@
 """Peak memory under a backlog: Prosody against the original prosody-events 0.4.0 and confluent-kafka.
 
 One topic holds a backlog of --messages (1,000,000 by default, ~200-byte
-JSON, 8 partitions, 10,000 keys). Each reader runs in a fresh process of
+JSON, 8 partitions, 10,000 keys; uncompressed, or LZ4 batches with
+--compression lz4). Each reader runs in a fresh process of
 its own, with a fresh consumer group from the earliest offset, for
 --seconds after it subscribed (or until it has read the whole backlog),
 with a no-op handler; the process then reports the messages it handled
@@ -125,6 +126,8 @@ def main() -> None:
     parser.add_argument("--only", choices=READERS, action="append")
     parser.add_argument("--original-python", default="build/original-venv/bin/python")
     parser.add_argument("--topic", help="read this topic (already holding --messages) instead of a new one")
+    parser.add_argument("--compression", choices=["none", "lz4"], default="none",
+                        help="how the new topic's batches are compressed (lz4: as Prosody's producer writes them)")
     parser.add_argument("--json", help="also write the results to this file as JSON")
     parser.add_argument("--child", choices=READERS, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -148,7 +151,7 @@ def main() -> None:
         admin.create_topics([NewTopic(topic, num_partitions=8, replication_factor=1)])[topic].result(30)
         created = True
         start = time.perf_counter()
-        prefill(topic, args.messages, 10_000, 200)
+        prefill(topic, args.messages, 10_000, 200, args.compression)
         print(f"prefilled {topic} with {args.messages} messages in {time.perf_counter() - start:.1f}s", flush=True)
     results: dict[str, dict[str, list[float]]] = {r: {"peak_rss_mib": [], "handled": []} for r in readers}
     try:
@@ -167,7 +170,8 @@ def main() -> None:
                   f"handled {statistics.median(results[reader]['handled']):>11,.0f}")
         if args.json:
             params: dict[str, object] = {"messages": args.messages, "seconds": args.seconds, "rounds": args.rounds,
-                                         "partitions": 8, "keys": 10_000, "size": 200}
+                                         "partitions": 8, "keys": 10_000, "size": 200,
+                                         "compression": args.compression}
             write_report(args.json, "bindings/python/bench/rss_bench.py", "original", params, results, unit="MiB")
     finally:
         if created:
