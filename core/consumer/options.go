@@ -84,7 +84,9 @@ type Options struct {
 
 	// Fetched, if set, sees each batch of records as its fetch delivers
 	// it (fetch.Options.Fetched): a measurement hook, for the time
-	// records wait between their fetch and their handler.
+	// records wait between their fetch and their handler. It runs on the
+	// fetch loop and must be quick; rs and its bytes are the fetch
+	// response's, reused once it returns, so it must not keep them.
 	Fetched func(topic string, partition int32, rs []fetch.Record)
 
 	ClientID string       // defaults to the host name

@@ -28,6 +28,22 @@ type brokerLoop struct {
 	scratch []Record
 }
 
+// maxScratch is the most records a loop's scratch keeps room for between
+// fetches: a block that decoded to more (a first fetch, a partition grown
+// for a large batch) is not kept around for the loop's lifetime.
+const maxScratch = 16 << 10
+
+// keepScratch keeps rs's array for the next block, emptied: it must not
+// keep the response's buffers alive.
+func (b *brokerLoop) keepScratch(rs []Record) {
+	if cap(rs) > maxScratch {
+		b.scratch = nil
+		return
+	}
+	clear(rs)
+	b.scratch = rs[:0]
+}
+
 // responseBudget is about the most a fetch response is expected to decode
 // to, in bytes of keys, values and headers. A response is decoded whole
 // before any of it is queued, and sarama asks for up to 100 MiB of wire
@@ -148,7 +164,7 @@ func (b *brokerLoop) request(ask []asked) (req *sarama.FetchRequest, _ []asked, 
 	b.streams = live
 	// Streams take turns at the head of the fetch, so a budget that
 	// leaves some out leaves out different ones each time.
-	expected, next := 0, -1
+	expected, next, behindLeftOut := 0, -1, false
 	for i := range live {
 		j := (b.turn + i) % len(live)
 		s := live[j]
@@ -160,6 +176,7 @@ func (b *brokerLoop) request(ask []asked) (req *sarama.FetchRequest, _ []asked, 
 			if next < 0 {
 				next = j
 			}
+			behindLeftOut = behindLeftOut || at.behind
 			continue
 		}
 		expected += at.expect
@@ -174,9 +191,9 @@ func (b *brokerLoop) request(ask []asked) (req *sarama.FetchRequest, _ []asked, 
 		return nil, ask, true
 	}
 	wait := b.f.opts.MaxWait
-	if next >= 0 {
-		// Partitions were left out: the broker must not hold the fetch
-		// while those asked for have nothing new and they may have.
+	if behindLeftOut {
+		// Partitions with records waiting were left out: the broker must
+		// not hold the fetch while those asked for have nothing new.
 		wait = 0
 	}
 	req = &sarama.FetchRequest{
@@ -216,18 +233,12 @@ func (b *brokerLoop) deliver(resp *sarama.FetchResponse, a asked) {
 			f(s.topic, s.partition, out.records)
 		}
 		n := len(out.records)
-		clear(out.records) // the scratch must not keep the response's buffers
-		b.scratch = out.records[:0]
-		decoded := bytes + n*recordSize
-		if out.partial {
-			// A record larger than the fetch size, with nothing before it:
-			// ask for more next time (brokers before Kafka 4 cut a batch
-			// short for all but the first partition of a response).
-			s.grow(a.at.size)
-		} else if n > 0 {
-			s.adapt(a.at.size, decoded, b.f.opts.PartitionBytes)
-		}
-		s.push(a.at.offset, chunks, n, out.next, decoded)
+		b.keepScratch(out.records)
+		shape := blockShape{records: n, batches: out.batches, decoded: bytes + n*recordSize,
+			behind:   out.next < block.HighWaterMarkOffset,
+			tooSmall: out.partial || (n == 0 && out.next == a.at.offset && block.HighWaterMarkOffset > a.at.offset)}
+		s.resize(a.at.size, shape, b.f.opts.PartitionBytes)
+		s.push(a.at.offset, chunks, n, out.next, shape.decoded, shape.behind)
 		// The block's decoded records are garbage from here on, not only
 		// once the whole response has been delivered.
 		delete(resp.Blocks[s.topic], s.partition)

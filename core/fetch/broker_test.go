@@ -3,14 +3,17 @@ package fetch
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/IBM/sarama"
 )
 
 // A fetch asks for partitions until what they are expected to decode to
 // reaches the response budget (and for one at least). Those left out come
-// first in the next fetch, and while any are left out the broker may not
-// hold the fetch, since they may have records when those asked have none.
+// first in the next fetch, and while any left out had records waiting the
+// broker may not hold the fetch, since those asked may have none.
 func TestRequestBudget(t *testing.T) {
 	f := &Fetcher{opts: Options{MaxWait: 500 * time.Millisecond}}
 	f.opts.defaults()
@@ -18,7 +21,7 @@ func TestRequestBudget(t *testing.T) {
 	stream := func(p int32, expect int) *Stream {
 		s := NewStream("t", p, 0, 100)
 		if expect >= 0 {
-			s.expect, s.fetched = expect, true
+			s.expect, s.behind, s.fetched = expect, true, true
 		}
 		b.streams = append(b.streams, s)
 		return s
@@ -66,6 +69,16 @@ func TestRequestBudget(t *testing.T) {
 		t.Fatalf("three fetches asked for %v, want every partition", seen)
 	}
 
+	// Partitions left out whose last blocks reached the log's end: the
+	// broker may hold the fetch (else caught-up partitions would be
+	// fetched in a loop that never waits).
+	for _, s := range b.streams {
+		s.behind = false
+	}
+	if ps, wait := asked(); len(ps) != 2 || wait != 500 {
+		t.Fatalf("asked for %v with max wait %d ms, want two partitions and 500", ps, wait)
+	}
+
 	// One partition alone over the budget is still fetched.
 	b.streams, b.turn = nil, 0
 	stream(0, 64<<20)
@@ -82,5 +95,63 @@ func TestRequestBudget(t *testing.T) {
 	}
 	if ps, _ := asked(); len(ps) != 8 {
 		t.Fatalf("asked for %v, want all 8 new partitions", ps)
+	}
+}
+
+// deliver queues a block in chunks of its own memory, leaves nothing of
+// the response in the loop's scratch or in the response itself, and sizes
+// the partition's next fetch from the block.
+func TestDeliver(t *testing.T) {
+	f := &Fetcher{opts: Options{}}
+	f.opts.defaults()
+	b := &brokerLoop{f: f, wakeup: make(chan struct{}, 1)}
+	value := func(i int) string { return fmt.Sprintf("%06d:%s", i, strings.Repeat("v", 200)) }
+
+	resp := &sarama.FetchResponse{Version: 12}
+	const n = 3000
+	for i := range n {
+		resp.AddRecord("t", 0, nil, sarama.StringEncoder(value(i)), int64(i))
+	}
+	resp.Blocks["t"][0].HighWaterMarkOffset = n + 500 // records past the block
+	s := NewStream("t", 0, 0, 1<<20)
+	s.size = 64 << 10
+	b.deliver(resp, asked{s: s, at: fetchAt{offset: 0, size: 64 << 10}})
+
+	if resp.GetBlock("t", 0) != nil {
+		t.Fatal("the delivered block is still in the response")
+	}
+	if len(b.scratch) != 0 || cap(b.scratch) < n || slices.ContainsFunc(b.scratch[:cap(b.scratch)], func(r Record) bool { return r.Value != nil }) {
+		t.Fatal("the scratch keeps records of the response")
+	}
+	s.mu.Lock()
+	chunks := len(s.batches)
+	s.mu.Unlock()
+	if want := n * (len(value(0)) + recordSize) / chunkBytes; chunks < want {
+		t.Fatalf("%d chunks queued, want %d or more", chunks, want)
+	}
+	for i := 0; i < n; {
+		rs := s.Peek(n)
+		for _, r := range rs {
+			if r.Offset != int64(i) || string(r.Value) != value(i) {
+				t.Fatalf("record %d: offset %d value %.10q", i, r.Offset, r.Value)
+			}
+			i++
+		}
+		s.Take(len(rs))
+	}
+	// ~600 KiB decoded from 64 KiB asked, with records waiting: the next
+	// fetch asks for more, toward 2 MiB decoded.
+	if at, _, _ := s.wanted(); at.offset != n || at.size <= 64<<10 || !at.behind {
+		t.Fatalf("next fetch at %d for %d bytes (behind %v), want %d, more than 64 KiB, behind", at.offset, at.size, at.behind, n)
+	}
+
+	// No record, yet records past the offset: the first batch is larger
+	// than asked, and the next fetch asks for twice as much.
+	size := s.size
+	resp = &sarama.FetchResponse{Version: 12, Blocks: map[string]map[int32]*sarama.FetchResponseBlock{
+		"t": {0: {HighWaterMarkOffset: n + 500}}}}
+	b.deliver(resp, asked{s: s, at: fetchAt{offset: n, size: size}})
+	if at, _, _ := s.wanted(); at.offset != n || at.size != 2*size {
+		t.Fatalf("next fetch at %d for %d bytes, want %d for %d", at.offset, at.size, n, 2*size)
 	}
 }

@@ -42,7 +42,7 @@ type Options struct {
 	// Fetched, if set, sees each batch of records as a fetch response
 	// delivers it, before it is queued: for measurements of how long
 	// records wait after their fetch. It runs on the fetch loop and must
-	// be quick and not keep rs.
+	// be quick and not keep rs: rs and its bytes are the response's.
 	Fetched func(topic string, partition int32, rs []Record)
 	Logger  *slog.Logger
 }

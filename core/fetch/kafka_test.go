@@ -98,11 +98,13 @@ func TestFetchFromKafka(t *testing.T) {
 	}
 }
 
-// A topic of LZ4 batches that decode to ten times their size or more:
-// after the first fetch, a partition is asked for proportionally less, so
-// that no block decodes to much more than twice the partition fetch size
-// (at the full size, one block held tens of MiB of records here), and
-// every record still arrives, in order.
+// A topic of LZ4 batches that decode to ten times their size or more,
+// read from four partitions: after the first fetches a partition is asked
+// for what decodes to about twice the partition fetch size (at the full
+// size, a block held ~11 MiB of records here), without falling below a
+// batch; a partition that caught up keeps its size, so a backlog that
+// builds up afterwards is fetched the same way; and every record arrives,
+// in order.
 func TestFetchCompressedFromKafka(t *testing.T) {
 	addrs := testservices.RequireKafka(t)
 	cfg := sarama.NewConfig()
@@ -113,33 +115,39 @@ func TestFetchCompressedFromKafka(t *testing.T) {
 	cfg.Producer.Flush.Bytes = 1 << 20
 	cfg.Producer.Flush.Frequency = 100 * time.Millisecond
 
+	const partitions = 4
 	name := testservices.UniqueName("fetch-lz4")
 	admin, err := sarama.NewClusterAdmin(addrs, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := admin.CreateTopic(name, &sarama.TopicDetail{NumPartitions: 1, ReplicationFactor: 1}, false); err != nil {
+	if err := admin.CreateTopic(name, &sarama.TopicDetail{NumPartitions: partitions, ReplicationFactor: 1}, false); err != nil {
 		t.Fatal(err)
 	}
 	defer admin.DeleteTopic(name)
 	defer admin.Close()
 
-	const n = 60_000
-	value := func(i int) []byte {
-		return fmt.Appendf(nil, `{"id":"evt-%09d","type":"test.event","seq":%d,"pad":"%s"}`, i, i, bytes.Repeat([]byte{'x'}, 400))
+	value := func(p, i int) []byte {
+		return fmt.Appendf(nil, `{"id":"evt-%d-%09d","type":"test.event","seq":%d,"pad":"%s"}`, p, i, i, bytes.Repeat([]byte{'x'}, 400))
 	}
 	producer, err := sarama.NewSyncProducer(addrs, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for from := 0; from < n; from += 10_000 {
-		var msgs []*sarama.ProducerMessage
-		for i := from; i < from+10_000; i++ {
-			msgs = append(msgs, &sarama.ProducerMessage{Topic: name, Value: sarama.ByteEncoder(value(i))})
+	defer producer.Close()
+	produced := make([]int, partitions)
+	produce := func(count int) { // to every partition
+		for p := range partitions {
+			for end := produced[p] + count; produced[p] < end; {
+				var msgs []*sarama.ProducerMessage
+				for i := produced[p]; i < min(end, produced[p]+10_000); i++ {
+					msgs = append(msgs, &sarama.ProducerMessage{Topic: name, Partition: int32(p), Value: sarama.ByteEncoder(value(p, i))})
+				}
+				testservices.WaitFor(t, 30*time.Second, "the topic to take records", func() bool { return producer.SendMessages(msgs) == nil })
+				produced[p] += len(msgs)
+			}
 		}
-		testservices.WaitFor(t, 30*time.Second, "the topic to take records", func() bool { return producer.SendMessages(msgs) == nil })
 	}
-	producer.Close()
 
 	client, err := sarama.NewClient(addrs, cfg)
 	if err != nil {
@@ -156,38 +164,85 @@ func TestFetchCompressedFromKafka(t *testing.T) {
 			largest = max(largest, decoded)
 		}})
 	defer f.Close()
-	s := f.Subscribe(name, 0, sarama.OffsetOldest, 100)
-	defer s.Close()
-	got := 0
-	deadline := time.After(60 * time.Second)
-	for got < n {
-		rs := s.Peek(1000)
-		if len(rs) == 0 {
-			select {
-			case <-s.Ready():
-			case <-deadline:
-				t.Fatalf("read %d of %d records", got, n)
+	var streams []*Stream
+	for p := range partitions {
+		s := f.Subscribe(name, int32(p), sarama.OffsetOldest, 100)
+		defer s.Close()
+		streams = append(streams, s)
+	}
+	read := make([]int, partitions)
+	readUpTo := func(p, n int) {
+		s := streams[p]
+		deadline := time.After(60 * time.Second)
+		for read[p] < n {
+			rs := s.Peek(n - read[p])
+			if len(rs) == 0 {
+				select {
+				case <-s.Ready():
+				case <-deadline:
+					t.Fatalf("partition %d: read %d of %d records", p, read[p], n)
+				}
+				continue
 			}
-			continue
-		}
-		for _, r := range rs {
-			if r.Offset != int64(got) || !bytes.Equal(r.Value, value(got)) {
-				t.Fatalf("record %d at offset %d, value %.20q", got, r.Offset, r.Value)
+			for _, r := range rs {
+				if r.Offset != int64(read[p]) || !bytes.Equal(r.Value, value(p, read[p])) {
+					t.Fatalf("partition %d: record %d at offset %d, value %.20q", p, read[p], r.Offset, r.Value)
+				}
+				read[p]++
 			}
-			got++
+			s.Take(len(rs))
 		}
-		s.Take(len(rs))
+	}
+	sizes := func() []int32 {
+		var out []int32
+		for _, s := range streams {
+			s.mu.Lock()
+			out = append(out, s.size)
+			s.mu.Unlock()
+		}
+		return out
+	}
+
+	// A backlog, read to its end, then a few records at the log's end.
+	produce(15_000)
+	for p := range partitions {
+		readUpTo(p, produced[p])
+	}
+	backlogSizes := sizes()
+	for range 3 {
+		produce(1)
+		for p := range partitions {
+			readUpTo(p, produced[p])
+		}
+	}
+	if got := sizes(); fmt.Sprint(got) != fmt.Sprint(backlogSizes) {
+		t.Errorf("caught-up partitions are fetched %v bytes at a time, want %v as during the backlog", got, backlogSizes)
+	}
+	// A second backlog builds up while every stream is full (one record
+	// queued, limit 1), then is read.
+	produce(1)
+	for _, s := range streams {
+		testservices.WaitFor(t, 30*time.Second, "a record queued", func() bool { return s.Queued() == 1 })
+		s.SetLimit(1)
+	}
+	produce(15_000)
+	for p, s := range streams {
+		s.SetLimit(100)
+		readUpTo(p, produced[p])
 	}
 	f.Close() // Fetched is not called any more
-	if at, _, _ := s.wanted(); at.size >= defaultPartitionBytes/4 {
-		t.Errorf("the partition is fetched %d bytes at a time, want far less than %d", at.size, defaultPartitionBytes)
+	for p, size := range sizes() {
+		// A batch here is ~1 MiB of records on the wire in ~100 KiB:
+		// fetches never ask for less than one, nor for the full size.
+		if size < 32<<10 || size >= defaultPartitionBytes/2 {
+			t.Errorf("partition %d is fetched %d bytes at a time, want between 32 KiB and %d", p, size, defaultPartitionBytes/2)
+		}
 	}
 	// A block decodes to about twice the partition fetch size, give or
 	// take a batch: producer batches here are ~1.2 MB decoded (sarama's
 	// MaxMessageBytes is 1 MiB of records), and a block holds whole ones.
-	// At the full fetch size, a block decoded to about ten times that.
 	if limit := 5 << 20; largest > limit {
 		t.Errorf("the largest of %d blocks decoded to %d bytes, want at most %d", blocks, largest, limit)
 	}
-	t.Logf("%d blocks, the largest %d bytes decoded", blocks, largest)
+	t.Logf("%d blocks, the largest %d bytes decoded; sizes %v", blocks, largest, sizes())
 }

@@ -24,6 +24,7 @@ type Record struct {
 // before it.
 type blockRecords struct {
 	records []Record
+	batches int // batches (or legacy message sets) that held records
 	next    int64
 	partial bool
 }
@@ -104,6 +105,12 @@ func (out *blockRecords) batch(b *sarama.RecordBatch) {
 		return
 	}
 	if !b.Control {
+		had := len(out.records)
+		defer func() {
+			if len(out.records) > had {
+				out.batches++
+			}
+		}()
 		for _, r := range b.Records {
 			offset := b.FirstOffset + r.OffsetDelta
 			if offset < out.next {
@@ -131,6 +138,7 @@ func (out *blockRecords) batch(b *sarama.RecordBatch) {
 // 1), which old segments of a log may still hold.
 func (out *blockRecords) messageSet(ms *sarama.MessageSet) {
 	for _, block := range ms.Messages {
+		had := len(out.records)
 		inner := block.Messages()
 		for _, m := range inner {
 			offset := m.Offset
@@ -149,6 +157,9 @@ func (out *blockRecords) messageSet(ms *sarama.MessageSet) {
 			out.records = append(out.records, Record{Offset: offset, Timestamp: ts, Key: m.Msg.Key, Value: m.Msg.Value})
 			out.next = offset + 1
 		}
+		if len(out.records) > had {
+			out.batches++
+		}
 	}
 }
 
@@ -166,12 +177,12 @@ func trailingPartial(block *sarama.FetchResponseBlock) bool {
 
 // detach copies the bytes of rs (keys, values and headers) out of the
 // fetch response they were decoded from into one allocation for them all,
-// in place. A response holds up to a partition fetch size (1 MiB) for each
-// of the partitions it answers: records waiting in a stream that shared it
-// kept the whole response alive, about 20 MB of a consumer's heap under a
-// backlog where the records themselves were a tenth of that. One
-// allocation per block costs a copy of bytes the admission copies again,
-// and frees the response as soon as its blocks are decoded.
+// in place. A response holds a block for each of the partitions it
+// answers: records waiting in a stream that shared it kept the whole
+// response alive, about 20 MB of a consumer's heap under a backlog where
+// the records themselves were a tenth of that. One allocation per chunk
+// (detachChunks) costs a copy of bytes the admission copies again, and
+// frees the response as soon as its blocks are decoded.
 func detach(rs []Record) {
 	n, headers := 0, 0
 	for i := range rs {
@@ -208,8 +219,8 @@ func detach(rs []Record) {
 	}
 }
 
-// chunkBytes is about how many bytes of keys, values and headers one
-// chunk of a block holds (detachChunks).
+// chunkBytes is about how many bytes one chunk of a block holds
+// (detachChunks): keys, values, headers and Record structs.
 const chunkBytes = 128 << 10
 
 // detachChunks copies rs, the records of one block, out of the fetch
@@ -225,9 +236,11 @@ const chunkBytes = 128 << 10
 // soon as the reader has taken it.
 func detachChunks(rs []Record) (chunks [][]Record, bytes int) {
 	for len(rs) > 0 {
-		n, size := 0, 0
-		for n < len(rs) && (n == 0 || size < chunkBytes) {
-			size += recordBytes(&rs[n])
+		n, size, held := 0, 0, 0
+		for n < len(rs) && (n == 0 || held < chunkBytes) {
+			b := recordBytes(&rs[n])
+			size += b
+			held += b + recordSize
 			n++
 		}
 		c := make([]Record, n)

@@ -29,11 +29,11 @@ type Stream struct {
 	closed  bool
 	full    bool // left out of fetches since the last time it had room
 
-	size  int32 // bytes asked for per fetch
-	floor int32 // the least size asked for since a fetch held part of a record (grow)
-	// expect is about what the partition's next block decodes to, from
-	// the blocks before it, once fetched is set.
+	size int32 // bytes asked for per fetch
+	// What the last block decoded to and whether records were past it,
+	// once fetched is set (fetchAt).
 	expect  int
+	behind  bool
 	fetched bool
 	epoch   int32 // the leader's epoch when the stream was placed; -1: unknown
 
@@ -166,15 +166,16 @@ func (s *Stream) Pauses() int64 { return s.pauses.Load() }
 // closed or next no longer is at the offset they were fetched from.
 func (s *Stream) Push(from int64, rs []Record, next int64) bool {
 	if len(rs) == 0 {
-		return s.push(from, nil, 0, next, 0)
+		return s.push(from, nil, 0, next, 0, false)
 	}
-	return s.push(from, [][]Record{rs}, len(rs), next, 0)
+	return s.push(from, [][]Record{rs}, len(rs), next, 0, false)
 }
 
 // push is Push for a block in chunks (detachChunks), n records in all,
-// holding bytes of keys, values and headers: what the block held tells
-// the next fetch what to expect (see fetchAt.expect).
-func (s *Stream) push(from int64, chunks [][]Record, n int, next int64, bytes int) bool {
+// which decoded to decoded bytes; behind says whether the partition had
+// records past the block. Both tell the next fetches what to expect
+// (fetchAt).
+func (s *Stream) push(from int64, chunks [][]Record, n int, next int64, decoded int, behind bool) bool {
 	s.mu.Lock()
 	if s.closed || s.next != from {
 		s.mu.Unlock()
@@ -185,11 +186,7 @@ func (s *Stream) push(from int64, chunks [][]Record, n int, next int64, bytes in
 		s.batches = append(s.batches, chunks...)
 		s.queued += n
 	}
-	// A block's size says most about the next one, yet a partition that
-	// was fetched in large blocks is expected to stay large for a few
-	// small or empty ones (a backlog's tail, a slow producer).
-	s.expect = max(bytes, s.expect/2)
-	s.fetched = true
+	s.expect, s.behind, s.fetched = decoded, behind, true
 	s.mu.Unlock()
 	if n > 0 {
 		select {
@@ -215,13 +212,13 @@ func (s *Stream) wanted() (at fetchAt, ok, closed bool) {
 		}
 		return fetchAt{}, false, false
 	}
-	expect := s.expect
+	at = fetchAt{offset: s.next, size: s.size, epoch: s.epoch, expect: s.expect, behind: s.behind}
 	if !s.fetched {
 		// Nothing known yet: as if its batches were compressed about as
-		// well as LZ4 compresses JSON.
-		expect = unknownExpansion * int(s.size)
+		// well as LZ4 compresses JSON, with records waiting.
+		at.expect, at.behind = unknownExpansion*int(s.size), true
 	}
-	return fetchAt{offset: s.next, size: s.size, epoch: s.epoch, expect: expect}, true, false
+	return at, true, false
 }
 
 // unknownExpansion is what a partition's first block is expected to
@@ -231,12 +228,15 @@ const unknownExpansion = 32
 
 // fetchAt is what a fetch asks for a stream: where to start, how many
 // bytes, and the leader epoch the stream's metadata knows (the broker
-// rejects the fetch if its own is newer or older); expect is how many
-// bytes of records its block is expected to decode to.
+// rejects the fetch if its own is newer or older). expect is how many
+// bytes of records its block is expected to decode to, and behind whether
+// the partition is expected to have records waiting: what its last block
+// decoded to, and whether it had records past that block.
 type fetchAt struct {
 	offset      int64
 	size, epoch int32
 	expect      int
+	behind      bool
 }
 
 // setEpoch records the leader epoch of the metadata that placed the
@@ -247,39 +247,62 @@ func (s *Stream) setEpoch(epoch int32) {
 	s.epoch = epoch
 }
 
-// grow doubles the bytes the next fetch asks for, after a fetch of asked
-// bytes held only part of a record: from then on the partition is never
-// asked for less.
-func (s *Stream) grow(asked int32) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.size = int32(min(2*int64(asked), math.MaxInt32))
-	s.floor = max(s.floor, s.size)
-}
-
-// minPartitionBytes is the least a partition's fetch asks for (adapt).
+// minPartitionBytes is the least a partition's fetch asks for (resize).
 const minPartitionBytes = 8 << 10
 
-// adapt sets the bytes the next fetch asks for from what the last one,
-// asked for asked bytes, decoded to, so that a block decodes to about
-// twice the partition fetch size (limit) at most.
+// blockShape is what a fetched block tells about the partition's next
+// fetch size (resize).
+type blockShape struct {
+	records int
+	batches int  // producer batches that held records
+	decoded int  // bytes of the records and of their Record structs
+	behind  bool // the partition had records past the block
+	// tooSmall: the fetch brought no whole record while records were
+	// waiting, so the first batch is larger than the size asked. A
+	// broker before Kafka 4 cuts the batch short; later ones return
+	// nothing for the partition unless it is the response's first with
+	// records, which gets its first batch whole.
+	tooSmall bool
+}
+
+// resize sets the bytes the next fetch asks for from the block a fetch of
+// asked bytes brought, so that a block decodes to about twice the
+// partition fetch size (limit), and to one batch when a batch decodes to
+// more.
 //
-// A partition's block is whole producer batches up to the size asked, and
-// compressed batches decode to several times their size: an LZ4 topic of
-// JSON records decoded to 11 times the bytes fetched, all of it held
-// while any of the block's records waits. Asking for proportionally less
-// keeps what a partition holds near what an uncompressed topic's would
-// hold, without asking for less than one batch: the broker returns a
-// partition's first batch whole even when it is larger than asked for,
-// and a fetch cut short inside one makes the partition grow.
-func (s *Stream) adapt(asked int32, decoded int, limit int32) {
+// A block is whole producer batches up to the size asked, and compressed
+// batches decode to several times their size: an LZ4 topic of JSON
+// records decoded to 11 times the bytes fetched, all of it held while any
+// of the block's records waits. Asking for proportionally less keeps what
+// a partition holds near what an uncompressed topic's would hold. The
+// size shrinks only on blocks of two batches or more, so it stays at
+// about one batch at least, and grows when a batch did not fit. Blocks
+// that reached the end of the log say nothing about the size: a partition
+// that caught up keeps the size it had, so a backlog that builds up later
+// is fetched as the one before was.
+func (s *Stream) resize(asked int32, b blockShape, limit int32) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	size := int64(limit)
-	if target := 2 * int64(limit); int64(decoded) > 0 {
-		size = int64(asked) * target / int64(decoded)
+	size, target := int64(asked), 2*int64(limit)
+	switch {
+	case b.tooSmall:
+		size = min(2*size, math.MaxInt32)
+	case b.records == 0:
+		return
+	case size > int64(limit):
+		// Grown for a batch larger than the partition fetch size, which
+		// has now arrived.
+		size = int64(limit)
+	case !b.behind:
+		return
+	case b.batches >= 2 && b.decoded > int(target):
+		size = max(size*target/int64(b.decoded), minPartitionBytes)
+	case b.decoded < int(target/2):
+		// The block ended at the size asked: its expansion holds for the
+		// next one. Growth is bounded all the same.
+		size = min(size*target/int64(max(b.decoded, 1)), 8*size, int64(limit))
 	}
-	s.size = int32(min(max(size, minPartitionBytes, int64(s.floor)), int64(max(limit, s.floor))))
+	s.size = int32(size)
 }
 
 // position is the offset of the next fetch.

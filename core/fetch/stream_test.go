@@ -131,32 +131,40 @@ func testStreamClose(t *testing.T) {
 
 // A partition's fetch size follows how far its blocks expand when
 // decoded, so that a block decodes to about twice the partition fetch
-// size, never below one batch (grow's floor) nor a minimum, and never
-// above the partition fetch size unless a record needs it.
-func TestStreamAdapt(t *testing.T) {
+// size, or to one batch when a batch decodes to more; it grows when a
+// batch did not fit, and blocks that reached the log's end change nothing.
+func TestStreamResize(t *testing.T) {
 	const limit = 1 << 20
+	backlog := func(batches, decoded int) blockShape {
+		return blockShape{records: 100, batches: batches, decoded: decoded, behind: true}
+	}
 	for _, tc := range []struct {
-		name    string
-		floor   int32 // grow to this first (0: never)
-		asked   int32
-		decoded int
-		want    int32
+		name  string
+		asked int32
+		block blockShape
+		want  int32
 	}{
-		{"uncompressed: a block decodes to about its size", 0, limit, limit + limit/2, limit},
-		{"LZ4 at 11:1 from the first fetch's 64 KiB", 0, 64 << 10, 11 * 64 << 10, 2 * limit / 11},
-		{"LZ4 at 11:1 from the full size", 0, limit, 11 * limit, 2 * limit / 11},
-		{"a steady compressed partition keeps its size", 0, 190 << 10, 2 * limit, 190 << 10},
-		{"a small block from a backlog's tail asks for the full size again", 0, 190 << 10, 1000, limit},
-		{"never below the minimum", 0, 64 << 10, 1000 * 64 << 10, minPartitionBytes},
-		{"never below a batch that needed to grow", 256 << 10, 256 << 10, 40 * limit, 256 << 10},
-		{"a batch larger than the fetch size: the larger size stays", 4 * limit, 4 * limit, 6 * limit, 4 * limit},
+		{"uncompressed: a block decodes to about its size", limit, backlog(50, limit+limit/2), limit},
+		{"LZ4 at 11:1 from the first fetch's 64 KiB", 64 << 10, backlog(3, 11*64<<10), 2 * limit * 64 / (11 * 64)},
+		{"LZ4 at 11:1 from 512 KiB", 512 << 10, backlog(6, 11*512<<10), 2 * limit * 512 / (11 * 512)},
+		{"LZ4 at 11:1 from the full size", limit, backlog(12, 11*limit), 2 * limit / 11},
+		{"a steady compressed partition keeps its size", 190 << 10, backlog(2, 2*limit), 190 << 10},
+		{"one batch larger than the target: the size stays", 64 << 10, backlog(1, 5*limit), 64 << 10},
+		{"never below the minimum", 64 << 10, backlog(40, 1000*64<<10), minPartitionBytes},
+		{"a small block with records waiting grows it", 100 << 10, backlog(3, 800<<10), 2 * limit / 8},
+		{"by eight times at most", 16 << 10, backlog(3, 16<<10), 128 << 10},
+		{"up to the partition fetch size", 800 << 10, backlog(3, 200<<10), limit},
+		{"a caught-up partition keeps its size", 190 << 10, blockShape{records: 3, batches: 1, decoded: 600}, 190 << 10},
+		{"an empty block changes nothing", 190 << 10, blockShape{}, 190 << 10},
+		{"a batch that did not fit doubles it", 190 << 10, blockShape{tooSmall: true}, 380 << 10},
+		{"beyond the partition fetch size for a large batch", limit, blockShape{tooSmall: true}, 2 * limit},
+		{"back to the partition fetch size once it arrived", 4 * limit, backlog(1, 5*limit), limit},
+		{"back to it even from the log's end", 4 * limit, blockShape{records: 1, batches: 1, decoded: 3 * limit}, limit},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := NewStream("t", 0, 0, 10)
-			if tc.floor > 0 {
-				s.grow(tc.floor / 2)
-			}
-			s.adapt(tc.asked, tc.decoded, limit)
+			s.size = tc.asked
+			s.resize(tc.asked, tc.block, limit)
 			if at, _, _ := s.wanted(); at.size != tc.want {
 				t.Fatalf("next fetch asks for %d bytes, want %d", at.size, tc.want)
 			}
@@ -164,24 +172,25 @@ func TestStreamAdapt(t *testing.T) {
 	}
 }
 
-// What a stream expects its next block to decode to: the fetch size
-// times a generous expansion before anything is known, then the last
-// block's, or half the expectation before it when that was more.
+// What a stream expects its next block to bring: before anything is
+// known, a block of its fetch size decoded at a generous expansion, with
+// records waiting; then what its last block decoded to and whether
+// records were past it.
 func TestStreamExpect(t *testing.T) {
 	s := NewStream("t", 0, 0, 100)
 	s.size = 64 << 10
 	at, _, _ := s.wanted()
-	if at.expect != unknownExpansion*64<<10 {
-		t.Fatalf("first expectation %d, want %d", at.expect, unknownExpansion*64<<10)
+	if at.expect != unknownExpansion*64<<10 || !at.behind {
+		t.Fatalf("first expectation %d (behind %v), want %d and behind", at.expect, at.behind, unknownExpansion*64<<10)
 	}
 	steps := []struct {
-		records, decoded, want int
+		records, decoded int
+		behind           bool
 	}{
-		{5, 1000, 1000},
-		{5, 4000, 4000},
-		{0, 0, 2000}, // an empty fetch: half of what was expected
-		{1, 10, 1000},
-		{1, 1500, 1500},
+		{5, 1000, true},
+		{5, 4000, false},
+		{0, 0, false},
+		{1, 1500, true},
 	}
 	next := int64(0)
 	for i, st := range steps {
@@ -189,11 +198,11 @@ func TestStreamExpect(t *testing.T) {
 		if st.records > 0 {
 			chunks = [][]Record{recs(next, int64(st.records))}
 		}
-		s.push(next, chunks, st.records, next+int64(st.records), st.decoded)
+		s.push(next, chunks, st.records, next+int64(st.records), st.decoded, st.behind)
 		next += int64(st.records)
 		s.Take(st.records)
-		if at, _, _ := s.wanted(); at.expect != st.want {
-			t.Fatalf("step %d: expect %d, want %d", i, at.expect, st.want)
+		if at, _, _ := s.wanted(); at.expect != st.decoded || at.behind != st.behind {
+			t.Fatalf("step %d: expect %d (behind %v), want %d (%v)", i, at.expect, at.behind, st.decoded, st.behind)
 		}
 	}
 }
