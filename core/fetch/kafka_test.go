@@ -164,9 +164,12 @@ func TestFetchCompressedFromKafka(t *testing.T) {
 			largest = max(largest, decoded)
 		}})
 	defer f.Close()
+	// A stream limit of a fast reader's (a slow one's makes blocks
+	// smaller still: TestStreamResize).
+	const streamLimit = 20_000
 	var streams []*Stream
 	for p := range partitions {
-		s := f.Subscribe(name, int32(p), sarama.OffsetOldest, 100)
+		s := f.Subscribe(name, int32(p), sarama.OffsetOldest, streamLimit)
 		defer s.Close()
 		streams = append(streams, s)
 	}
@@ -227,7 +230,7 @@ func TestFetchCompressedFromKafka(t *testing.T) {
 	}
 	produce(15_000)
 	for p, s := range streams {
-		s.SetLimit(100)
+		s.SetLimit(streamLimit)
 		readUpTo(p, produced[p])
 	}
 	f.Close() // Fetched is not called any more

@@ -247,8 +247,12 @@ func (s *Stream) setEpoch(epoch int32) {
 	s.epoch = epoch
 }
 
-// minPartitionBytes is the least a partition's fetch asks for (resize).
-const minPartitionBytes = 8 << 10
+// minPartitionBytes is the least a partition's fetch asks for, and
+// minBlockBytes the least a block is meant to decode to (resize).
+const (
+	minPartitionBytes = 8 << 10
+	minBlockBytes     = 64 << 10
+)
 
 // blockShape is what a fetched block tells about the partition's next
 // fetch size (resize).
@@ -267,8 +271,8 @@ type blockShape struct {
 
 // resize sets the bytes the next fetch asks for from the block a fetch of
 // asked bytes brought, so that a block decodes to about twice the
-// partition fetch size (limit), and to one batch when a batch decodes to
-// more.
+// partition fetch size (limit), or to twice the stream's limit in records
+// when that is less, and to one batch when a batch decodes to more.
 //
 // A block is whole producer batches up to the size asked, and compressed
 // batches decode to several times their size: an LZ4 topic of JSON
@@ -284,6 +288,12 @@ func (s *Stream) resize(asked int32, b blockShape, limit int32) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	size, target := int64(asked), 2*int64(limit)
+	if b.records > 0 {
+		// A partition read slowly keeps a small stream limit (the
+		// consumer's, twice what it handles in a poll interval): blocks
+		// of much more than that would only wait in memory.
+		target = min(target, max(2*int64(s.limit)*int64(b.decoded/b.records), minBlockBytes))
+	}
 	switch {
 	case b.tooSmall:
 		size = min(2*size, math.MaxInt32)

@@ -1,6 +1,7 @@
 package fetch
 
 import (
+	"cmp"
 	"testing"
 )
 
@@ -138,31 +139,43 @@ func TestStreamResize(t *testing.T) {
 	backlog := func(batches, decoded int) blockShape {
 		return blockShape{records: 100, batches: batches, decoded: decoded, behind: true}
 	}
+	// An uncompressed block of asked bytes, of 300-byte records, from a
+	// stream whose limit is 512 records.
+	slow := func(asked int) blockShape {
+		n := asked * 3500 / (1 << 20)
+		return blockShape{records: n, batches: 3, decoded: n * 300, behind: true}
+	}
 	for _, tc := range []struct {
-		name  string
-		asked int32
-		block blockShape
-		want  int32
+		name        string
+		asked       int32
+		block       blockShape
+		want        int32
+		streamLimit int // records; 0: more than any block here
 	}{
-		{"uncompressed: a block decodes to about its size", limit, backlog(50, limit+limit/2), limit},
-		{"LZ4 at 11:1 from the first fetch's 64 KiB", 64 << 10, backlog(3, 11*64<<10), 2 * limit * 64 / (11 * 64)},
-		{"LZ4 at 11:1 from 512 KiB", 512 << 10, backlog(6, 11*512<<10), 2 * limit * 512 / (11 * 512)},
-		{"LZ4 at 11:1 from the full size", limit, backlog(12, 11*limit), 2 * limit / 11},
-		{"a steady compressed partition keeps its size", 190 << 10, backlog(2, 2*limit), 190 << 10},
-		{"one batch larger than the target: the size stays", 64 << 10, backlog(1, 5*limit), 64 << 10},
-		{"never below the minimum", 64 << 10, backlog(40, 1000*64<<10), minPartitionBytes},
-		{"a small block with records waiting grows it", 100 << 10, backlog(3, 800<<10), 2 * limit / 8},
-		{"by eight times at most", 16 << 10, backlog(3, 16<<10), 128 << 10},
-		{"up to the partition fetch size", 800 << 10, backlog(3, 200<<10), limit},
-		{"a caught-up partition keeps its size", 190 << 10, blockShape{records: 3, batches: 1, decoded: 600}, 190 << 10},
-		{"an empty block changes nothing", 190 << 10, blockShape{}, 190 << 10},
-		{"a batch that did not fit doubles it", 190 << 10, blockShape{tooSmall: true}, 380 << 10},
-		{"beyond the partition fetch size for a large batch", limit, blockShape{tooSmall: true}, 2 * limit},
-		{"back to the partition fetch size once it arrived", 4 * limit, backlog(1, 5*limit), limit},
-		{"back to it even from the log's end", 4 * limit, blockShape{records: 1, batches: 1, decoded: 3 * limit}, limit},
+		{"uncompressed: a block decodes to about its size", limit, backlog(50, limit+limit/2), limit, 0},
+		{"LZ4 at 11:1 from the first fetch's 64 KiB", 64 << 10, backlog(3, 11*64<<10), 2 * limit * 64 / (11 * 64), 0},
+		{"LZ4 at 11:1 from 512 KiB", 512 << 10, backlog(6, 11*512<<10), 2 * limit * 512 / (11 * 512), 0},
+		{"LZ4 at 11:1 from the full size", limit, backlog(12, 11*limit), 2 * limit / 11, 0},
+		{"a steady compressed partition keeps its size", 190 << 10, backlog(2, 2*limit), 190 << 10, 0},
+		{"one batch larger than the target: the size stays", 64 << 10, backlog(1, 5*limit), 64 << 10, 0},
+		{"never below the minimum", 64 << 10, backlog(40, 1000*64<<10), minPartitionBytes, 0},
+		{"a small block with records waiting grows it", 100 << 10, backlog(3, 800<<10), 2 * limit / 8, 0},
+		{"by eight times at most", 16 << 10, backlog(3, 16<<10), 128 << 10, 0},
+		{"up to the partition fetch size", 800 << 10, backlog(3, 200<<10), limit, 0},
+		{"a caught-up partition keeps its size", 190 << 10, blockShape{records: 3, batches: 1, decoded: 600}, 190 << 10, 0},
+		{"an empty block changes nothing", 190 << 10, blockShape{}, 190 << 10, 0},
+		{"a batch that did not fit doubles it", 190 << 10, blockShape{tooSmall: true}, 380 << 10, 0},
+		{"beyond the partition fetch size for a large batch", limit, blockShape{tooSmall: true}, 2 * limit, 0},
+		{"back to the partition fetch size once it arrived", 4 * limit, backlog(1, 5*limit), limit, 0},
+		{"back to it even from the log's end", 4 * limit, blockShape{records: 1, batches: 1, decoded: 3 * limit}, limit, 0},
+		// A stream limit of 512 records, of 300 bytes each: blocks of
+		// about 300 KiB are enough.
+		{"a slow partition: toward twice its stream's limit", limit, slow(limit), limit * (2 * 512 * 300) / (3500 * 300), 512},
+		{"a slow partition that has that already keeps its size", 200 << 10, slow(200 << 10), 200 << 10, 512},
+		{"never below the least block", 64 << 10, blockShape{records: 1000, batches: 2, decoded: 1000 * 200, behind: true}, 64 << 10 * (64 << 10) / (1000 * 200), 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := NewStream("t", 0, 0, 10)
+			s := NewStream("t", 0, 0, cmp.Or(tc.streamLimit, 1<<20))
 			s.size = tc.asked
 			s.resize(tc.asked, tc.block, limit)
 			if at, _, _ := s.wanted(); at.size != tc.want {
