@@ -234,11 +234,11 @@ func (b *brokerLoop) deliver(resp *sarama.FetchResponse, a asked) {
 		}
 		n := len(out.records)
 		b.keepScratch(out.records)
-		shape := blockShape{records: n, batches: out.batches, decoded: bytes + n*recordSize,
+		shape := blockShape{records: n, decoded: bytes + n*recordSize, largest: out.largest + out.largestRecords*recordSize,
 			behind:   out.next < block.HighWaterMarkOffset,
 			tooSmall: out.partial || (n == 0 && out.next == a.at.offset && block.HighWaterMarkOffset > a.at.offset)}
 		s.resize(a.at.size, shape, b.f.opts.PartitionBytes)
-		s.push(a.at.offset, chunks, n, out.next, shape.decoded, shape.behind)
+		s.push(a.at.offset, chunks, out.next, shape)
 		// The block's decoded records are garbage from here on, not only
 		// once the whole response has been delivered.
 		delete(resp.Blocks[s.topic], s.partition)

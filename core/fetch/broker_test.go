@@ -139,19 +139,40 @@ func TestDeliver(t *testing.T) {
 		}
 		s.Take(len(rs))
 	}
-	// ~600 KiB decoded from 64 KiB asked, with records waiting: the next
-	// fetch asks for more, toward 2 MiB decoded.
-	if at, _, _ := s.wanted(); at.offset != n || at.size <= 64<<10 || !at.behind {
-		t.Fatalf("next fetch at %d for %d bytes (behind %v), want %d, more than 64 KiB, behind", at.offset, at.size, at.behind, n)
+	// ~950 KiB decoded from 64 KiB asked, with records waiting: the next
+	// fetch asks for more, twice as much at most.
+	if at, _, _ := s.wanted(); at.offset != n || at.size != 128<<10 || !at.behind {
+		t.Fatalf("next fetch at %d for %d bytes (behind %v), want %d, 128 KiB, behind", at.offset, at.size, at.behind, n)
 	}
+
+	// The same at the log's end: the size stays.
+	resp = &sarama.FetchResponse{Version: 12}
+	for i := n; i < 2*n; i++ {
+		resp.AddRecord("t", 0, nil, sarama.StringEncoder(value(i)), int64(i))
+	}
+	resp.Blocks["t"][0].HighWaterMarkOffset = 2 * n
+	b.deliver(resp, asked{s: s, at: fetchAt{offset: n, size: 128 << 10}})
+	if at, _, _ := s.wanted(); at.offset != 2*n || at.size != 128<<10 || at.behind {
+		t.Fatalf("next fetch at %d for %d bytes (behind %v), want %d, 128 KiB, not behind", at.offset, at.size, at.behind, 2*n)
+	}
+	s.Take(s.Queued())
+
+	// Only a transaction marker: the offset moves on, and the size stays.
+	resp = &sarama.FetchResponse{Version: 12}
+	resp.AddControlRecord("t", 0, 2*n, 7, sarama.ControlRecordCommit)
+	resp.Blocks["t"][0].HighWaterMarkOffset = 2*n + 10
+	b.deliver(resp, asked{s: s, at: fetchAt{offset: 2 * n, size: 128 << 10}})
+	if at, _, _ := s.wanted(); at.offset != 2*n+1 || at.size != 128<<10 {
+		t.Fatalf("next fetch at %d for %d bytes, want %d for 128 KiB", at.offset, at.size, 2*n+1)
+	}
+	const n2 = 2*n + 1
 
 	// No record, yet records past the offset: the first batch is larger
 	// than asked, and the next fetch asks for twice as much.
-	size := s.size
 	resp = &sarama.FetchResponse{Version: 12, Blocks: map[string]map[int32]*sarama.FetchResponseBlock{
-		"t": {0: {HighWaterMarkOffset: n + 500}}}}
-	b.deliver(resp, asked{s: s, at: fetchAt{offset: n, size: size}})
-	if at, _, _ := s.wanted(); at.offset != n || at.size != 2*size {
-		t.Fatalf("next fetch at %d for %d bytes, want %d for %d", at.offset, at.size, n, 2*size)
+		"t": {0: {HighWaterMarkOffset: n2 + 500}}}}
+	b.deliver(resp, asked{s: s, at: fetchAt{offset: n2, size: 128 << 10}})
+	if at, _, _ := s.wanted(); at.offset != n2 || at.size != 256<<10 || !at.behind {
+		t.Fatalf("next fetch at %d for %d bytes (behind %v), want %d for 256 KiB, behind", at.offset, at.size, at.behind, n2)
 	}
 }

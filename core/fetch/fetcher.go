@@ -47,11 +47,14 @@ type Options struct {
 	Logger  *slog.Logger
 }
 
-// defaultPartitionBytes is sarama's Consumer.Fetch.Default, and
-// maxResponseBytes its Consumer.Fetch.MaxBytes.
+// defaultPartitionBytes is sarama's Consumer.Fetch.Default. A response
+// holds at most maxResponseBytes: less than a broker's own limit
+// (fetch.max.bytes, 55 MiB by default), beyond which it answers the
+// partitions left with nothing although they have records, which would
+// read as batches too large for their fetch size (Stream.resize).
 const (
 	defaultPartitionBytes = 1 << 20
-	maxResponseBytes      = 100 << 20
+	maxResponseBytes      = 50 << 20
 	firstPartitionBytes   = 64 << 10
 )
 
@@ -99,7 +102,7 @@ func New(client sarama.Client, opts Options) *Fetcher {
 func (f *Fetcher) Subscribe(topic string, partition int32, offset int64, limit int) *Stream {
 	s := NewStream(topic, partition, offset, limit)
 	// The first fetch is small: until a block has shown how far its
-	// batches expand when decoded (Stream.adapt), a fetch of the full
+	// batches expand when decoded (Stream.resize), a fetch of the full
 	// size could bring ten times that in records per partition.
 	s.size = min(f.opts.PartitionBytes, firstPartitionBytes)
 	if f.opts.Pauses != nil {

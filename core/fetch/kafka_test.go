@@ -17,28 +17,13 @@ import (
 // Against the real broker, with a fetch size far below the records' batch
 // size: the broker returns a batch larger than that only for the first
 // partition of a response that has records, and nothing for the others
-// (Kafka 4; older brokers cut them short, which TestRecords covers). Every
-// record of both partitions must still arrive, in order: a partition left
-// empty in one fetch comes first in another.
+// (fetch versions 3 and later; earlier ones cut them short, which
+// TestRecords covers). Every record of both partitions must still arrive,
+// in order: a partition left empty asks for twice as much next time.
 func TestFetchFromKafka(t *testing.T) {
-	addrs := testservices.RequireKafka(t)
-	cfg := sarama.NewConfig()
-	cfg.Version = mockbroker.KafkaVersion
-	cfg.Producer.Return.Successes = true
-	cfg.Producer.Partitioner = sarama.NewManualPartitioner
+	addrs, cfg, name := kafkaTopic(t, "fetch", 2)
 	cfg.Producer.Flush.Messages = 20 // a send's records in one batch per partition
 	cfg.Producer.Flush.Frequency = time.Second
-
-	name := testservices.UniqueName("fetch")
-	admin, err := sarama.NewClusterAdmin(addrs, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := admin.CreateTopic(name, &sarama.TopicDetail{NumPartitions: 2, ReplicationFactor: 1}, false); err != nil {
-		t.Fatal(err)
-	}
-	defer admin.DeleteTopic(name)
-	defer admin.Close()
 
 	const n = 50
 	value := func(p, i int) []byte {
@@ -106,26 +91,11 @@ func TestFetchFromKafka(t *testing.T) {
 // builds up afterwards is fetched the same way; and every record arrives,
 // in order.
 func TestFetchCompressedFromKafka(t *testing.T) {
-	addrs := testservices.RequireKafka(t)
-	cfg := sarama.NewConfig()
-	cfg.Version = mockbroker.KafkaVersion
-	cfg.Producer.Return.Successes = true
-	cfg.Producer.Partitioner = sarama.NewManualPartitioner
+	const partitions = 4
+	addrs, cfg, name := kafkaTopic(t, "fetch-lz4", partitions)
 	cfg.Producer.Compression = sarama.CompressionLZ4
 	cfg.Producer.Flush.Bytes = 1 << 20
 	cfg.Producer.Flush.Frequency = 100 * time.Millisecond
-
-	const partitions = 4
-	name := testservices.UniqueName("fetch-lz4")
-	admin, err := sarama.NewClusterAdmin(addrs, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := admin.CreateTopic(name, &sarama.TopicDetail{NumPartitions: partitions, ReplicationFactor: 1}, false); err != nil {
-		t.Fatal(err)
-	}
-	defer admin.DeleteTopic(name)
-	defer admin.Close()
 
 	value := func(p, i int) []byte {
 		return fmt.Appendf(nil, `{"id":"evt-%d-%09d","type":"test.event","seq":%d,"pad":"%s"}`, p, i, i, bytes.Repeat([]byte{'x'}, 400))
@@ -248,4 +218,30 @@ func TestFetchCompressedFromKafka(t *testing.T) {
 		t.Errorf("the largest of %d blocks decoded to %d bytes, want at most %d", blocks, largest, limit)
 	}
 	t.Logf("%d blocks, the largest %d bytes decoded; sizes %v", blocks, largest, sizes())
+}
+
+// kafkaTopic creates a topic of the given partitions on the test broker,
+// deleted when the test ends, and returns the broker's addresses, a
+// configuration whose producer sends to partitions chosen by hand and
+// waits for acknowledgements, and the topic's name.
+func kafkaTopic(t *testing.T, prefix string, partitions int32) ([]string, *sarama.Config, string) {
+	t.Helper()
+	addrs := testservices.RequireKafka(t)
+	cfg := sarama.NewConfig()
+	cfg.Version = mockbroker.KafkaVersion
+	cfg.Producer.Return.Successes = true
+	cfg.Producer.Partitioner = sarama.NewManualPartitioner
+	name := testservices.UniqueName(prefix)
+	admin, err := sarama.NewClusterAdmin(addrs, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = admin.DeleteTopic(name)
+		_ = admin.Close()
+	})
+	if err := admin.CreateTopic(name, &sarama.TopicDetail{NumPartitions: partitions, ReplicationFactor: 1}, false); err != nil {
+		t.Fatal(err)
+	}
+	return addrs, cfg, name
 }

@@ -24,9 +24,24 @@ type Record struct {
 // before it.
 type blockRecords struct {
 	records []Record
-	batches int // batches (or legacy message sets) that held records
-	next    int64
-	partial bool
+	// largest is the bytes of keys, values and headers of the block's
+	// largest batch (or legacy message set), and largestRecords its
+	// records.
+	largest, largestRecords int
+	next                    int64
+	partial                 bool
+}
+
+// counted notes the records appended since the batch that began at index
+// from of out.records as one batch.
+func (out *blockRecords) counted(from int) {
+	n := 0
+	for i := from; i < len(out.records); i++ {
+		n += recordBytes(&out.records[i])
+	}
+	if n > out.largest {
+		out.largest, out.largestRecords = n, len(out.records)-from
+	}
 }
 
 // records decodes a block. Control records (transaction markers) are
@@ -105,12 +120,7 @@ func (out *blockRecords) batch(b *sarama.RecordBatch) {
 		return
 	}
 	if !b.Control {
-		had := len(out.records)
-		defer func() {
-			if len(out.records) > had {
-				out.batches++
-			}
-		}()
+		defer out.counted(len(out.records))
 		for _, r := range b.Records {
 			offset := b.FirstOffset + r.OffsetDelta
 			if offset < out.next {
@@ -157,9 +167,7 @@ func (out *blockRecords) messageSet(ms *sarama.MessageSet) {
 			out.records = append(out.records, Record{Offset: offset, Timestamp: ts, Key: m.Msg.Key, Value: m.Msg.Value})
 			out.next = offset + 1
 		}
-		if len(out.records) > had {
-			out.batches++
-		}
+		out.counted(had)
 	}
 }
 

@@ -77,6 +77,18 @@ func TestRecords(t *testing.T) {
 			}
 		})
 	}
+	t.Run("the largest batch", func(t *testing.T) {
+		// Records of two bytes each ("k", "v"); records before the fetch
+		// offset and control batches do not count.
+		b := block(batch(0, 1, 0, 1), batch(2, 2, 0, 1, 2), control, batch(20, 3, 0, 1, 2, 3))
+		for _, tc := range []struct{ from, bytes, records int }{{0, 8, 4}, {21, 6, 3}} {
+			out := records(b, int64(tc.from))
+			if out.largest != tc.bytes || out.largestRecords != tc.records {
+				t.Fatalf("from %d: largest batch %d bytes in %d records, want %d in %d",
+					tc.from, out.largest, out.largestRecords, tc.bytes, tc.records)
+			}
+		}
+	})
 	t.Run("timestamps", func(t *testing.T) {
 		out := records(block(batch(0, 1, 0, 1), appended), 0)
 		if !out.records[1].Timestamp.Equal(time.Unix(101, 0)) {

@@ -1,7 +1,6 @@
 package fetch
 
 import (
-	"math"
 	"sync"
 	"sync/atomic"
 )
@@ -166,16 +165,15 @@ func (s *Stream) Pauses() int64 { return s.pauses.Load() }
 // closed or next no longer is at the offset they were fetched from.
 func (s *Stream) Push(from int64, rs []Record, next int64) bool {
 	if len(rs) == 0 {
-		return s.push(from, nil, 0, next, 0, false)
+		return s.push(from, nil, next, blockShape{})
 	}
-	return s.push(from, [][]Record{rs}, len(rs), next, 0, false)
+	return s.push(from, [][]Record{rs}, next, blockShape{records: len(rs)})
 }
 
-// push is Push for a block in chunks (detachChunks), n records in all,
-// which decoded to decoded bytes; behind says whether the partition had
-// records past the block. Both tell the next fetches what to expect
-// (fetchAt).
-func (s *Stream) push(from int64, chunks [][]Record, n int, next int64, decoded int, behind bool) bool {
+// push is Push for a block in chunks (detachChunks), of the given shape,
+// which tells the next fetches what to expect (fetchAt).
+func (s *Stream) push(from int64, chunks [][]Record, next int64, shape blockShape) bool {
+	n := shape.records
 	s.mu.Lock()
 	if s.closed || s.next != from {
 		s.mu.Unlock()
@@ -186,7 +184,14 @@ func (s *Stream) push(from int64, chunks [][]Record, n int, next int64, decoded 
 		s.batches = append(s.batches, chunks...)
 		s.queued += n
 	}
-	s.expect, s.behind, s.fetched = decoded, behind, true
+	if shape.tooSmall {
+		// Records are waiting, in a batch larger than asked for: what it
+		// decodes to is not known, and no less than expected before.
+		s.behind = true
+	} else {
+		s.expect, s.behind = shape.decoded, shape.behind
+	}
+	s.fetched = true
 	s.mu.Unlock()
 	if n > 0 {
 		select {
@@ -258,61 +263,52 @@ const (
 // fetch size (resize).
 type blockShape struct {
 	records int
-	batches int  // producer batches that held records
 	decoded int  // bytes of the records and of their Record structs
+	largest int  // the decoded bytes of its largest producer batch
 	behind  bool // the partition had records past the block
-	// tooSmall: the fetch brought no whole record while records were
-	// waiting, so the first batch is larger than the size asked. A
-	// broker before Kafka 4 cuts the batch short; later ones return
-	// nothing for the partition unless it is the response's first with
-	// records, which gets its first batch whole.
+	// tooSmall: the fetch brought no record while records were waiting,
+	// so the first batch is larger than the size asked. Fetch versions 3
+	// and later return nothing for such a partition, unless it is the
+	// first with records in the response, which gets its first batch
+	// whole; earlier ones cut the batch short.
 	tooSmall bool
 }
 
 // resize sets the bytes the next fetch asks for from the block a fetch of
-// asked bytes brought, so that a block decodes to about twice the
-// partition fetch size (limit), or to twice the stream's limit in records
-// when that is less, and to one batch when a batch decodes to more.
+// asked bytes brought.
 //
 // A block is whole producer batches up to the size asked, and compressed
 // batches decode to several times their size: an LZ4 topic of JSON
 // records decoded to 11 times the bytes fetched, all of it held while any
-// of the block's records waits. Asking for proportionally less keeps what
-// a partition holds near what an uncompressed topic's would hold. The
-// size shrinks only on blocks of two batches or more, so it stays at
-// about one batch at least, and grows when a batch did not fit. Blocks
-// that reached the end of the log say nothing about the size: a partition
+// of the block's records waits. So the size follows what blocks decode
+// to: about twice the partition fetch size (limit), or twice the stream's
+// limit in records when that is less (a partition read slowly would only
+// hold the rest in memory), and one and a half of the block's largest
+// batch at least, so that a fetch stays larger than a batch: one that is
+// not brings nothing and costs a round trip. The size grows at most
+// twofold per fetch (a block may end short of the size asked at the end
+// of a log segment) and doubles when a batch did not fit. It stays under
+// the partition fetch size unless the batches need more. A block that
+// reached the end of the log says nothing about the size: a partition
 // that caught up keeps the size it had, so a backlog that builds up later
 // is fetched as the one before was.
 func (s *Stream) resize(asked int32, b blockShape, limit int32) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	size, target := int64(asked), 2*int64(limit)
-	if b.records > 0 {
-		// A partition read slowly keeps a small stream limit (the
-		// consumer's, twice what it handles in a poll interval): blocks
-		// of much more than that would only wait in memory.
-		target = min(target, max(2*int64(s.limit)*int64(b.decoded/b.records), minBlockBytes))
-	}
-	switch {
-	case b.tooSmall:
-		size = min(2*size, math.MaxInt32)
-	case b.records == 0:
+	size := int64(asked)
+	if b.tooSmall {
+		s.size = int32(min(2*size, maxResponseBytes))
 		return
-	case size > int64(limit):
-		// Grown for a batch larger than the partition fetch size, which
-		// has now arrived.
-		size = int64(limit)
-	case !b.behind:
-		return
-	case b.batches >= 2 && b.decoded > int(target):
-		size = max(size*target/int64(b.decoded), minPartitionBytes)
-	case b.decoded < int(target/2):
-		// The block ended at the size asked: its expansion holds for the
-		// next one. Growth is bounded all the same.
-		size = min(size*target/int64(max(b.decoded, 1)), 8*size, int64(limit))
 	}
-	s.size = int32(size)
+	if b.records == 0 || !b.behind {
+		return
+	}
+	decoded, largest := int64(b.decoded), int64(b.largest)
+	want := min(2*int64(limit), max(2*int64(s.limit)*(decoded/int64(b.records)), minBlockBytes))
+	want = max(want, largest*3/2)
+	next := min(size*want/decoded, 2*size)
+	ceiling := max(int64(limit), size*largest*3/2/decoded)
+	s.size = int32(min(max(next, minPartitionBytes), ceiling))
 }
 
 // position is the offset of the next fetch.

@@ -131,19 +131,22 @@ func testStreamClose(t *testing.T) {
 }
 
 // A partition's fetch size follows how far its blocks expand when
-// decoded, so that a block decodes to about twice the partition fetch
-// size, or to one batch when a batch decodes to more; it grows when a
-// batch did not fit, and blocks that reached the log's end change nothing.
+// decoded: toward twice the partition fetch size, or twice the stream's
+// limit in records when that is less, and one and a half of the largest
+// batch at least; growing at most twofold, doubling when a batch did not
+// fit, and unchanged by blocks that reached the log's end.
 func TestStreamResize(t *testing.T) {
 	const limit = 1 << 20
-	backlog := func(batches, decoded int) blockShape {
-		return blockShape{records: 100, batches: batches, decoded: decoded, behind: true}
+	// A block with records past it, of 100 records in batches of which
+	// the largest decoded to largest bytes.
+	backlog := func(decoded, largest int) blockShape {
+		return blockShape{records: 100, decoded: decoded, largest: largest, behind: true}
 	}
-	// An uncompressed block of asked bytes, of 300-byte records, from a
-	// stream whose limit is 512 records.
+	// An uncompressed block of asked bytes of 300-byte records, in
+	// batches of 100 KiB.
 	slow := func(asked int) blockShape {
 		n := asked * 3500 / (1 << 20)
-		return blockShape{records: n, batches: 3, decoded: n * 300, behind: true}
+		return blockShape{records: n, decoded: n * 300, largest: 100 << 10, behind: true}
 	}
 	for _, tc := range []struct {
 		name        string
@@ -152,27 +155,26 @@ func TestStreamResize(t *testing.T) {
 		want        int32
 		streamLimit int // records; 0: more than any block here
 	}{
-		{"uncompressed: a block decodes to about its size", limit, backlog(50, limit+limit/2), limit, 0},
-		{"LZ4 at 11:1 from the first fetch's 64 KiB", 64 << 10, backlog(3, 11*64<<10), 2 * limit * 64 / (11 * 64), 0},
-		{"LZ4 at 11:1 from 512 KiB", 512 << 10, backlog(6, 11*512<<10), 2 * limit * 512 / (11 * 512), 0},
-		{"LZ4 at 11:1 from the full size", limit, backlog(12, 11*limit), 2 * limit / 11, 0},
-		{"a steady compressed partition keeps its size", 190 << 10, backlog(2, 2*limit), 190 << 10, 0},
-		{"one batch larger than the target: the size stays", 64 << 10, backlog(1, 5*limit), 64 << 10, 0},
-		{"never below the minimum", 64 << 10, backlog(40, 1000*64<<10), minPartitionBytes, 0},
-		{"a small block with records waiting grows it", 100 << 10, backlog(3, 800<<10), 2 * limit / 8, 0},
-		{"by eight times at most", 16 << 10, backlog(3, 16<<10), 128 << 10, 0},
-		{"up to the partition fetch size", 800 << 10, backlog(3, 200<<10), limit, 0},
-		{"a caught-up partition keeps its size", 190 << 10, blockShape{records: 3, batches: 1, decoded: 600}, 190 << 10, 0},
+		{"uncompressed: a block decodes to about its size", limit, backlog(limit+limit/2, 100<<10), limit, 0},
+		{"LZ4 at 11:1 from the first fetch's 64 KiB: twice as much", 64 << 10, backlog(11*64<<10, 300<<10), 128 << 10, 0},
+		{"LZ4 at 11:1 from 128 KiB", 128 << 10, backlog(11*128<<10, 300<<10), 2 * limit * 128 / (11 * 128), 0},
+		{"LZ4 at 11:1 from the full size", limit, backlog(11*limit, 300<<10), 2 * limit / 11, 0},
+		{"a steady compressed partition keeps its size", 190 << 10, backlog(2*limit, 300<<10), 190 << 10, 0},
+		{"never below one and a half of the largest batch", 190 << 10, backlog(4*limit, 2*limit), 190 << 10 * 3 / 4, 0},
+		{"never below the minimum", 64 << 10, backlog(1000*64<<10, 100<<10), minPartitionBytes, 0},
+		{"a small block with records waiting: twice as much at most", 100 << 10, backlog(200<<10, 50<<10), 200 << 10, 0},
+		{"up to the partition fetch size", 800 << 10, backlog(1000<<10, 100<<10), limit, 0},
+		{"above it where the batches need it", 2 * limit, backlog(3*limit, 3*limit), 3 * limit, 0},
+		{"a caught-up partition keeps its size", 190 << 10, blockShape{records: 3, decoded: 600, largest: 600}, 190 << 10, 0},
 		{"an empty block changes nothing", 190 << 10, blockShape{}, 190 << 10, 0},
 		{"a batch that did not fit doubles it", 190 << 10, blockShape{tooSmall: true}, 380 << 10, 0},
 		{"beyond the partition fetch size for a large batch", limit, blockShape{tooSmall: true}, 2 * limit, 0},
-		{"back to the partition fetch size once it arrived", 4 * limit, backlog(1, 5*limit), limit, 0},
-		{"back to it even from the log's end", 4 * limit, blockShape{records: 1, batches: 1, decoded: 3 * limit}, limit, 0},
+		{"but not beyond a response", maxResponseBytes * 3 / 4, blockShape{tooSmall: true}, maxResponseBytes, 0},
 		// A stream limit of 512 records, of 300 bytes each: blocks of
 		// about 300 KiB are enough.
 		{"a slow partition: toward twice its stream's limit", limit, slow(limit), limit * (2 * 512 * 300) / (3500 * 300), 512},
-		{"a slow partition that has that already keeps its size", 200 << 10, slow(200 << 10), 200 << 10, 512},
-		{"never below the least block", 64 << 10, blockShape{records: 1000, batches: 2, decoded: 1000 * 200, behind: true}, 64 << 10 * (64 << 10) / (1000 * 200), 4},
+		{"a slow partition at that size stays there", 300 << 10, slow(300 << 10), 300 << 10 * (2 * 512 * 300) / (1025 * 300), 512},
+		{"never below the least block", 64 << 10, blockShape{records: 1000, decoded: 1000 * 200, largest: 10_000, behind: true}, 64 << 10 * (64 << 10) / (1000 * 200), 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := NewStream("t", 0, 0, cmp.Or(tc.streamLimit, 1<<20))
@@ -211,7 +213,7 @@ func TestStreamExpect(t *testing.T) {
 		if st.records > 0 {
 			chunks = [][]Record{recs(next, int64(st.records))}
 		}
-		s.push(next, chunks, st.records, next+int64(st.records), st.decoded, st.behind)
+		s.push(next, chunks, next+int64(st.records), blockShape{records: st.records, decoded: st.decoded, behind: st.behind})
 		next += int64(st.records)
 		s.Take(st.records)
 		if at, _, _ := s.wanted(); at.expect != st.decoded || at.behind != st.behind {
