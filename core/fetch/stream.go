@@ -283,12 +283,12 @@ type blockShape struct {
 // of the block's records waits. So the size follows what blocks decode
 // to: about twice the partition fetch size (limit), or twice the stream's
 // limit in records when that is less (a partition read slowly would only
-// hold the rest in memory), and one and a half of the block's largest
-// batch at least, so that a fetch stays larger than a batch: one that is
-// not brings nothing and costs a round trip. The size grows at most
-// twofold per fetch (a block may end short of the size asked at the end
-// of a log segment) and doubles when a batch did not fit. It stays under
-// the partition fetch size unless the batches need more. A block that
+// hold the rest in memory), and the block's largest batch at least, so
+// that a fetch stays about as large as a batch: one smaller than the
+// batch at its offset brings nothing and costs a round trip, after which
+// the size doubles. The size grows at most twofold per fetch (a block
+// may end short of the size asked at the end of a log segment). It stays
+// under the partition fetch size unless the batches need more. A block that
 // reached the end of the log says nothing about the size: a partition
 // that caught up keeps the size it had, so a backlog that builds up later
 // is fetched as the one before was.
@@ -305,7 +305,7 @@ func (s *Stream) resize(asked int32, b blockShape, limit int32) {
 	}
 	decoded, largest := int64(b.decoded), int64(b.largest)
 	want := min(2*int64(limit), max(2*int64(s.limit)*(decoded/int64(b.records)), minBlockBytes))
-	want = max(want, largest*3/2)
+	want = max(want, largest)
 	next := min(size*want/decoded, 2*size)
 	ceiling := max(int64(limit), size*largest*3/2/decoded)
 	s.size = int32(min(max(next, minPartitionBytes), ceiling))

@@ -132,8 +132,7 @@ func testStreamClose(t *testing.T) {
 
 // A partition's fetch size follows how far its blocks expand when
 // decoded: toward twice the partition fetch size, or twice the stream's
-// limit in records when that is less, and one and a half of the largest
-// batch at least; growing at most twofold, doubling when a batch did not
+// limit in records when that is less, and the largest batch at least; growing at most twofold, doubling when a batch did not
 // fit, and unchanged by blocks that reached the log's end.
 func TestStreamResize(t *testing.T) {
 	const limit = 1 << 20
@@ -160,11 +159,11 @@ func TestStreamResize(t *testing.T) {
 		{"LZ4 at 11:1 from 128 KiB", 128 << 10, backlog(11*128<<10, 300<<10), 2 * limit * 128 / (11 * 128), 0},
 		{"LZ4 at 11:1 from the full size", limit, backlog(11*limit, 300<<10), 2 * limit / 11, 0},
 		{"a steady compressed partition keeps its size", 190 << 10, backlog(2*limit, 300<<10), 190 << 10, 0},
-		{"never below one and a half of the largest batch", 190 << 10, backlog(4*limit, 2*limit), 190 << 10 * 3 / 4, 0},
+		{"never below the largest batch", 190 << 10, backlog(4*limit, 2*limit), 190 << 10 / 2, 0},
 		{"never below the minimum", 64 << 10, backlog(1000*64<<10, 100<<10), minPartitionBytes, 0},
 		{"a small block with records waiting: twice as much at most", 100 << 10, backlog(200<<10, 50<<10), 200 << 10, 0},
 		{"up to the partition fetch size", 800 << 10, backlog(1000<<10, 100<<10), limit, 0},
-		{"above it where the batches need it", 2 * limit, backlog(3*limit, 3*limit), 3 * limit, 0},
+		{"above it while the batches need it", 2 * limit, backlog(3*limit, 3*limit), 2 * limit, 0},
 		{"a caught-up partition keeps its size", 190 << 10, blockShape{records: 3, decoded: 600, largest: 600}, 190 << 10, 0},
 		{"an empty block changes nothing", 190 << 10, blockShape{}, 190 << 10, 0},
 		{"a batch that did not fit doubles it", 190 << 10, blockShape{tooSmall: true}, 380 << 10, 0},
