@@ -86,6 +86,13 @@ def name(bench: str, reader: str) -> str:
     return NAMES_IN.get(bench, {}).get(reader, NAMES.get(reader, reader))
 
 
+# The peak-memory benchmark's table, for either topic.
+RSS_LAYOUT = {
+    "columns": [("peak_rss_mib", "peak RSS MiB", "mib"), ("ratio:peak_rss_mib", "× the original", "ratio"),
+                ("handled", "messages handled in the run", "int")],
+    "plot": (["peak_rss_mib"], "peak resident set, MiB", False),
+}
+
 # The key-ordered workload's table, the same for Python and Node.
 ORDERED_LAYOUT = {
     "columns": [("rate", "msg/s", "rate"), ("of_bound", "of the nominal bound", "ratio"),
@@ -132,16 +139,9 @@ LAYOUT: dict[str, dict[str, Any]] = {
     # The Python and Node key-ordered benchmarks report alike.
     "python-ordered": ORDERED_LAYOUT,
     "node-ordered": ORDERED_LAYOUT,
-    "python-rss": {
-        "columns": [("peak_rss_mib", "peak RSS MiB", "mib"), ("ratio:peak_rss_mib", "× the original", "ratio"),
-                    ("handled", "messages handled in the run", "int")],
-        "plot": (["peak_rss_mib"], "peak resident set, MiB", False),
-    },
-    "python-rss-lz4": {
-        "columns": [("peak_rss_mib", "peak RSS MiB", "mib"), ("ratio:peak_rss_mib", "× the original", "ratio"),
-                    ("handled", "messages handled in the run", "int")],
-        "plot": (["peak_rss_mib"], "peak resident set, MiB", False),
-    },
+    # The memory benchmark on an uncompressed and an LZ4 topic report alike.
+    "python-rss": RSS_LAYOUT,
+    "python-rss-lz4": RSS_LAYOUT,
     "node": {
         "columns": [("rate", "msg/s", "rate"), ("ratio:rate", "× kafkajs", "ratio"),
                     ("js_busy", "JS thread busy", "percent"), ("cpu_us_per_msg", "process CPU µs/msg", "us")],

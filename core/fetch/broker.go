@@ -21,7 +21,7 @@ type brokerLoop struct {
 	mu      sync.Mutex
 	streams []*Stream
 	ended   bool // after a broker error, or replaced (Fetcher.attach)
-	turn    int  // index in streams of the first stream the next fetch considers
+	turn    int  // the first stream the next fetch considers, mod len(streams)
 
 	// scratch holds a block's records as decoded, before they are copied
 	// out in chunks; only the loop's goroutine uses it.
@@ -45,13 +45,12 @@ func (b *brokerLoop) keepScratch(rs []Record) {
 }
 
 // responseBudget is about the most a fetch response is expected to decode
-// to, in bytes of keys, values and headers. A response is decoded whole
-// before any of it is queued, and sarama asks for up to 100 MiB of wire
-// bytes; with compressed batches that can decode to ten times as much. A
-// fetch asks for partitions, in turn, until what they are expected to
-// bring (fetchAt.expect) reaches the budget, and for one at least: eight
-// partitions of uncompressed records at the partition fetch size (1 MiB)
-// fit, two of a well-batched LZ4 topic do.
+// to, in bytes of records and their structs. A response is decoded whole
+// before any of it is queued, and may hold up to maxResponseBytes on the
+// wire, which compressed batches decode to ten times over. A fetch asks
+// for partitions, in turn, until what they are expected to bring
+// (fetchAt.expect) reaches the budget, and for one at least: eight
+// partitions whose blocks decode to about 2 MiB (Stream.resize) fit.
 const responseBudget = 16 << 20
 
 // recordSize is what a queued record holds beside its bytes.
@@ -184,8 +183,6 @@ func (b *brokerLoop) request(ask []asked) (req *sarama.FetchRequest, _ []asked, 
 	}
 	if next >= 0 {
 		b.turn = next
-	} else if len(live) > 0 {
-		b.turn = (b.turn + 1) % len(live)
 	}
 	if len(ask) == 0 {
 		return nil, ask, true

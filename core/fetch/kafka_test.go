@@ -60,26 +60,32 @@ func TestFetchFromKafka(t *testing.T) {
 	}
 	for p, s := range streams {
 		defer s.Close()
-		got := 0
-		deadline := time.After(30 * time.Second)
-		for got < n {
-			rs := s.Peek(n)
-			if len(rs) == 0 {
-				select {
-				case <-s.Ready():
-				case <-deadline:
-					t.Fatalf("partition %d: read %d of %d records", p, got, n)
-				}
-				continue
+		readInOrder(t, s, p, 0, n, value)
+	}
+}
+
+// readInOrder takes records from..to-1 of partition p from s, failing
+// unless each is at its offset with the value value(p, offset).
+func readInOrder(t *testing.T, s *Stream, p, from, to int, value func(p, i int) []byte) {
+	t.Helper()
+	deadline := time.After(60 * time.Second)
+	for got := from; got < to; {
+		rs := s.Peek(to - got)
+		if len(rs) == 0 {
+			select {
+			case <-s.Ready():
+			case <-deadline:
+				t.Fatalf("partition %d: read %d of %d records", p, got, to)
 			}
-			for _, r := range rs {
-				if r.Offset != int64(got) || !bytes.Equal(r.Value, value(p, got)) {
-					t.Fatalf("partition %d: record %d at offset %d, value %.10q", p, got, r.Offset, r.Value)
-				}
-				got++
-			}
-			s.Take(len(rs))
+			continue
 		}
+		for _, r := range rs {
+			if r.Offset != int64(got) || !bytes.Equal(r.Value, value(p, got)) {
+				t.Fatalf("partition %d: record %d at offset %d, value %.20q", p, got, r.Offset, r.Value)
+			}
+			got++
+		}
+		s.Take(len(rs))
 	}
 }
 
@@ -145,26 +151,8 @@ func TestFetchCompressedFromKafka(t *testing.T) {
 	}
 	read := make([]int, partitions)
 	readUpTo := func(p, n int) {
-		s := streams[p]
-		deadline := time.After(60 * time.Second)
-		for read[p] < n {
-			rs := s.Peek(n - read[p])
-			if len(rs) == 0 {
-				select {
-				case <-s.Ready():
-				case <-deadline:
-					t.Fatalf("partition %d: read %d of %d records", p, read[p], n)
-				}
-				continue
-			}
-			for _, r := range rs {
-				if r.Offset != int64(read[p]) || !bytes.Equal(r.Value, value(p, read[p])) {
-					t.Fatalf("partition %d: record %d at offset %d, value %.20q", p, read[p], r.Offset, r.Value)
-				}
-				read[p]++
-			}
-			s.Take(len(rs))
-		}
+		readInOrder(t, streams[p], p, read[p], n, value)
+		read[p] = n
 	}
 	sizes := func() []int32 {
 		var out []int32

@@ -32,15 +32,17 @@ type blockRecords struct {
 	partial                 bool
 }
 
-// counted notes the records appended since the batch that began at index
-// from of out.records as one batch.
-func (out *blockRecords) counted(from int) {
-	n := 0
-	for i := from; i < len(out.records); i++ {
-		n += recordBytes(&out.records[i])
-	}
-	if n > out.largest {
-		out.largest, out.largestRecords = n, len(out.records)-from
+// add appends r and returns its bytes (recordBytes).
+func (out *blockRecords) add(r Record) int {
+	out.records = append(out.records, r)
+	return recordBytes(&r)
+}
+
+// batchDone notes a batch (or legacy message set) of which records
+// holding bytes were added.
+func (out *blockRecords) batchDone(records, bytes int) {
+	if bytes > out.largest {
+		out.largest, out.largestRecords = bytes, records
 	}
 }
 
@@ -120,7 +122,7 @@ func (out *blockRecords) batch(b *sarama.RecordBatch) {
 		return
 	}
 	if !b.Control {
-		defer out.counted(len(out.records))
+		had, bytes := len(out.records), 0
 		for _, r := range b.Records {
 			offset := b.FirstOffset + r.OffsetDelta
 			if offset < out.next {
@@ -130,9 +132,10 @@ func (out *blockRecords) batch(b *sarama.RecordBatch) {
 			if b.LogAppendTime {
 				ts = b.MaxTimestamp
 			}
-			out.records = append(out.records, Record{Offset: offset, Timestamp: ts, Key: r.Key, Value: r.Value, Headers: r.Headers})
+			bytes += out.add(Record{Offset: offset, Timestamp: ts, Key: r.Key, Value: r.Value, Headers: r.Headers})
 			out.next = offset + 1
 		}
+		out.batchDone(len(out.records)-had, bytes)
 	}
 	// The batch's last offset may lie past its last record (compaction
 	// keeps a batch's offset range), and a control batch has only markers.
@@ -148,7 +151,7 @@ func (out *blockRecords) batch(b *sarama.RecordBatch) {
 // 1), which old segments of a log may still hold.
 func (out *blockRecords) messageSet(ms *sarama.MessageSet) {
 	for _, block := range ms.Messages {
-		had := len(out.records)
+		had, bytes := len(out.records), 0
 		inner := block.Messages()
 		for _, m := range inner {
 			offset := m.Offset
@@ -164,10 +167,10 @@ func (out *blockRecords) messageSet(ms *sarama.MessageSet) {
 			if offset < out.next {
 				continue
 			}
-			out.records = append(out.records, Record{Offset: offset, Timestamp: ts, Key: m.Msg.Key, Value: m.Msg.Value})
+			bytes += out.add(Record{Offset: offset, Timestamp: ts, Key: m.Msg.Key, Value: m.Msg.Value})
 			out.next = offset + 1
 		}
-		out.counted(had)
+		out.batchDone(len(out.records)-had, bytes)
 	}
 }
 
@@ -197,6 +200,12 @@ func detach(rs []Record) {
 		n += recordBytes(&rs[i])
 		headers += len(rs[i].Headers)
 	}
+	copyOut(rs, n, headers)
+}
+
+// copyOut is detach for records whose bytes (recordBytes) and headers
+// are already counted.
+func copyOut(rs []Record, n, headers int) {
 	buf := make([]byte, 0, n)
 	cp := func(b []byte) []byte {
 		if b == nil {
@@ -236,24 +245,23 @@ const chunkBytes = 128 << 10
 // array of records and its own buffer (detach), and returns them and the
 // bytes they hold.
 //
-// Chunks let what a stream holds follow what is still queued. A block is
-// whole producer batches, and a compressed batch is decoded whole: with
-// LZ4 and a producer that batches well, one batch of ~700 KiB on the wire
-// is ~35,000 records and ~8 MiB decoded, which a partition's stream would
-// keep until its last record was taken. In chunks, each part is freed as
-// soon as the reader has taken it.
+// Chunks let what a stream holds follow what is still queued: a block of
+// about 2 MiB of records (Stream.resize) would otherwise be kept whole
+// until its last record was taken. In chunks, each part is freed as soon
+// as the reader has taken it.
 func detachChunks(rs []Record) (chunks [][]Record, bytes int) {
 	for len(rs) > 0 {
-		n, size, held := 0, 0, 0
+		n, size, headers, held := 0, 0, 0, 0
 		for n < len(rs) && (n == 0 || held < chunkBytes) {
 			b := recordBytes(&rs[n])
 			size += b
+			headers += len(rs[n].Headers)
 			held += b + recordSize
 			n++
 		}
 		c := make([]Record, n)
 		copy(c, rs[:n])
-		detach(c)
+		copyOut(c, size, headers)
 		chunks = append(chunks, c)
 		bytes += size
 		rs = rs[n:]

@@ -164,9 +164,6 @@ func (s *Stream) Pauses() int64 { return s.pauses.Load() }
 // and sets the offset of the next fetch. It drops them if the stream is
 // closed or next no longer is at the offset they were fetched from.
 func (s *Stream) Push(from int64, rs []Record, next int64) bool {
-	if len(rs) == 0 {
-		return s.push(from, nil, next, blockShape{})
-	}
 	return s.push(from, [][]Record{rs}, next, blockShape{records: len(rs)})
 }
 
