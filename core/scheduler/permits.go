@@ -70,16 +70,21 @@ func (p *permits[W]) acquire(w W, d Demand, lv func(key Key, now int64) float64)
 	if p.waiting.Load() == 0 && p.tryAcquire() {
 		return true
 	}
-	p.mu.Lock()
+	// Every acquire and release of a busy scheduler takes p.mu, so what
+	// needs no lock is done before it: the key's hash, its virtual time (a
+	// lock-free table) and the clock. The policy copes with a clock read
+	// a little before another attempt's (fairOrder.push clamps).
 	now := p.clock()
-	p.seq++
-	mine := p.seq
-	t := task[W]{w: w, d: d, enq: now, seq: mine}
+	t := task[W]{w: w, d: d, enq: now}
 	if lv != nil {
 		t.key = p.cb.Key(w)
 		t.lv = lv(t.key, now)
 		t.due = p.cb.Due != nil && p.cb.Due(w)
 	}
+	p.mu.Lock()
+	p.seq++
+	mine := p.seq
+	t.seq = mine
 	p.order.push(t, now)
 	p.waiting.Add(1)
 	// A permit may have been freed by a release that did not see this
