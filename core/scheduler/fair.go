@@ -252,9 +252,7 @@ func (o *fairOrder[W]) priority(t *task[W], now int64, decay float64) float64 {
 	if !math.IsInf(t.lv, -1) {
 		vt = math.Exp2(t.lv - decay)
 	}
-	// An attempt may have read the clock a little after the caller that
-	// pops (each reads it before taking the lock): it has waited nothing.
-	ratio := min(max(float64(now-t.enq)/float64(o.maxWait), 0), 1)
+	ratio := min(float64(now-t.enq)/float64(o.maxWait), 1)
 	return vt - o.waitWeight*ratio*ratio
 }
 

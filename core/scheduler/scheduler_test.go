@@ -407,19 +407,3 @@ func TestFairDueBeforeClockZero(t *testing.T) {
 	}
 	f.Release()
 }
-
-// An attempt whose clock read comes after the pop's (each caller reads the
-// clock before taking the lock) has waited nothing: no boost, rather than
-// the square of a negative wait.
-func TestNoBoostForAWaitThatHasNotBegun(t *testing.T) {
-	f := NewFair(with(documented, func(o *Options) { o.Clock = newClock().read }), testCallbacks(t))
-	now := f.Now()
-	decay := halvings(now - f.start)
-	at := func(enq int64) float64 { return f.o.priority(&task[*waiter]{lv: 1, enq: enq}, now, decay) }
-	if got, want := at(now+int64(documented.MaxWait)/10), at(now); got != want {
-		t.Fatalf("priority of an attempt that started after now: %v, want %v (as one that starts now)", got, want)
-	}
-	if at(now-int64(documented.MaxWait)/10) >= at(now) {
-		t.Fatal("an attempt that has waited has no boost")
-	}
-}
