@@ -65,23 +65,26 @@ func (p *permits[W]) tryAcquire() bool {
 }
 
 // acquire is Scheduler.Acquire, with lv the fair policy's snapshot of the
-// key's virtual time (computed by the caller without the lock).
+// key's virtual time.
 func (p *permits[W]) acquire(w W, d Demand, lv func(key Key, now int64) float64) bool {
 	if p.waiting.Load() == 0 && p.tryAcquire() {
 		return true
 	}
 	// Every acquire and release of a busy scheduler takes p.mu, so what
-	// needs no lock is done before it: the key's hash, its virtual time (a
-	// lock-free table) and the clock. The policy copes with a clock read
-	// a little before another attempt's (fairOrder.push clamps).
-	now := p.clock()
-	t := task[W]{w: w, d: d, enq: now}
+	// needs no lock is done before it: the key's hash and its virtual time
+	// (a lock-free table; lv does not depend on when it is read, the
+	// decay being in its origin). The policy's own clock is read under the
+	// lock: its slices and a due timer's start assume that the attempts
+	// it is given start in the order they come.
+	t := task[W]{w: w, d: d}
 	if lv != nil {
 		t.key = p.cb.Key(w)
-		t.lv = lv(t.key, now)
+		t.lv = lv(t.key, p.clock())
 		t.due = p.cb.Due != nil && p.cb.Due(w)
 	}
 	p.mu.Lock()
+	now := p.clock()
+	t.enq = now
 	p.seq++
 	mine := p.seq
 	t.seq = mine
