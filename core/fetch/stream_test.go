@@ -132,8 +132,9 @@ func testStreamClose(t *testing.T) {
 
 // A partition's fetch size follows how far its blocks expand when
 // decoded: toward twice the partition fetch size, or twice the stream's
-// limit in records when that is less, and the largest batch at least; growing at most twofold, doubling when a batch did not
-// fit, and unchanged by blocks that reached the log's end.
+// limit in records when that is less, and the largest batch at least. It
+// grows at most twofold, doubles when a batch did not fit, and blocks
+// that reached the log's end leave it unchanged.
 func TestStreamResize(t *testing.T) {
 	const limit = 1 << 20
 	// A block with records past it, of 100 records in batches of which
