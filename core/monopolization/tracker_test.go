@@ -14,9 +14,12 @@ import (
 var t0 = telemetry.Now() / int64(time.Second) * int64(time.Second)
 
 // call tells tr of one call of key from start to end (after t0).
-func call(tr *Tracker, key string, start, end time.Duration) {
-	tr.Observe(telemetry.Event{Kind: telemetry.HandlerInvoked, At: t0 + int64(start), Topic: "t", Key: key})
-	tr.Observe(telemetry.Event{Kind: telemetry.HandlerSucceeded, Start: t0 + int64(start), At: t0 + int64(end), Topic: "t", Key: key})
+func call(tr *Tracker, key string, start, end time.Duration) { callFrom(tr, t0, key, start, end) }
+
+// callFrom is call on a clock whose parts begin at origin.
+func callFrom(tr *Tracker, origin int64, key string, start, end time.Duration) {
+	tr.Observe(telemetry.Event{Kind: telemetry.HandlerInvoked, At: origin + int64(start), Topic: "t", Key: key})
+	tr.Observe(telemetry.Event{Kind: telemetry.HandlerSucceeded, Start: origin + int64(start), At: origin + int64(end), Topic: "t", Key: key})
 }
 
 func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
@@ -55,16 +58,30 @@ func TestTrackerShare(t *testing.T) {
 		{"old calls leave the window", [][2]time.Duration{{0, 8 * time.Second}}, 30 * time.Second, 0},
 		{"a part leaves the window whole", [][2]time.Duration{{0, 2 * time.Second}}, 17500 * time.Millisecond, 1.0 / 16},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			tr := NewTracker(window, 10, 0.5)
-			for _, c := range tt.calls {
-				call(tr, "k", c[0], c[1])
-			}
-			if got := tr.Share(TPK{"t", 0, "k"}, t0+int64(tt.at)); !near(got, tt.want) {
-				t.Fatalf("Share = %v, want %v", got, tt.want)
-			}
-		})
+	// A part keeps its epoch modulo the range of its bits (2^32 parts of a
+	// second here): the same calls count the same on the clock's start,
+	// where epochs are small, and where they fill the bits and wrap.
+	wrap := int64(1<<32) * int64(time.Second)
+	origins := []struct {
+		name   string
+		origin int64
+	}{
+		{"clock start", t0},
+		{"epochs in the upper half of their bits", wrap / 4 * 3},
+		{"epochs wrapping within the window", wrap - int64(5*time.Second)},
+	}
+	for _, o := range origins {
+		for _, tt := range tests {
+			t.Run(o.name+"/"+tt.name, func(t *testing.T) {
+				tr := NewTracker(window, 10, 0.5)
+				for _, c := range tt.calls {
+					callFrom(tr, o.origin, "k", c[0], c[1])
+				}
+				if got := tr.Share(TPK{"t", 0, "k"}, o.origin+int64(tt.at)); !near(got, tt.want) {
+					t.Fatalf("Share = %v, want %v", got, tt.want)
+				}
+			})
+		}
 	}
 }
 
