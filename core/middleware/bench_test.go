@@ -5,6 +5,9 @@ import (
 	"testing"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
 	"github.com/prosody-events/prosody-go/core/event"
 	"github.com/prosody-events/prosody-go/core/internal/invocation"
 )
@@ -30,4 +33,28 @@ func BenchmarkInvoke(b *testing.B) {
 		ctx.Invalidate()
 	}
 	_ = context.Background
+}
+
+// BenchmarkSpans is the cost of the receive span around a no-op handler,
+// recorded by the SDK with a batch processor and an exporter that drops
+// what it is given (the engine benchmark's traced reader).
+func BenchmarkSpans(b *testing.B) {
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	s := NewStack(Handler(event.HandlerFuncs{}, nil), &Spans{Tracer: tp.Tracer("bench")})
+	scope := invocation.NewScope()
+	msg := &event.Message{Key: "k", Topic: "t", Partition: 3, Offset: 12345}
+	r := new(Run)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		r := new(Run)
+		for pb.Next() {
+			ctx := invocation.NewInvocation(scope, "k")
+			if err := s.Invoke(r, ctx, msg); err != nil {
+				b.Fatal(err)
+			}
+			ctx.Invalidate()
+		}
+	})
+	_ = r
 }

@@ -22,24 +22,40 @@ const (
 // followsFrom is the attribute of the link of a FollowsFrom span.
 var followsFrom = attribute.String("opentracing.ref_type", "follows_from")
 
+// consumerKind is the start option of every span StartRemote makes.
+var consumerKind = trace.WithSpanKind(trace.SpanKindConsumer)
+
 // StartRemote starts the span name with tr (nil: the core's Tracer) for
 // work that comes from the remote context f, related to it by rel; the
 // baggage of f goes on either way.
+//
+// The attributes are set on the started span rather than passed as a
+// start option: the SDK copies start options' attributes into a config of
+// their own before copying them into the span, and that copy was a third
+// of the allocations of a receive span. No sampler the OTEL_* variables
+// choose reads them.
 func StartRemote(tr trace.Tracer, f Fields, rel Relation, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
 	if tr == nil {
 		tr = Tracer()
 	}
 	remote := f.Context(context.Background())
-	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...)}
-	parent := remote
+	var ctx context.Context
+	var span trace.Span
 	if rel == FollowsFrom {
-		parent = baggage.ContextWithBaggage(context.Background(), baggage.FromContext(remote))
-		opts = append(opts, trace.WithNewRoot())
+		parent := baggage.ContextWithBaggage(context.Background(), baggage.FromContext(remote))
 		if sc := trace.SpanContextFromContext(remote); sc.IsValid() {
-			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{followsFrom}}))
+			ctx, span = tr.Start(parent, name, consumerKind, trace.WithNewRoot(),
+				trace.WithLinks(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{followsFrom}}))
+		} else {
+			ctx, span = tr.Start(parent, name, consumerKind, trace.WithNewRoot())
 		}
+	} else {
+		ctx, span = tr.Start(remote, name, consumerKind)
 	}
-	return tr.Start(parent, name, opts...)
+	if span.IsRecording() {
+		span.SetAttributes(attrs...)
+	}
+	return ctx, span
 }
 
 // FieldsOfContext is the trace context of ctx (its span and baggage) in
