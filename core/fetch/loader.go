@@ -39,7 +39,12 @@ type Loader struct {
 	opts   LoaderOptions
 	log    *slog.Logger
 	sem    chan struct{}
-	cache  *recordCache // nil: disabled
+	// cache is made by the first record it keeps (nil until then, and
+	// always when CacheSize disables it): most consumers never load a
+	// record, and a cache for the default size is a third of a MiB and
+	// two goroutines.
+	cache   atomic.Pointer[recordCache]
+	cacheMu sync.Mutex // making the cache
 
 	mu     sync.Mutex
 	groups map[partitionKey][]*loadGroup
@@ -170,9 +175,6 @@ func NewLoader(client sarama.Client, opts LoaderOptions) *Loader {
 	opts.defaults()
 	l := &Loader{client: client, opts: opts, log: opts.Logger, sem: make(chan struct{}, opts.MaxInFlight),
 		groups: make(map[partitionKey][]*loadGroup), done: make(chan struct{})}
-	if opts.CacheSize > 0 {
-		l.cache = newRecordCache(opts.CacheSize)
-	}
 	return l
 }
 
@@ -241,15 +243,13 @@ func (l *Loader) LoadCached(ctx context.Context, topic string, partition int32, 
 	defer func() { <-l.sem }()
 
 	k := recordKey{partitionKey{topic, partition}, offset}
-	if l.cache != nil {
-		if rec, ok := l.cache.get(k); ok {
+	if c := l.cache.Load(); c != nil {
+		if rec, ok := c.get(k); ok {
 			return rec, true, nil
 		}
 	}
 	if rec, ok := l.fromRecent(k); ok {
-		if l.cache != nil {
-			l.cache.put(k, rec)
-		}
+		l.keep(k, rec)
 		return rec, true, nil
 	}
 	req := &loadReq{offset: offset, res: make(chan loadResult, 1)}
@@ -281,13 +281,40 @@ func (l *Loader) Close() error {
 	l.mu.Unlock()
 	err := l.client.Close()
 	l.wg.Wait()
-	if l.cache != nil {
-		l.cache.close()
+	l.cacheMu.Lock()
+	c := l.cache.Load()
+	l.cacheMu.Unlock()
+	if c != nil {
+		c.close()
 	}
 	if err != nil && !errors.Is(err, sarama.ErrClosedClient) {
 		return fmt.Errorf("closing the loader's client: %w", err)
 	}
 	return nil
+}
+
+// keep puts a loaded record in the cache, making the cache if it is the
+// first (and the loader is open and has one).
+func (l *Loader) keep(k recordKey, rec Record) {
+	c := l.cache.Load()
+	if c == nil {
+		if l.opts.CacheSize <= 0 {
+			return
+		}
+		l.cacheMu.Lock()
+		select {
+		case <-l.done:
+			l.cacheMu.Unlock()
+			return // closed: Close has closed the cache, or there is none
+		default:
+		}
+		if c = l.cache.Load(); c == nil {
+			c = newRecordCache(l.opts.CacheSize)
+			l.cache.Store(c)
+		}
+		l.cacheMu.Unlock()
+	}
+	c.put(k, rec)
 }
 
 // enqueue adds req to the group that pends its offset already, else to
@@ -474,9 +501,7 @@ func (l *Loader) resolve(g *loadGroup, from int64, res readResult) {
 					found = make(map[int64]Record)
 				}
 				found[r.offset] = rec
-				if l.cache != nil {
-					l.cache.put(recordKey{g.key, r.offset}, rec)
-				}
+				l.keep(recordKey{g.key, r.offset}, rec)
 			}
 		}
 		if ok {

@@ -300,14 +300,17 @@ func TestLoaderCache(t *testing.T) {
 	t.Run("a cached record is not fetched again, and its bytes are its own", func(t *testing.T) {
 		l, g, name := mockLoader(t, LoaderOptions{CacheSize: 2})
 		g.open()
+		if l.cache.Load() != nil {
+			t.Fatal("the cache is made before a record is loaded")
+		}
 		ctx := context.Background()
 		rec, err := l.Load(ctx, name, 0, 5)
 		checkLoaded(t, rec, err, 5)
 		if cap(rec.Value) != len(rec.Value) || cap(rec.Key) != len(rec.Key) {
 			t.Fatalf("the record's slices reach past it: key %d/%d value %d/%d", len(rec.Key), cap(rec.Key), len(rec.Value), cap(rec.Value))
 		}
-		l.cache.wait()
-		if _, ok := l.cache.get(recordKey{partitionKey{name, 0}, 5}); !ok {
+		l.cache.Load().wait()
+		if _, ok := l.cache.Load().get(recordKey{partitionKey{name, 0}, 5}); !ok {
 			t.Fatal("a loaded record is not in the cache")
 		}
 		rec, err = l.Load(ctx, name, 0, 5)
@@ -324,6 +327,16 @@ func TestLoaderCache(t *testing.T) {
 			t.Fatalf("%d fetches, want 1", n)
 		}
 	})
+	t.Run("a closed loader makes no cache", func(t *testing.T) {
+		l, _, name := mockLoader(t, LoaderOptions{CacheSize: 2})
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		l.keep(recordKey{partitionKey{name, 0}, 5}, Record{Offset: 5})
+		if l.cache.Load() != nil {
+			t.Fatal("a record kept after Close made a cache nobody closes")
+		}
+	})
 	t.Run("without the cache a recent read still serves the offsets it covered", func(t *testing.T) {
 		l, g, name := mockLoader(t, LoaderOptions{})
 		g.open()
@@ -334,7 +347,7 @@ func TestLoaderCache(t *testing.T) {
 		if n := l.fetches.Load(); n != 1 {
 			t.Fatalf("%d fetches, want 1: one read covers offsets 5 to 9", n)
 		}
-		if l.cache != nil {
+		if l.cache.Load() != nil {
 			t.Fatal("a cache size of zero must disable the record cache")
 		}
 	})
