@@ -42,9 +42,12 @@ type Loader struct {
 	// cache is made by the first record it keeps (nil until then, and
 	// always when CacheSize disables it): most consumers never load a
 	// record, and a cache for the default size is a third of a MiB and
-	// two goroutines.
-	cache   atomic.Pointer[recordCache]
-	cacheMu sync.Mutex // making the cache
+	// two goroutines. Reads and writes of it hold cacheMu shared, and
+	// Close takes it whole before closing the cache: ristretto panics on
+	// a write that comes as it closes.
+	cache       *recordCache
+	cacheMu     sync.RWMutex
+	cacheClosed bool // under cacheMu
 
 	mu     sync.Mutex
 	groups map[partitionKey][]*loadGroup
@@ -243,10 +246,8 @@ func (l *Loader) LoadCached(ctx context.Context, topic string, partition int32, 
 	defer func() { <-l.sem }()
 
 	k := recordKey{partitionKey{topic, partition}, offset}
-	if c := l.cache.Load(); c != nil {
-		if rec, ok := c.get(k); ok {
-			return rec, true, nil
-		}
+	if rec, ok := l.cached(k); ok {
+		return rec, true, nil
 	}
 	if rec, ok := l.fromRecent(k); ok {
 		l.keep(k, rec)
@@ -282,7 +283,8 @@ func (l *Loader) Close() error {
 	err := l.client.Close()
 	l.wg.Wait()
 	l.cacheMu.Lock()
-	c := l.cache.Load()
+	l.cacheClosed = true
+	c := l.cache
 	l.cacheMu.Unlock()
 	if c != nil {
 		c.close()
@@ -293,28 +295,36 @@ func (l *Loader) Close() error {
 	return nil
 }
 
+// cached is k's record if the cache has it.
+func (l *Loader) cached(k recordKey) (Record, bool) {
+	l.cacheMu.RLock()
+	defer l.cacheMu.RUnlock()
+	if l.cache == nil || l.cacheClosed {
+		return Record{}, false
+	}
+	return l.cache.get(k)
+}
+
 // keep puts a loaded record in the cache, making the cache if it is the
 // first (and the loader is open and has one).
 func (l *Loader) keep(k recordKey, rec Record) {
-	c := l.cache.Load()
-	if c == nil {
-		if l.opts.CacheSize <= 0 {
-			return
-		}
+	if l.opts.CacheSize <= 0 {
+		return
+	}
+	l.cacheMu.RLock()
+	if l.cache == nil {
+		l.cacheMu.RUnlock()
 		l.cacheMu.Lock()
-		select {
-		case <-l.done:
-			l.cacheMu.Unlock()
-			return // closed: Close has closed the cache, or there is none
-		default:
-		}
-		if c = l.cache.Load(); c == nil {
-			c = newRecordCache(l.opts.CacheSize)
-			l.cache.Store(c)
+		if l.cache == nil && !l.cacheClosed {
+			l.cache = newRecordCache(l.opts.CacheSize)
 		}
 		l.cacheMu.Unlock()
+		l.cacheMu.RLock()
 	}
-	c.put(k, rec)
+	defer l.cacheMu.RUnlock()
+	if l.cache != nil && !l.cacheClosed {
+		l.cache.put(k, rec)
+	}
 }
 
 // enqueue adds req to the group that pends its offset already, else to

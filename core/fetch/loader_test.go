@@ -300,7 +300,7 @@ func TestLoaderCache(t *testing.T) {
 	t.Run("a cached record is not fetched again, and its bytes are its own", func(t *testing.T) {
 		l, g, name := mockLoader(t, LoaderOptions{CacheSize: 2})
 		g.open()
-		if l.cache.Load() != nil {
+		if l.cache != nil {
 			t.Fatal("the cache is made before a record is loaded")
 		}
 		ctx := context.Background()
@@ -309,8 +309,8 @@ func TestLoaderCache(t *testing.T) {
 		if cap(rec.Value) != len(rec.Value) || cap(rec.Key) != len(rec.Key) {
 			t.Fatalf("the record's slices reach past it: key %d/%d value %d/%d", len(rec.Key), cap(rec.Key), len(rec.Value), cap(rec.Value))
 		}
-		l.cache.Load().wait()
-		if _, ok := l.cache.Load().get(recordKey{partitionKey{name, 0}, 5}); !ok {
+		l.cache.wait()
+		if _, ok := l.cache.get(recordKey{partitionKey{name, 0}, 5}); !ok {
 			t.Fatal("a loaded record is not in the cache")
 		}
 		rec, err = l.Load(ctx, name, 0, 5)
@@ -333,8 +333,37 @@ func TestLoaderCache(t *testing.T) {
 			t.Fatal(err)
 		}
 		l.keep(recordKey{partitionKey{name, 0}, 5}, Record{Offset: 5})
-		if l.cache.Load() != nil {
+		if l.cache != nil {
 			t.Fatal("a record kept after Close made a cache nobody closes")
+		}
+	})
+	t.Run("loads that keep records as Close runs do not write to the closed cache", func(t *testing.T) {
+		// Each round's loads are served from the first read, and keep what
+		// they load in the cache while Close closes it: ristretto panics
+		// on a write that comes as it closes.
+		for round := 0; round < 20; round++ {
+			l, g, name := mockLoader(t, LoaderOptions{CacheSize: 4096})
+			g.open()
+			if _, err := l.Load(context.Background(), name, 0, 0); err != nil {
+				t.Fatal(err)
+			}
+			var wg sync.WaitGroup
+			for w := 0; w < 8; w++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for j := 0; j < 2000; j++ {
+						_, err := l.Load(context.Background(), name, 0, int64(1+(w*25+j)%199))
+						if errors.Is(err, ErrLoaderClosed) {
+							return
+						}
+					}
+				}()
+			}
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			wg.Wait()
 		}
 	})
 	t.Run("without the cache a recent read still serves the offsets it covered", func(t *testing.T) {
@@ -347,7 +376,7 @@ func TestLoaderCache(t *testing.T) {
 		if n := l.fetches.Load(); n != 1 {
 			t.Fatalf("%d fetches, want 1: one read covers offsets 5 to 9", n)
 		}
-		if l.cache.Load() != nil {
+		if l.cache != nil {
 			t.Fatal("a cache size of zero must disable the record cache")
 		}
 	})

@@ -3,6 +3,7 @@ package monopolization
 import (
 	"fmt"
 	"math"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -57,6 +58,12 @@ func TestTrackerShare(t *testing.T) {
 		{"a call longer than the window counts for the window", [][2]time.Duration{{0, 40 * time.Second}}, 40 * time.Second, 1},
 		{"old calls leave the window", [][2]time.Duration{{0, 8 * time.Second}}, 30 * time.Second, 0},
 		{"a part leaves the window whole", [][2]time.Duration{{0, 2 * time.Second}}, 17500 * time.Millisecond, 1.0 / 16},
+		// 34 s is two rings of parts later: the second call's part is the
+		// first's, and must start again from nothing.
+		{"a part of an old call is reset for a new one", [][2]time.Duration{{0, time.Second}, {34 * time.Second, 35 * time.Second}}, 35 * time.Second, 1.0 / 16},
+		// Told late of a call from before the window, the tracker must not
+		// take the part back from the newer call that has it.
+		{"a late call does not reset a newer part", [][2]time.Duration{{34 * time.Second, 35 * time.Second}, {0, time.Second}}, 35 * time.Second, 1.0 / 16},
 	}
 	// A part keeps its epoch modulo the range of its bits (2^32 parts of a
 	// second here): the same calls count the same on the clock's start,
@@ -82,6 +89,23 @@ func TestTrackerShare(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// A part's time saturates below its epoch's bits: however long a call a
+// part is told of, its epoch stays what it was.
+func TestTrackerPartSaturates(t *testing.T) {
+	tr := NewTracker(16*time.Second, 8, 0.5)
+	epoch := t0 / tr.gran
+	var p atomic.Uint64
+	for i := 0; i < 8; i++ {
+		tr.add(&p, epoch, 1<<62)
+	}
+	if d := tr.behind(p.Load(), epoch); d != 0 {
+		t.Fatalf("the part moved %d epochs", d)
+	}
+	if got, full := tr.busyOf(p.Load()), int64(1)<<tr.busyBits-1; got != full {
+		t.Fatalf("busy %d, want the most its bits hold, %d", got, full)
 	}
 }
 
