@@ -15,6 +15,7 @@ import (
 	"github.com/dgraph-io/ristretto/v2"
 
 	"github.com/prosody-events/prosody-go/core/fault"
+	"github.com/prosody-events/prosody-go/core/internal/lfucache"
 	"github.com/prosody-events/prosody-go/core/kafkafault"
 )
 
@@ -42,12 +43,11 @@ type Loader struct {
 	// cache is made by the first record it keeps (nil until then, and
 	// always when CacheSize disables it): most consumers never load a
 	// record, and a cache for the default size is a third of a MiB and
-	// two goroutines. Reads and writes of it hold cacheMu shared, and
-	// Close takes it whole before closing the cache: ristretto panics on
-	// a write that comes as it closes.
-	cache       *recordCache
-	cacheMu     sync.RWMutex
-	cacheClosed bool // under cacheMu
+	// two goroutines. Once Close has closed it, cacheClosed keeps a
+	// late record from making another.
+	cache       atomic.Pointer[recordCache]
+	cacheMu     sync.Mutex // making or closing the cache
+	cacheClosed bool       // under cacheMu
 
 	mu     sync.Mutex
 	groups map[partitionKey][]*loadGroup
@@ -284,7 +284,7 @@ func (l *Loader) Close() error {
 	l.wg.Wait()
 	l.cacheMu.Lock()
 	l.cacheClosed = true
-	c := l.cache
+	c := l.cache.Load()
 	l.cacheMu.Unlock()
 	if c != nil {
 		c.close()
@@ -297,34 +297,32 @@ func (l *Loader) Close() error {
 
 // cached is k's record if the cache has it.
 func (l *Loader) cached(k recordKey) (Record, bool) {
-	l.cacheMu.RLock()
-	defer l.cacheMu.RUnlock()
-	if l.cache == nil || l.cacheClosed {
-		return Record{}, false
+	if c := l.cache.Load(); c != nil {
+		return c.get(k)
 	}
-	return l.cache.get(k)
+	return Record{}, false
 }
 
 // keep puts a loaded record in the cache, making the cache if it is the
-// first (and the loader is open and has one).
+// first (and the loader is open and has one). A record kept as Close runs
+// is dropped (lfucache).
 func (l *Loader) keep(k recordKey, rec Record) {
-	if l.opts.CacheSize <= 0 {
-		return
-	}
-	l.cacheMu.RLock()
-	if l.cache == nil {
-		l.cacheMu.RUnlock()
+	c := l.cache.Load()
+	if c == nil {
+		if l.opts.CacheSize <= 0 {
+			return
+		}
 		l.cacheMu.Lock()
-		if l.cache == nil && !l.cacheClosed {
-			l.cache = newRecordCache(l.opts.CacheSize)
+		if c = l.cache.Load(); c == nil && !l.cacheClosed {
+			c = newRecordCache(l.opts.CacheSize)
+			l.cache.Store(c)
 		}
 		l.cacheMu.Unlock()
-		l.cacheMu.RLock()
+		if c == nil {
+			return
+		}
 	}
-	defer l.cacheMu.RUnlock()
-	if l.cache != nil && !l.cacheClosed {
-		l.cache.put(k, rec)
-	}
+	c.put(k, rec)
 }
 
 // enqueue adds req to the group that pends its offset already, else to
@@ -656,7 +654,7 @@ func (l *Loader) read(k partitionKey, from int64, budget *int32, expired *atomic
 // re-read. Keys are a hash of (topic, partition, offset); an entry keeps
 // its key to tell a collision from a hit.
 type recordCache struct {
-	c    *ristretto.Cache[uint64, cacheEntry]
+	c    *lfucache.Cache[uint64, cacheEntry]
 	seed maphash.Seed
 }
 
@@ -666,7 +664,7 @@ type cacheEntry struct {
 }
 
 func newRecordCache(size int) *recordCache {
-	c, err := ristretto.NewCache(&ristretto.Config[uint64, cacheEntry]{
+	c, err := lfucache.New(&ristretto.Config[uint64, cacheEntry]{
 		NumCounters: int64(max(size, 1)) * 10, // ristretto's advice: ten counters an entry
 		MaxCost:     int64(max(size, 1)),      // one an entry
 		BufferItems: 64,

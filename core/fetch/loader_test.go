@@ -300,7 +300,7 @@ func TestLoaderCache(t *testing.T) {
 	t.Run("a cached record is not fetched again, and its bytes are its own", func(t *testing.T) {
 		l, g, name := mockLoader(t, LoaderOptions{CacheSize: 2})
 		g.open()
-		if l.cache != nil {
+		if l.cache.Load() != nil {
 			t.Fatal("the cache is made before a record is loaded")
 		}
 		ctx := context.Background()
@@ -309,8 +309,8 @@ func TestLoaderCache(t *testing.T) {
 		if cap(rec.Value) != len(rec.Value) || cap(rec.Key) != len(rec.Key) {
 			t.Fatalf("the record's slices reach past it: key %d/%d value %d/%d", len(rec.Key), cap(rec.Key), len(rec.Value), cap(rec.Value))
 		}
-		l.cache.wait()
-		if _, ok := l.cache.get(recordKey{partitionKey{name, 0}, 5}); !ok {
+		l.cache.Load().wait()
+		if _, ok := l.cache.Load().get(recordKey{partitionKey{name, 0}, 5}); !ok {
 			t.Fatal("a loaded record is not in the cache")
 		}
 		rec, err = l.Load(ctx, name, 0, 5)
@@ -333,7 +333,7 @@ func TestLoaderCache(t *testing.T) {
 			t.Fatal(err)
 		}
 		l.keep(recordKey{partitionKey{name, 0}, 5}, Record{Offset: 5})
-		if l.cache != nil {
+		if l.cache.Load() != nil {
 			t.Fatal("a record kept after Close made a cache nobody closes")
 		}
 	})
@@ -376,7 +376,7 @@ func TestLoaderCache(t *testing.T) {
 		if n := l.fetches.Load(); n != 1 {
 			t.Fatalf("%d fetches, want 1: one read covers offsets 5 to 9", n)
 		}
-		if l.cache != nil {
+		if l.cache.Load() != nil {
 			t.Fatal("a cache size of zero must disable the record cache")
 		}
 	})

@@ -10,6 +10,7 @@ import (
 	"github.com/dgraph-io/ristretto/v2"
 
 	"github.com/prosody-events/prosody-go/core/config"
+	"github.com/prosody-events/prosody-go/core/internal/lfucache"
 	"github.com/prosody-events/prosody-go/core/statestore"
 )
 
@@ -24,7 +25,7 @@ const DefaultReadCacheSize = 1 << 20
 type Readers struct {
 	store statestore.Store
 	ttl   time.Duration // the process setting; 0: no cache
-	cache *ristretto.Cache[string, cachedRead]
+	cache *lfucache.Cache[string, cachedRead]
 }
 
 // cachedRead is a cached answer: an item (nil: absent) or a deque's bounds.
@@ -37,7 +38,7 @@ type cachedRead struct {
 // entries live ttl by default (0: readers do not cache unless their
 // collection says so).
 func NewReaders(store statestore.Store, cacheBytes int64, ttl time.Duration) (*Readers, error) {
-	cache, err := ristretto.NewCache(&ristretto.Config[string, cachedRead]{
+	cache, err := lfucache.New(&ristretto.Config[string, cachedRead]{
 		NumCounters: max(cacheBytes/64, 1024), MaxCost: max(cacheBytes, 1), BufferItems: 64,
 		IgnoreInternalCost: true,
 	})

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -614,5 +615,51 @@ func TestReaderSeesCommittedStateOnly(t *testing.T) {
 	check(t, NewService(store, "owners", "checkout", defs, true, nil).Register(ctx, []string{"topic"}))
 	if _, ok, _ := store.Route(ctx, "checkout", "order"); ok {
 		t.Fatal("the retired collection's routing record is still there")
+	}
+}
+
+// A host may read published state on its own threads while the client
+// closes: reads racing Readers.Close neither panic (ristretto's own Close
+// does under them) nor fail, and go on from the store once the cache is
+// gone.
+func TestReadersRacingClose(t *testing.T) {
+	store := statestore.NewMemory()
+	defs := []config.StateCollection{{Name: "order", Kind: config.CollectionValue, Payload: config.PayloadJSON, Published: true}}
+	svc := NewService(store, "owners", "checkout", defs, true, nil)
+	ctx := context.Background()
+	check(t, svc.Register(ctx, []string{"topic"}))
+	p := must(svc.Partition(ctx, "topic", 0))
+	f := &fixture{t: t, store: store, svc: svc, p: p}
+	a := f.attempt("o1")
+	check(t, a.value("order").Set([]byte(`"open"`)))
+	a.succeed(0)
+
+	for round := 0; round < 20; round++ {
+		rs := must(NewReaders(store, 1<<20, time.Minute))
+		order := rs.Open("checkout", "order", config.CollectionValue, config.None[time.Duration]())
+		start := make(chan struct{})
+		errs := make(chan error, 4)
+		var wg sync.WaitGroup
+		for w := 0; w < 4; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				for i := 0; i < 200; i++ {
+					got, ok, err := order.Value(ctx, "o1")
+					if err != nil || !ok || string(got) != `"open"` {
+						errs <- fmt.Errorf("read %q, %v, %v", got, ok, err)
+						return
+					}
+				}
+			}()
+		}
+		close(start)
+		rs.Close()
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/dgraph-io/ristretto/v2"
 
 	"github.com/prosody-events/prosody-go/core/config"
+	"github.com/prosody-events/prosody-go/core/internal/lfucache"
 )
 
 // Forgetter is implemented by the stores Cached returns. Forget drops
@@ -42,7 +43,7 @@ func Cached(s Store, maxBytes int64) Store {
 	if !ok {
 		rows = unknownLifetimes{s}
 	}
-	cache, err := ristretto.NewCache(&ristretto.Config[string, cacheEntry]{
+	cache, err := lfucache.New(&ristretto.Config[string, cacheEntry]{
 		// Ristretto wants ten counters per entry it can hold; entries are
 		// rarely under ~64 bytes. The cap bounds the counters' memory
 		// (about 3 bytes each).
@@ -62,7 +63,7 @@ func Cached(s Store, maxBytes int64) Store {
 type cachedStore struct {
 	Store // everything not cached passes through
 	rows  lifetimes
-	cache *ristretto.Cache[string, cacheEntry]
+	cache *lfucache.Cache[string, cacheEntry]
 	guard *guard
 
 	epochs sync.Map // namespace → *atomic.Uint64, bumped by Forget
