@@ -561,6 +561,16 @@ func TestMarkersAndLease(t *testing.T) {
 	}
 }
 
+// publishing is a fixture of subsystem "checkout" with defs registered
+// on partition 0 of "topic".
+func publishing(t *testing.T, store statestore.Store, defs []config.StateCollection) *fixture {
+	t.Helper()
+	svc := NewService(store, "owners", "checkout", defs, true, nil)
+	ctx := context.Background()
+	check(t, svc.Register(ctx, []string{"topic"}))
+	return &fixture{t: t, store: store, svc: svc, p: must(svc.Partition(ctx, "topic", 0))}
+}
+
 func TestReaderSeesCommittedStateOnly(t *testing.T) {
 	store := statestore.NewMemory()
 	defs := []config.StateCollection{
@@ -568,11 +578,8 @@ func TestReaderSeesCommittedStateOnly(t *testing.T) {
 		{Name: "lines", Kind: config.CollectionMap, Payload: config.PayloadJSON, Published: true},
 		{Name: "log", Kind: config.CollectionDeque, Payload: config.PayloadJSON, Published: true},
 	}
-	svc := NewService(store, "owners", "checkout", defs, true, nil)
+	f := publishing(t, store, defs)
 	ctx := context.Background()
-	check(t, svc.Register(ctx, []string{"topic"}))
-	p := must(svc.Partition(ctx, "topic", 0))
-	f := &fixture{t: t, store: store, svc: svc, p: p}
 
 	a := f.attempt("o1")
 	check(t, a.value("order").Set([]byte(`"open"`)))
@@ -624,12 +631,8 @@ func TestReaderSeesCommittedStateOnly(t *testing.T) {
 // gone.
 func TestReadersRacingClose(t *testing.T) {
 	store := statestore.NewMemory()
-	defs := []config.StateCollection{{Name: "order", Kind: config.CollectionValue, Payload: config.PayloadJSON, Published: true}}
-	svc := NewService(store, "owners", "checkout", defs, true, nil)
+	f := publishing(t, store, []config.StateCollection{{Name: "order", Kind: config.CollectionValue, Payload: config.PayloadJSON, Published: true}})
 	ctx := context.Background()
-	check(t, svc.Register(ctx, []string{"topic"}))
-	p := must(svc.Partition(ctx, "topic", 0))
-	f := &fixture{t: t, store: store, svc: svc, p: p}
 	a := f.attempt("o1")
 	check(t, a.value("order").Set([]byte(`"open"`)))
 	a.succeed(0)
