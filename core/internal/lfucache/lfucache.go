@@ -2,9 +2,11 @@
 // its stores and the Kafka log, made safe to close while other goroutines
 // still use it.
 //
-// Ristretto's Close closes the channels its Set, Wait and Get hand their
-// work to, and a call already past its own is-closed check when that
-// happens panics on the closed channel. The core closes its caches as a
+// Ristretto's Close closes the channels its Set, Del, Wait and Get hand
+// their work to, and a call already past its own is-closed check when
+// that happens panics on the closed channel; a Wait that comes after its
+// goroutine stopped and before the channel closed blocks for ever. The
+// core closes its caches as a
 // client closes, when a host thread may still be reading published state
 // or a deferred message may still be loading; a panic there would cross
 // the C boundary. Here every call holds a read lock and Close the write
@@ -80,7 +82,8 @@ func (c *Cache[K, V]) Wait() {
 }
 
 // Close stops the cache's goroutines and drops what it holds, once the
-// calls under way have returned. Later calls, and Close again, do nothing.
+// calls under way have returned (new calls wait for it meanwhile). Later
+// calls, and Close again, do nothing.
 func (c *Cache[K, V]) Close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
