@@ -6,12 +6,12 @@
 // their work to, and a call already past its own is-closed check when
 // that happens panics on the closed channel; a Wait that comes after its
 // goroutine stopped and before the channel closed blocks for ever. The
-// core closes its caches as a
-// client closes, when a host thread may still be reading published state
-// or a deferred message may still be loading; a panic there would cross
-// the C boundary. Here every call holds a read lock and Close the write
-// lock, so a call made after Close does nothing: a get misses, a set is
-// dropped, as a cache may drop any set.
+// core closes its caches as a client closes, when a host thread may still
+// be reading published state or a deferred message may still be loading;
+// the panic would crash a Go program, and fail the call through the C
+// library. Here every call holds a read lock and Close the write lock, so
+// a call made after Close does nothing: a get misses, a set is dropped,
+// as a cache may drop any set.
 package lfucache
 
 import (
