@@ -43,11 +43,9 @@ type Loader struct {
 	// cache is made by the first record it keeps (nil until then, and
 	// always when CacheSize disables it): most consumers never load a
 	// record, and a cache for the default size is a third of a MiB and
-	// two goroutines. Once Close has closed it, cacheClosed keeps a
-	// late record from making another.
-	cache       atomic.Pointer[recordCache]
-	cacheMu     sync.Mutex // making or closing the cache
-	cacheClosed bool       // under cacheMu
+	// two goroutines. A record kept once Close has begun makes none.
+	cache   atomic.Pointer[recordCache]
+	cacheMu sync.Mutex // making the cache, or taking it to close
 
 	mu     sync.Mutex
 	groups map[partitionKey][]*loadGroup
@@ -282,8 +280,8 @@ func (l *Loader) Close() error {
 	l.mu.Unlock()
 	err := l.client.Close()
 	l.wg.Wait()
+	// done is closed: a keep that has not made the cache by now never will.
 	l.cacheMu.Lock()
-	l.cacheClosed = true
 	c := l.cache.Load()
 	l.cacheMu.Unlock()
 	if c != nil {
@@ -313,9 +311,14 @@ func (l *Loader) keep(k recordKey, rec Record) {
 			return
 		}
 		l.cacheMu.Lock()
-		if c = l.cache.Load(); c == nil && !l.cacheClosed {
-			c = newRecordCache(l.opts.CacheSize)
-			l.cache.Store(c)
+		select {
+		case <-l.done:
+			// closing: Close takes the cache after done is closed
+		default:
+			if c = l.cache.Load(); c == nil {
+				c = newRecordCache(l.opts.CacheSize)
+				l.cache.Store(c)
+			}
 		}
 		l.cacheMu.Unlock()
 		if c == nil {

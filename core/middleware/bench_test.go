@@ -44,7 +44,6 @@ func BenchmarkSpans(b *testing.B) {
 	s := NewStack(Handler(event.HandlerFuncs{}, nil), &Spans{Tracer: tp.Tracer("bench")})
 	scope := invocation.NewScope()
 	msg := &event.Message{Key: "k", Topic: "t", Partition: 3, Offset: 12345}
-	r := new(Run)
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		r := new(Run)
@@ -56,5 +55,4 @@ func BenchmarkSpans(b *testing.B) {
 			ctx.Invalidate()
 		}
 	})
-	_ = r
 }

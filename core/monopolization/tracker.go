@@ -178,11 +178,11 @@ func (t *Tracker) add(p *atomic.Uint64, epoch, busy int64) {
 }
 
 // used is the handler time the slot holds for the window whose last part
-// is epoch.
+// is epoch (a free part, all zero, adds nothing whatever its epoch).
 func (t *Tracker) used(s *slot, epoch int64) int64 {
 	var used int64
 	for i := range s.parts {
-		if p := s.parts[i].Load(); p != 0 && t.behind(p, epoch) < ring {
+		if p := s.parts[i].Load(); t.behind(p, epoch) < ring {
 			used += t.busyOf(p)
 		}
 	}

@@ -22,8 +22,11 @@ const (
 // followsFrom is the attribute of the link of a FollowsFrom span.
 var followsFrom = attribute.String("opentracing.ref_type", "follows_from")
 
-// consumerKind is the start option of every span StartRemote makes.
-var consumerKind = trace.WithSpanKind(trace.SpanKindConsumer)
+// Start options of the spans StartRemote makes.
+var (
+	consumerKind = trace.WithSpanKind(trace.SpanKindConsumer)
+	newRoot      = trace.WithNewRoot()
+)
 
 // StartRemote starts the span name with tr (nil: the core's Tracer) for
 // work that comes from the remote context f, related to it by rel; the
@@ -39,23 +42,29 @@ func StartRemote(tr trace.Tracer, f Fields, rel Relation, name string, attrs ...
 		tr = Tracer()
 	}
 	remote := f.Context(context.Background())
+	sc := trace.SpanContextFromContext(remote)
+	// A FollowsFrom span is a new root that keeps the remote baggage and
+	// links to the remote span, if there is one.
 	var ctx context.Context
 	var span trace.Span
-	if rel == FollowsFrom {
-		parent := baggage.ContextWithBaggage(context.Background(), baggage.FromContext(remote))
-		if sc := trace.SpanContextFromContext(remote); sc.IsValid() {
-			ctx, span = tr.Start(parent, name, consumerKind, trace.WithNewRoot(),
-				trace.WithLinks(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{followsFrom}}))
-		} else {
-			ctx, span = tr.Start(parent, name, consumerKind, trace.WithNewRoot())
-		}
-	} else {
+	switch {
+	case rel == Child:
 		ctx, span = tr.Start(remote, name, consumerKind)
+	case !sc.IsValid():
+		ctx, span = tr.Start(withBaggageOf(remote), name, consumerKind, newRoot)
+	default:
+		ctx, span = tr.Start(withBaggageOf(remote), name, consumerKind, newRoot,
+			trace.WithLinks(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{followsFrom}}))
 	}
 	if span.IsRecording() {
 		span.SetAttributes(attrs...)
 	}
 	return ctx, span
+}
+
+// withBaggageOf is a context with ctx's baggage and nothing else.
+func withBaggageOf(ctx context.Context) context.Context {
+	return baggage.ContextWithBaggage(context.Background(), baggage.FromContext(ctx))
 }
 
 // FieldsOfContext is the trace context of ctx (its span and baggage) in
