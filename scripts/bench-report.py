@@ -72,6 +72,7 @@ NAMES_IN = {
     "engine": {"prosody": "Prosody, default configuration"},
     "python": {"prosody": "Prosody, default configuration"},
     "node": {"prosody": "Prosody, default configuration", "confluent": "@confluentinc/kafka-javascript"},
+    "node-read": {"prosody": "Prosody, default configuration"},
     "deferral": {"prosody": "Prosody, no key failing"},
     "node-state": {"prosody": "Prosody, no-op handler"},
     "python-ordered": ORDERED_NAMES,
@@ -143,6 +144,11 @@ LAYOUT: dict[str, dict[str, Any]] = {
     "python-rss": RSS_LAYOUT,
     "python-rss-lz4": RSS_LAYOUT,
     "node": {
+        "columns": [("rate", "msg/s", "rate"), ("ratio:rate", "× kafkajs", "ratio"),
+                    ("js_busy", "JS thread busy", "percent"), ("cpu_us_per_msg", "process CPU µs/msg", "us")],
+        "plot": (["rate"], "messages/s", False),
+    },
+    "node-read": {
         "columns": [("rate", "msg/s", "rate"), ("ratio:rate", "× kafkajs", "ratio"),
                     ("js_busy", "JS thread busy", "percent"), ("cpu_us_per_msg", "process CPU µs/msg", "us")],
         "plot": (["rate"], "messages/s", False),

@@ -110,6 +110,7 @@ func benchmarks(bin string) []benchmark {
 			Quick:   []string{"-messages", "200000", "-rounds", "1"},
 			Full:    []string{"-messages", "1000000", "-rounds", "7"},
 			Targets: []target{
+				atLeast("c-abi", "rate", true, 0.8, "the polling path the Python and Node packages use: ≥ 0.8× the Go engine"),
 				atLeast("c-direct", "rate", true, 0.8, "a C handler called on the library's threads (on_event): ≥ 0.8× the Go engine"),
 			},
 		},
@@ -121,6 +122,7 @@ func benchmarks(bin string) []benchmark {
 			Full:     []string{"--messages", "400000", "--rounds", "3", "--original-messages", "2000"},
 			JSONFlag: "--json",
 			Targets: []target{
+				atLeast("prosody", "rate", true, 1.2, "no-op async handler at the default configuration: ≥ 1.2× confluent-kafka's consume loop"),
 				atLeast("prosody-nodedup", "rate", true, 1.0, "no-op async handler, default configuration less deduplication: ≥ 1.0× confluent-kafka's consume loop"),
 			},
 		},
@@ -168,7 +170,18 @@ func benchmarks(bin string) []benchmark {
 			Full:     []string{"--messages", "200000", "--rounds", "3"},
 			JSONFlag: "--json",
 			Targets: []target{
+				atLeast("prosody", "rate", true, 3.0, "no-op async handler at the default configuration: ≥ 3× kafkajs"),
 				atLeast("prosody-besteffort", "rate", true, 1.5, "no-op async handler, best-effort mode (no deduplication): ≥ 1.5× kafkajs"),
+			},
+		},
+		{
+			ID: "node-read", Title: "Node package against kafkajs, every handler reading the key and the parsed payload",
+			Program:  []string{"node", "bindings/node/bench/bench.js", "--only", "kafkajs,prosody-besteffort,prosody", "--handler", "read"},
+			Quick:    []string{"--messages", "50000", "--rounds", "1"},
+			Full:     []string{"--messages", "200000", "--rounds", "3"},
+			JSONFlag: "--json",
+			Targets: []target{
+				atLeast("prosody", "rate", true, 2.5, "handlers that parse the payload, default configuration: ≥ 2.5× kafkajs"),
 			},
 		},
 		{
