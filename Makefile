@@ -6,7 +6,7 @@ GOTEST   ?= $(GO) test -race -count=1 -timeout 30m
 SERVICES := scripts/services
 
 .DEFAULT_GOAL := help
-.PHONY: wheels npm-prebuilds test-dist help deps services-up services-down services-status test test-go test-python test-node demo lint fmt lib test-c install example bench bench-quick bench-c bench-timers fuzz fuzz-short
+.PHONY: wheels npm-prebuilds test-dist help deps services-up services-down services-status test test-scripts test-go test-python test-node demo lint fmt lib test-c install example bench bench-quick bench-c bench-timers fuzz fuzz-short
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -23,7 +23,10 @@ services-down: ## stop the test services and delete their data
 services-status: ## report whether each test service answers
 	@$(SERVICES) status
 
-test: services-up test-go fuzz-short test-c test-python test-node chaos-short test-dist ## start the services if needed, then run every test suite
+test: services-up test-scripts test-go fuzz-short test-c test-python test-node chaos-short test-dist ## start the services if needed, then run every test suite
+
+test-scripts: ## tests of the scripts that need no service (which process a pid file of scripts/services names)
+	bash tests/scripts/services_test.sh
 
 test-go: ## Go tests with the race detector (needs the services: make services-up)
 	$(GOTEST) ./...
