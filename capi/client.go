@@ -8,6 +8,7 @@ import "C"
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"unicode/utf8"
 	"unsafe"
@@ -379,9 +380,14 @@ func prosodyGo_client_poll(id C.uint64_t, out *C.prosody_event, capacity, eventS
 	if capacity == 0 {
 		return C.PROSODY_OK
 	}
-	*count = C.size_t(e.disp.poll(eventArray{base: unsafe.Pointer(out), n: int(capacity), stride: uintptr(eventSize)}))
+	*count = C.size_t(e.disp.poll(eventArray{base: unsafe.Pointer(out), n: pollCapacity(capacity), stride: uintptr(eventSize)}))
 	return C.PROSODY_OK
 }
+
+// pollCapacity is the host's capacity as a count of items to poll. One past
+// what an int holds (SIZE_MAX for "as many as there are") would wrap
+// negative and poll nothing, leaving the fd readable for ever.
+func pollCapacity(capacity C.size_t) int { return int(min(capacity, C.size_t(math.MaxInt32))) }
 
 // queryClient is the preamble the client queries share: the out-parameter
 // must be there and the handle must name a live client.

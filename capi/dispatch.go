@@ -159,23 +159,16 @@ func (d *dispatcher) poll(out eventArray) int {
 		it := d.queue[d.head]
 		d.queue[d.head] = readyItem{}
 		d.head++
-		if it.notice == 0 {
-			switch it.ev.state.Load() {
-			case stateDone:
-				// Completed by a host that guessed the handle before
-				// seeing it: the bytes are gone, and so is the event.
-				continue
-			case stateExpired:
-				// Expired before the host saw it: its outcome is given
-				// already, and the host must not start a handler for a
-				// failed attempt. Nobody will complete it: it ends here
-				// (unless a guessed completion took it meanwhile), and
-				// its EXPIRED notice, behind it, is dropped as done.
-				if ev, err := events.take(it.ev.id); err == nil {
-					ev.finish(nil)
-				}
-				continue
+		if it.notice == 0 && it.ev.state.Load() == stateExpired {
+			// Expired before the host saw it: its outcome is given
+			// already, and the host must not start a handler for a
+			// failed attempt. Nobody will complete it (a call is refused
+			// an event not yet delivered): it ends here, and its EXPIRED
+			// notice, behind it, is dropped as done.
+			if ev, err := events.take(it.ev.id); err == nil {
+				ev.finish(nil)
 			}
+			continue
 		}
 		if it.notice != 0 {
 			if it.ev.state.Load() == stateDone {
@@ -184,6 +177,9 @@ func (d *dispatcher) poll(out eventArray) int {
 			*out.at(n) = C.prosody_event{size: C.size_t(unsafe.Sizeof(C.prosody_event{})), event: C.uint64_t(it.ev.id), kind: it.notice}
 		} else {
 			it.ev.fill(out.at(n))
+			// Only now may a call take it (refuseUnheld): fill reads
+			// the bytes that taking it frees.
+			it.ev.delivered.Store(true)
 		}
 		n++
 	}

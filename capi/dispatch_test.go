@@ -565,21 +565,68 @@ func TestExpiredBeforePollIsNotDelivered(t *testing.T) {
 }
 
 // A host that completes a handle before polling it (handles are numbered
-// in sequence, so it can guess one) does not get the event afterwards:
-// its bytes were freed with its completion.
-func TestCompletedBeforePollIsNotDelivered(t *testing.T) {
+// in sequence, so it can guess one) is told the handle is unknown: the
+// event is the host's only once a poll has written it out. The event is
+// then polled and completed as any other.
+func TestCompletingBeforePollIsRefused(t *testing.T) {
 	d := testDispatcher(t)
 	ev := testEvent(d, event.NewContext(context.Background(), "k"))
 	outcome := make(doneChan, 2)
 	d.start(ev, outcome)
+	if err := testComplete(ev.id); !testInvalidHandle(err) {
+		t.Fatalf("completing before the poll: %v, want INVALID_HANDLE", err)
+	}
+	if seen := testPoll(d); len(seen) != 1 || seen[0].id != ev.id {
+		t.Fatalf("polled %+v, want the event", seen)
+	}
 	if err := testComplete(ev.id); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-outcome; err != nil {
 		t.Fatalf("outcome %v", err)
 	}
-	if seen := testPoll(d); len(seen) != 0 {
-		t.Fatalf("polled %+v after the event was completed", seen)
+}
+
+func TestPollCapacity(t *testing.T) {
+	for _, tc := range []struct {
+		capacity uint64
+		want     int
+	}{{0, 0}, {1, 1}, {256, 256}, {1 << 31, 1<<31 - 1}, {1<<63 + 5, 1<<31 - 1}, {^uint64(0), 1<<31 - 1}} {
+		if got := testPollCapacity(tc.capacity); got != tc.want {
+			t.Errorf("capacity %d: polls %d, want %d", tc.capacity, got, tc.want)
+		}
+	}
+}
+
+// A guessed completion racing the poll that writes the event out never
+// frees the bytes the poll copies (run under -race): it is refused until
+// the poll is done with them, and the event is completed exactly once.
+func TestGuessedCompletionRacingPoll(t *testing.T) {
+	d := testDispatcher(t)
+	for range 2000 {
+		ev := testEvent(d, event.NewContext(context.Background(), "k"))
+		outcome := make(doneChan, 2)
+		d.start(ev, outcome)
+		guessed := make(chan error, 1)
+		go func() { guessed <- testComplete(ev.id) }()
+		seen := testPoll(d)
+		if err := <-guessed; err != nil {
+			if !testInvalidHandle(err) {
+				t.Fatalf("guessed completion: %v", err)
+			}
+			if len(seen) != 1 || seen[0].id != ev.id {
+				t.Fatalf("refused completion, polled %+v: want the event", seen)
+			}
+			if err := testComplete(ev.id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := <-outcome; err != nil {
+			t.Fatalf("outcome %v", err)
+		}
+		if len(outcome) != 0 {
+			t.Fatal("the event was completed twice")
+		}
 	}
 }
 

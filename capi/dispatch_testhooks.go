@@ -62,6 +62,12 @@ const cancelNotice = C.PROSODY_EVENT_CANCELLED
 // testComplete completes an event OK, as prosody_event_complete does.
 func testComplete(id uint64) error { return complete(id, C.PROSODY_OUTCOME_OK, nil) }
 
+// testPollCapacity is pollCapacity for a host's size_t.
+func testPollCapacity(capacity uint64) int { return pollCapacity(C.size_t(capacity)) }
+
+// testInvalidHandle reports whether err carries PROSODY_ERR_INVALID_HANDLE.
+func testInvalidHandle(err error) bool { return statusOf(err) == C.PROSODY_ERR_INVALID_HANDLE }
+
 // Completions of the exported calls, by user_data.
 var testDone struct {
 	mu   sync.Mutex

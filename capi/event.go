@@ -41,6 +41,9 @@ type pendingEvent struct {
 	// direct: handled by a call of the host's on_event (direct.go), which
 	// alone ends it; set before the event is in the table.
 	direct bool
+	// delivered: a poll has written the event out to the host, so the
+	// host holds its handle. Set once fill is done; it never goes back.
+	delivered atomic.Bool
 	// done receives the outcome (set by dispatcher.start).
 	done event.Done
 

@@ -48,7 +48,7 @@ func complete(id uint64, outcome C.int, msg *C.char) error {
 	if err != nil {
 		return err // the event stays pending
 	}
-	ev, err := events.takeUnless(id, refuseDirect)
+	ev, err := events.takeUnless(id, refuseUnheld)
 	if err != nil {
 		return err
 	}
@@ -56,11 +56,17 @@ func complete(id uint64, outcome C.int, msg *C.char) error {
 	return nil
 }
 
-// refuseDirect keeps the events of on_event calls from being completed or
-// released by a call: the callback's return value is their outcome.
-func refuseDirect(ev *pendingEvent) error {
+// refuseUnheld keeps a call from completing or releasing an event the host
+// does not hold. An on_event call's return value is its event's outcome.
+// A polled event is the host's only once poll has written it out: a
+// handle guessed before that is unknown to the host, and taking the event
+// then would free its bytes while poll may still be copying them.
+func refuseUnheld(ev *pendingEvent) error {
 	if ev.direct {
 		return errDirectOutcome
+	}
+	if !ev.delivered.Load() {
+		return invalidHandle(kindEvent, ev.id)
 	}
 	return nil
 }
@@ -123,7 +129,7 @@ func prosodyGo_event_should_cancel(id C.uint64_t, out *C.int, errOut **C.char) (
 //export prosodyGo_event_release
 func prosodyGo_event_release(id C.uint64_t, errOut **C.char) (status C.int) {
 	defer guard("prosody_event_release", &status, errOut)
-	ev, err := events.takeUnless(uint64(id), refuseDirect)
+	ev, err := events.takeUnless(uint64(id), refuseUnheld)
 	if err != nil {
 		return fail(errOut, fmt.Errorf("prosody_event_release: %w", err))
 	}

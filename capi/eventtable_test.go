@@ -102,7 +102,7 @@ func TestEventTableRefusalAndTakeWhere(t *testing.T) {
 		tab.add(ev)
 	}
 	for _, ev := range []*pendingEvent{direct, spilledDirect} {
-		if _, err := tab.takeUnless(ev.id, refuseDirect); !errors.Is(err, errDirectOutcome) {
+		if _, err := tab.takeUnless(ev.id, refuseUnheld); !errors.Is(err, errDirectOutcome) {
 			t.Fatalf("takeUnless(%#x) = %v, want the refusal", ev.id, err)
 		}
 		if _, err := tab.get(ev.id); err != nil {

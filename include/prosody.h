@@ -506,8 +506,8 @@ int prosody_client_is_stalled(uint64_t client, int *stalled, char **error_messag
  * the event's data become invalid. For an event the library gave up on
  * (PROSODY_EVENT_EXPIRED) the outcome is ignored and only its data is
  * freed. Errors: INVALID_ARGUMENT (bad outcome;
- * the event stays pending), INVALID_HANDLE (unknown, or already
- * completed), AFTER_FORK. */
+ * the event stays pending), INVALID_HANDLE (unknown, not yet returned by
+ * a poll, or already completed), AFTER_FORK. */
 int prosody_event_complete(uint64_t event, int outcome, const char *message, char **error_message);
 
 /* Completes n events in one call, as prosody_event_complete does for each.
