@@ -69,7 +69,9 @@ func (t *eventTable) take(id uint64) (*pendingEvent, error) { return t.takeUnles
 
 // takeUnless is take, except that an event for which refuse (if not nil)
 // returns an error stays, and that error is returned. refuse must depend
-// only on what does not change while the event is in the table.
+// only on what does not change while the event is in the table, or changes
+// one way only (an event once delivered stays delivered): a refusal that
+// is out of date then only refuses a handle nobody holds yet.
 func (t *eventTable) takeUnless(id uint64, refuse func(*pendingEvent) error) (*pendingEvent, error) {
 	s := t.slot(id)
 	if ev := s.Load(); ev != nil && ev.id == id {

@@ -312,8 +312,8 @@ func (c *Consumer) holdLimit() int {
 // holdRate measures how fast a partition admits records, to size its
 // stream.
 type holdRate struct {
-	admitted int       // since the last tick
-	last     time.Time // of the last tick
+	admitted int       // since the limit was last worked out
+	last     time.Time // when it was
 	perSec   float64   // smoothed
 }
 

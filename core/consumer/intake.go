@@ -134,6 +134,7 @@ func (p *partition) drive(gen uint64) {
 	// The driver's way through the middleware stack, reused by every event
 	// it runs inline.
 	way := new(middleware.Run)
+	sizeDue := false // a tick was taken between bursts; the limit is to size
 	for {
 		if !p.runReady(gen, way) {
 			return
@@ -143,18 +144,32 @@ func (p *partition) drive(gen uint64) {
 			return
 		}
 		// Between bursts, the claim's end (a revocation in a cooperative
-		// rebalance) is looked for even while records keep coming: the
-		// select below is reached only once the stream runs dry.
+		// rebalance) and the tick are looked for even while records keep
+		// coming: the select below is reached only once the stream runs
+		// dry or the window is full, which a backlog of quick handlers
+		// may never do, and the commit offset would stay unmarked for as
+		// long as the backlog lasts. The stream's limit waits for the
+		// driver to wait (below): a stream that keeps the driver busy has
+		// room enough.
 		select {
 		case _, ok := <-in.claim:
 			if !ok {
 				in.end()
 				return
 			}
+		case <-in.tick.C:
+			p.markProgress(in)
+			sizeDue = true
 		default:
 		}
 		if in.admitQueued(p) {
 			continue
+		}
+		if sizeDue {
+			// A tick came while the driver was busy: size the limit now,
+			// from the rate since it last was.
+			sizeDue = false
+			in.stream.SetLimit(in.rate.limit(time.Now(), in.holdLimit, in.interval))
 		}
 		select {
 		case <-in.stream.Ready():
@@ -166,12 +181,18 @@ func (p *partition) drive(gen uint64) {
 			}
 		case now := <-in.tick.C:
 			in.stream.SetLimit(in.rate.limit(now, in.holdLimit, in.interval))
-			if o, ok := p.commitOffset(); ok {
-				in.mark(o)
-			}
-			p.stalled(time.Now())
+			p.markProgress(in)
 		}
 	}
+}
+
+// markProgress is the driver's periodic report: the commit offset handed
+// to sarama, and the stall check.
+func (p *partition) markProgress(in *intake) {
+	if o, ok := p.commitOffset(); ok {
+		in.mark(o)
+	}
+	p.stalled(time.Now())
 }
 
 // runReady starts the ready runs on the calling goroutine, whose run is

@@ -496,3 +496,87 @@ func TestTimerDoesNotWaitForTheDriversLease(t *testing.T) {
 		t.Fatalf("%d permits taken after the claim ended", limiter.InUse())
 	}
 }
+
+// TestCommitMarkedDuringBacklog: while a backlog keeps the stream full and
+// quick handlers keep the window from filling, the driver never waits, and
+// its tick must still hand commit offsets to sarama between bursts; a
+// crash would otherwise replay the whole backlog read so far. No offset
+// marked is past what has been handled.
+func TestCommitMarkedDuringBacklog(t *testing.T) {
+	var handled atomic.Int64
+	c, p := newTestPartition(1000, func(*event.Context, event.Event) error {
+		time.Sleep(100 * time.Microsecond) // work, quick enough to stay on the driver
+		handled.Add(1)
+		return nil
+	})
+	// Every run stays on the driver, as quick handlers' runs do: a
+	// sleeping handler would otherwise look slow or stuck.
+	c.slowRun = time.Hour
+	c.rescue.off.Store(true)
+	defer closeTestConsumer(c)
+	claim := make(chan *sarama.ConsumerMessage)
+	stream := fetch.NewStream(p.topic, p.id, 0, c.holdLimit())
+	var marks atomic.Int64
+	var beyond atomic.Int64 // a marked offset past the handled ones, if any
+	in := newIntake(stream, claim, 5*time.Millisecond, c.holdLimit(), func(o int64) {
+		if h := handled.Load(); o > h {
+			beyond.Store(o)
+		}
+		marks.Add(1)
+	})
+	const n = 4000
+	rs := make([]fetch.Record, n)
+	for i := range rs {
+		rs[i] = testRecord(int64(i), fmt.Sprintf("k-%d", i%50))
+	}
+	stream.Push(0, rs, n) // the backlog, fetched at once
+	p.startIntake(in)
+	eventually(t, "half the backlog handled", func() bool { return handled.Load() >= n/2 })
+	if marks.Load() == 0 {
+		t.Errorf("%d of %d records handled and no commit offset marked", handled.Load(), n)
+	}
+	if o := beyond.Load(); o != 0 {
+		t.Errorf("offset %d marked before the records below it were handled", o)
+	}
+	close(claim)
+	<-in.done
+	p.drain(5*time.Second, event.ErrRevoked)
+}
+
+// TestDrainCancelsARunStuckWhenTheClaimEnds: a run on the driver that is
+// under way when the partition stops starting work (the session ends) is
+// rescued all the same, so that the claim's end is seen and the drain
+// starts: its budget then cancels the handler's context. Before, only the
+// stuck driver could end the intake, and the drain waited for the handler
+// to return by itself.
+func TestDrainCancelsARunStuckWhenTheClaimEnds(t *testing.T) {
+	var pp *partition
+	stopped := make(chan struct{})
+	cancelled := make(chan bool, 1)
+	c, p := newTestPartition(10, func(ctx *event.Context, _ event.Event) error {
+		pp.stopStarting() // the session ends as this run starts
+		close(stopped)
+		select {
+		case <-ctx.Done(): // a handler that honours cancellation
+			cancelled <- true
+		case <-time.After(30 * time.Second):
+			cancelled <- false
+		}
+		return nil
+	})
+	pp = p
+	defer closeTestConsumer(c)
+	records, in := testIntake(p)
+	records <- testRecord(0, "k")
+	<-stopped
+	close(records) // the claim ends
+	select {
+	case <-in.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the claim ended 10 s ago and the intake has not: the drain cannot start")
+	}
+	p.drain(time.Second, event.ErrRevoked)
+	if !<-cancelled {
+		t.Fatal("the stuck handler's context was never cancelled")
+	}
+}

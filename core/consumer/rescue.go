@@ -109,13 +109,16 @@ func (r *rescuer) scan(parts *[]*partition) (busy bool) {
 
 // rescue hands the intake of a partition whose driver is still in the run
 // announced as v to a new goroutine; the partition offloads if its runs
-// were slow before too.
+// were slow before too. A draining partition is rescued as well: only the
+// goroutine driving the intake sees the claim end, and the drain, whose
+// budget cancels the runs still under way, starts only then. The new
+// driver starts nothing; it waits for the claim's end (awaitEnd).
 func (p *partition) rescue(v uint64) {
 	p.mu.Lock()
 	// Only the current driver's run: a run that was rescued before goes on
 	// in the goroutine the intake left, announced under an older
 	// generation.
-	if p.inline.Load() != v || v>>32 != p.driver&(1<<32-1) || p.draining {
+	if p.inline.Load() != v || v>>32 != p.driver&(1<<32-1) {
 		p.mu.Unlock()
 		return
 	}
