@@ -134,7 +134,7 @@ func (p *partition) drive(gen uint64) {
 	// The driver's way through the middleware stack, reused by every event
 	// it runs inline.
 	way := new(middleware.Run)
-	sizeDue := false // a tick was taken between bursts; the limit is to size
+	sizeDue := false // a tick came; the stream's limit is sized at the next wait
 	for {
 		if !p.runReady(gen, way) {
 			return
@@ -148,9 +148,9 @@ func (p *partition) drive(gen uint64) {
 		// coming: the select below is reached only once the stream runs
 		// dry or the window is full, which a backlog of quick handlers
 		// may never do, and the commit offset would stay unmarked for as
-		// long as the backlog lasts. The stream's limit waits for the
-		// driver to wait (below): a stream that keeps the driver busy has
-		// room enough.
+		// long as the backlog lasts. The stream's limit is sized only when
+		// the driver is about to wait: a stream that keeps the driver busy
+		// has room enough.
 		select {
 		case _, ok := <-in.claim:
 			if !ok {
@@ -166,8 +166,6 @@ func (p *partition) drive(gen uint64) {
 			continue
 		}
 		if sizeDue {
-			// A tick came while the driver was busy: size the limit now,
-			// from the rate since it last was.
 			sizeDue = false
 			in.stream.SetLimit(in.rate.limit(time.Now(), in.holdLimit, in.interval))
 		}
@@ -179,9 +177,9 @@ func (p *partition) drive(gen uint64) {
 				in.end()
 				return
 			}
-		case now := <-in.tick.C:
-			in.stream.SetLimit(in.rate.limit(now, in.holdLimit, in.interval))
+		case <-in.tick.C:
 			p.markProgress(in)
+			sizeDue = true
 		}
 	}
 }
