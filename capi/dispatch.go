@@ -264,6 +264,18 @@ func (d *dispatcher) timerEvent(front int, ctx *event.Context, t *event.Timer) *
 	return ev
 }
 
+// giveUp reports an expired attempt's outcome. It runs the layers' after
+// steps on the watch's goroutine, where a panic would end the process: it
+// is logged instead, as a panic on a host's call is.
+func (d *dispatcher) giveUp(ev *pendingEvent) {
+	defer func() {
+		if r := recover(); r != nil {
+			_ = internalError("expiring an event", r)
+		}
+	}()
+	ev.done.Done(errExpired)
+}
+
 // doneChan receives an outcome for a goroutine waiting on it.
 type doneChan chan error
 
@@ -349,11 +361,12 @@ func (d *dispatcher) watchCancellation() {
 			d.push(readyItem{ev: ev, notice: C.PROSODY_EVENT_CANCELLED})
 		}
 		for _, ev := range expired {
-			// The outcome first: it invalidates the attempt's context, so
-			// that the host's timer operations after the notice fail
-			// alike ("no longer valid").
-			ev.done.Done(errExpired)
+			// The notice first: the outcome's continuation may start the
+			// key's next event, which the host must see after it. Timer
+			// operations of the expired event fail from the moment it
+			// is marked expired (timerOp), before the notice is queued.
 			d.push(readyItem{ev: ev, notice: C.PROSODY_EVENT_EXPIRED})
+			d.giveUp(ev)
 		}
 		if d.inFlight.Load() == 0 {
 			d.watching.Store(false)

@@ -653,3 +653,57 @@ func expireEvent(t *testing.T, d *dispatcher, polled bool) (*pendingEvent, doneC
 	}
 	return ev, outcome
 }
+
+// The EXPIRED notice of an event reaches the host before the key's next
+// event, which the expired attempt's outcome starts: a host that tracks
+// its handlers by key sees the old one told to stop first.
+func TestExpiredNoticePrecedesTheKeysNextEvent(t *testing.T) {
+	d := testDispatcher(t)
+	parent, timeout := context.WithCancelCause(context.Background())
+	first := testEvent(d, event.NewContext(parent, "k"))
+	next := testEvent(d, event.NewContext(context.Background(), "k"))
+	nextOutcome := make(doneChan, 1)
+	d.start(first, doneFunc(func(error) { d.start(next, nextOutcome) }))
+	if seen := testPoll(d); len(seen) != 1 || seen[0].id != first.id {
+		t.Fatalf("polled %+v, want the first event", seen)
+	}
+	timeout(event.ErrTimeout)
+	var seen []polled
+	for deadline := time.Now().Add(5 * time.Second); len(seen) < 2 && time.Now().Before(deadline); {
+		seen = append(seen, testPoll(d)...)
+		time.Sleep(time.Millisecond)
+	}
+	if len(seen) != 2 || seen[0].id != first.id || !seen[0].expired || seen[1].id != next.id || seen[1].expired {
+		t.Fatalf("polled %+v, want the EXPIRED notice of %#x, then the event %#x", seen, first.id, next.id)
+	}
+	if err := testComplete(first.id); err != nil {
+		t.Fatal(err)
+	}
+	if err := testComplete(next.id); err != nil {
+		t.Fatal(err)
+	}
+	<-nextOutcome
+}
+
+// A panic in an expired attempt's outcome (its layers' after steps run on
+// the watch's goroutine) is recovered and logged, not the end of the
+// process, and the watch goes on for the events still held.
+func TestPanicInAnExpiredOutcomeIsRecovered(t *testing.T) {
+	d := testDispatcher(t)
+	parent, timeout := context.WithCancelCause(context.Background())
+	ev := testEvent(d, event.NewContext(parent, "k"))
+	panicked := make(chan struct{})
+	d.start(ev, doneFunc(func(error) { close(panicked); panic("after step") }))
+	testPoll(d)
+	timeout(event.ErrTimeout)
+	select {
+	case <-panicked:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the expired attempt's outcome was never reported")
+	}
+	if err := testComplete(ev.id); err != nil {
+		t.Fatal(err)
+	}
+	_, outcome := expireEvent(t, d, true)
+	_ = outcome
+}

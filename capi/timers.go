@@ -84,6 +84,11 @@ func timerOp(fn string, id C.uint64_t, cb C.prosody_completion_fn, ud C.uintptr_
 			}
 			done.call(err)
 		}()
+		if ev.state.Load() == stateExpired {
+			// Its outcome may not have invalidated the context yet.
+			err = timerError(fn, ctx, event.ErrInvalidContext)
+			return
+		}
 		err = timerError(fn, ctx, op(ctx))
 	})
 	return C.PROSODY_OK
@@ -155,7 +160,11 @@ func prosodyGo_event_scheduled(id C.uint64_t, cb C.prosody_times_fn, ud C.uintpt
 			callTimes(cb, ud, ms, err)
 		}()
 		var ts []time.Time
-		ts, err = ctx.Scheduled()
+		if ev.state.Load() == stateExpired {
+			ts, err = nil, event.ErrInvalidContext
+		} else {
+			ts, err = ctx.Scheduled()
+		}
 		err = timerError(fn, ctx, err)
 		if err == nil {
 			ms = make([]C.int64_t, len(ts))

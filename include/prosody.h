@@ -128,8 +128,11 @@ extern "C" {
  * handler now (cancel its task, abort its signal). The handle stays valid
  * for prosody_event_should_cancel (always 1), and the event's data stays
  * readable, until the host completes or releases the handle (or releases
- * the client); that completion's outcome is ignored. Only `size`, `event`
- * and `kind` are set. */
+ * the client); that completion's outcome is ignored. The notice reaches
+ * the host before any later event of the same key, and timer operations
+ * on the handle fail (no longer valid) from the moment the library gives
+ * up, before the notice is queued. Only `size`, `event` and `kind` are
+ * set. */
 #define PROSODY_EVENT_EXPIRED 4
 
 /* Outcomes for prosody_event_complete. */
