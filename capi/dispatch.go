@@ -301,9 +301,13 @@ func (d *dispatcher) start(ev *pendingEvent, done event.Done) {
 	ev.done = done
 	d.mu.Lock()
 	if d.closed {
+		// The host was released (a consumer may still be starting or
+		// draining): the event never reaches a handler, and the next
+		// owner of its partition handles it, without an error logged
+		// for each one.
 		d.mu.Unlock()
 		ev.free()
-		done.Done(errReleased)
+		done.Done(event.ErrNotStarted)
 		return
 	}
 	// Registered and queued under d.mu, so that close, which sets closed

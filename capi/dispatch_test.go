@@ -707,3 +707,27 @@ func TestPanicInAnExpiredOutcomeIsRecovered(t *testing.T) {
 	_, outcome := expireEvent(t, d, true)
 	_ = outcome
 }
+
+// An event that reaches a released client (a consumer still starting or
+// draining) is not started, not queued and not counted: its outcome is
+// event.ErrNotStarted, which leaves its offset to the next owner without
+// logging a failure for each event.
+func TestEventAfterReleaseIsNotStarted(t *testing.T) {
+	d := testDispatcher(t)
+	d.close()
+	ev := testEvent(d, event.NewContext(context.Background(), "k"))
+	outcome := make(doneChan, 1)
+	d.start(ev, outcome)
+	if err := <-outcome; err != event.ErrNotStarted {
+		t.Fatalf("outcome %v, want event.ErrNotStarted", err)
+	}
+	if seen := testPoll(d); len(seen) != 0 {
+		t.Fatalf("polled %+v after release", seen)
+	}
+	if _, err := events.get(ev.id); err == nil {
+		t.Fatal("the event is in the handle table")
+	}
+	if n := d.inFlight.Load(); n != 0 {
+		t.Fatalf("%d events counted in flight", n)
+	}
+}

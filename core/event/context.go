@@ -22,6 +22,14 @@ var (
 	ErrNoTimers = invocation.ErrNoTimers
 )
 
+// ErrNotStarted is the outcome of an event whose handler never started
+// because this process is letting go of the work (its partition is
+// stopping, or the host library that would run it was released). It is
+// terminal but not a failure: the offset stays uncommitted, nothing is
+// retried, deferred, dead-lettered or logged above debug, and the
+// partition's next owner handles the event.
+var ErrNotStarted = invocation.ErrNotStarted
+
 // Context is the context of one handler invocation. It is a
 // context.Context, so it can be passed to any call that should stop when
 // the invocation is cancelled: its Done channel closes on timeout, when the
