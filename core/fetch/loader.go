@@ -150,8 +150,11 @@ var (
 	// ErrOffsetDeleted is wrapped by the error of a load whose record is
 	// gone: retention or DeleteRecords moved the log's start past it, or
 	// compaction removed it (the first record at or after the offset has
-	// a higher one), or the log no longer reaches it (the offset is at or
-	// past the high watermark, after a truncation). It is permanent.
+	// a higher one), or the log no longer reaches it (the offset is below
+	// the log's start, or past its end after a truncation). It is
+	// permanent. An offset within the log but not yet below the high
+	// watermark is a transient failure: a new leader's high watermark can
+	// trail the old one's.
 	ErrOffsetDeleted = fault.Permanent(errors.New("fetch: the record is no longer in the log"))
 	// ErrLoaderClosed is returned by loads once Close has started. It is
 	// terminal.
@@ -482,15 +485,20 @@ func (l *Loader) resolve(g *loadGroup, from int64, res readResult) {
 	}
 	out := res.out
 	if out.next == from {
-		// Nothing from the start on: at or past the log's end, or (not
-		// expected of a leader) nothing below it.
+		// Nothing from the start on, with the offset within the log (past
+		// its end the answer is OffsetOutOfRange): at or past the high
+		// watermark, or (not expected of a leader) nothing below it. A
+		// record loaded was read before, so it was below the high
+		// watermark then: a leader elected since may not have advanced
+		// its own that far yet. Either way the record may still be
+		// served, and the load is retried, never taken as deleted.
 		for _, r := range g.reqs {
+			where := "below"
 			if r.offset >= res.hwm {
-				r.res <- loadResult{err: deleted(r.offset)}
-			} else {
-				r.res <- loadResult{err: fault.Transient(fmt.Errorf("fetch: loading %s/%d at %d: empty fetch below the high watermark %d",
-					g.key.topic, g.key.partition, r.offset, res.hwm))}
+				where = "at or past"
 			}
+			r.res <- loadResult{err: fault.Transient(fmt.Errorf("fetch: loading %s/%d at %d: empty fetch %s the high watermark %d",
+				g.key.topic, g.key.partition, r.offset, where, res.hwm))}
 		}
 		g.reqs = g.reqs[:0]
 		return

@@ -128,11 +128,15 @@ func testLoadFromCluster(t *testing.T, addrs []string) {
 		t.Fatalf("a cached load fetched: %d fetches, want %d", got, before)
 	}
 
-	// At and past the high watermark.
-	for _, o := range []int64{n, n + 1000} {
-		_, err := l.Load(ctx, name, 0, o)
-		checkDeleted(t, err, o)
+	// At the high watermark (the log's end here) nothing is served yet:
+	// on a leader elected a moment ago the high watermark may trail
+	// records read before, so the load is retried, not taken as deleted.
+	// Past the log's end the answer is OffsetOutOfRange: deleted.
+	if _, err := l.Load(ctx, name, 0, n); err == nil || errors.Is(err, ErrOffsetDeleted) || fault.ClassOf(err) != fault.ClassTransient {
+		t.Fatalf("load %d: error %v (class %v), want a transient failure", n, err, fault.ClassOf(err))
 	}
+	_, err = l.Load(ctx, name, 0, n+1000)
+	checkDeleted(t, err, n+1000)
 
 	// Deleted records: the log now starts at 120.
 	admin, err := sarama.NewClusterAdmin(addrs, func() *sarama.Config {
