@@ -142,3 +142,24 @@ func (p *DeferPolicy) deferFirst(ctx context.Context, part *deferral.Partition, 
 	set(key, true)
 	return write()
 }
+
+// startQueue is the queue write of a first deferral: first, which makes
+// the event the key's only entry, unless the store already holds a queue
+// for the key (queued reports it), which join then extends. The key was
+// not known as deferred because the partition's assignment lists deferred
+// keys by their retry timers up to a horizon (defer_max_delay ahead): a
+// retry set further out, under a longer defer_max_delay before or by a
+// clock running ahead, is out of sight. Replacing that queue would lose
+// its events, whose offsets were committed long ago.
+func (p *DeferPolicy) startQueue(key, what string, queued func() (bool, error), join, first func() error) error {
+	ok, err := queued()
+	switch {
+	case err != nil:
+		return fmt.Errorf("reading the key's deferred %s: %w", what, err)
+	case ok:
+		p.logger().Warn("the key already had deferred "+what+" this consumer did not know of (their retry was set further out than defer_max_delay); joining them",
+			slog.String("key", key))
+		return join()
+	}
+	return first()
+}

@@ -415,3 +415,46 @@ func TestMessageDeferRetryEdgeCases(t *testing.T) {
 		}
 	})
 }
+
+// A key the partition does not know as deferred, whose queue the store
+// holds all the same (its retry timer lay past the horizon the assignment
+// read deferred keys to), is joined by its first deferral here, not
+// replaced: the queued messages, committed long ago, are retried in order
+// with the new one behind them (found in review).
+func TestFirstDeferralJoinsAQueueOutOfSight(t *testing.T) {
+	for _, async := range []bool{false, true} {
+		t.Run(fmt.Sprintf("async=%v", async), func(t *testing.T) {
+			e := newDeferEnv(t, true)
+			ctx := context.Background()
+			e.message("k", 5)
+			e.message("k", 6)
+			if err := e.part.Messages.DeferFirst(ctx, "k", 5); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.part.Messages.Append(ctx, "k", 6); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.part.Messages.SetRetries(ctx, "k", 3); err != nil {
+				t.Fatal(err)
+			}
+			e.fails["7"] = 1
+			if err := e.run(e.message("k", 7), async); err != nil {
+				t.Fatalf("the failure should be deferred, got %v", err)
+			}
+			if head, retries, ok := e.queue("k"); !ok || head != 5 || retries != 3 {
+				t.Fatalf("queue head %d, retries %d, ok %v: want the old queue kept (head 5, 3 retries)", head, retries, ok)
+			}
+			for range 3 {
+				if err := e.fire("k", timerstore.DeferredMessage, async); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if want := []string{"7", "5", "6", "7"}; !slices.Equal(e.handled, want) {
+				t.Fatalf("handled %v, want %v", e.handled, want)
+			}
+			if _, _, ok := e.queue("k"); ok || e.part.MessageDeferred("k") {
+				t.Fatal("the key should have drained")
+			}
+		})
+	}
+}

@@ -161,3 +161,27 @@ func (f *fakeAppTimers) ClearScheduled(context.Context, string) error { f.times 
 func (f *fakeAppTimers) Scheduled(context.Context, string) ([]time.Time, error) {
 	return slices.Clone(f.times), nil
 }
+
+// Timers, like messages, join a deferred queue the store holds for a key
+// the partition does not know as deferred, rather than replace it.
+func TestFirstTimerDeferralJoinsAQueueOutOfSight(t *testing.T) {
+	e := newDeferEnv(t, true)
+	if err := e.part.Timers.DeferFirst(context.Background(), "k", parked(appTimer("k", 40))); err != nil {
+		t.Fatal(err)
+	}
+	e.fails["timer@100"] = 1
+	if err := e.run(appTimer("k", 100), false); err != nil {
+		t.Fatalf("the failure should be deferred: %v", err)
+	}
+	for range 2 {
+		if err := e.fire("k", timerstore.DeferredTimer, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if want := []string{"timer@100", "timer@40", "timer@100"}; !slices.Equal(e.handled, want) {
+		t.Fatalf("handled %v, want %v", e.handled, want)
+	}
+	if e.part.TimerDeferred("k") {
+		t.Fatal("the key should have drained")
+	}
+}
