@@ -353,8 +353,8 @@ func (c *Client) Unsubscribe(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	if dd != nil {
-		// The ids of the last messages handled are written before the
-		// partitions' next owners could look for them.
+		// Each partition waited for its own ids before its final commit;
+		// this is for any write still under way after that wait ran out.
 		if err := dd.Flush(ctx); err != nil {
 			errs = append(errs, err)
 		}

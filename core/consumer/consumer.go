@@ -421,7 +421,9 @@ func (h *groupHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sara
 		cause = ErrStopped
 	}
 	p.log.Info("partition released; draining", slog.Int("unfinished", p.outstanding()), slog.Int("fetched_unread", in.unread))
+	drainStart := time.Now()
 	p.drain(c.opts.ShutdownTimeout, cause)
+	p.releaseLayers(c.opts.ShutdownTimeout - time.Since(drainStart))
 	if o, ok := p.commitOffset(); ok {
 		sess.MarkOffset(p.topic, p.id, o, "")
 	}

@@ -580,3 +580,39 @@ func TestDrainCancelsARunStuckWhenTheClaimEnds(t *testing.T) {
 		t.Fatal("the stuck handler's context was never cancelled")
 	}
 }
+
+// panicFirst is a layer with a bug: it panics on the first event.
+type panicFirst struct{ calls *atomic.Int64 }
+
+func (l panicFirst) Before(*middleware.Run) middleware.Step {
+	if l.calls.Add(1) == 1 {
+		panic("a layer's bug")
+	}
+	return middleware.Continue
+}
+
+func (panicFirst) After(_ *middleware.Run, err error) middleware.Step { return middleware.Result(err) }
+
+// TestLayerPanicLeavesTheOffsetUncommitted: a layer that panics on the
+// driver's synchronous path does not take the process down, the key's
+// next events go on, and the event, which the layers outside the panic
+// (retries, deferral) never saw through, is not committed: the next owner
+// of the partition handles it.
+func TestLayerPanicLeavesTheOffsetUncommitted(t *testing.T) {
+	var handled atomic.Int64
+	c, p := newStackPartition(10, middleware.NewStack(middleware.Func(func(*event.Context, event.Event) error {
+		handled.Add(1)
+		return nil
+	}), panicFirst{new(atomic.Int64)}))
+	defer closeTestConsumer(c)
+	records, in := testIntake(p)
+	records <- testRecord(0, "k")
+	records <- testRecord(1, "k")
+	eventually(t, "the key's next record handled", func() bool { return handled.Load() == 1 })
+	close(records)
+	<-in.done
+	p.drain(time.Second, event.ErrRevoked)
+	if o, ok := p.commitOffset(); ok {
+		t.Fatalf("offset %d to commit: the event whose layer panicked would be lost", o)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -417,10 +418,13 @@ func (p *partition) invoke(stack *middleware.Stack, ev event.Event, env *invocat
 	defer func() {
 		// The handler's panics are caught by the stack's target; this is
 		// for a layer's, which must not take the process down nor leave
-		// the key blocked.
+		// the key blocked. The layers outside it (retries, deferral) did
+		// not see the event through, so it may be neither handled nor
+		// stored: terminal, its offset stays for the next owner rather
+		// than being committed as a failure the mode dealt with.
 		if rec := recover(); rec != nil {
-			err = fmt.Errorf("middleware panicked: %v", rec)
-			p.log.Error("middleware panicked", slog.Any("panic", rec))
+			err = fault.Terminal(fmt.Errorf("middleware panicked: %v", rec))
+			p.log.Error("middleware panicked", slog.Any("panic", rec), slog.String("stack", string(debug.Stack())))
 		}
 		lease.settle(ctx)
 	}()
@@ -607,6 +611,24 @@ func (p *partition) stopStarting() {
 	// one (invocation.ErrNotStarted); those that hold one go on.
 	p.c.opts.Stacks.Events.CancelWaiting()
 	p.signalRoom()
+}
+
+// minReleaseWait is the least time the layers get to let go of a
+// drained partition (releaseLayers), even when the drain spent the whole
+// shutdown budget.
+const minReleaseWait = 250 * time.Millisecond
+
+// releaseLayers tells the stack's layers that the drained partition's
+// admitted messages will not run here any more, and waits up to budget
+// (at least minReleaseWait) for what they finish first: the
+// deduplication ids its handled messages recorded are written before the
+// final commit, so that the next owner's lookups find them.
+func (p *partition) releaseLayers(budget time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), max(budget, minReleaseWait))
+	defer cancel()
+	if err := p.c.opts.Stacks.Events.Released(ctx, p.topic, p.id); err != nil {
+		p.log.Warn("releasing the partition's layers", slog.Any("error", err))
+	}
 }
 
 // drain stops the partition: nothing new or queued starts (stopStarting);

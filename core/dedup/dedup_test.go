@@ -154,3 +154,69 @@ func TestPrefetchInMemory(t *testing.T) {
 		t.Fatal("the recorded message is not seen, or the other one is")
 	}
 }
+
+// A lookup prefetched for a message that then never ran here (its
+// partition was revoked before) is dropped when the partition is let go
+// (Forget): should the partition come back after its next owner handled
+// the message, the message's redelivery asks the store again rather than
+// taking the old "absent" (found in review).
+func TestForgetDropsAReleasedPartitionsLookups(t *testing.T) {
+	s := newHeldStore()
+	d := New(Options{Version: "1", Group: "g", CacheSize: 64, Store: s})
+	msg := func(partition int32) *event.Message {
+		return &event.Message{Topic: "t", Partition: partition, Key: "k", Offset: 7, ID: "e", HasID: true}
+	}
+	other := &event.Message{Topic: "t", Partition: 1, Key: "k2", Offset: 7, ID: "e2", HasID: true}
+	d.Prefetch([]*event.Message{msg(0), other})
+	s.release() // both answered: absent
+	d.Forget("t", 0)
+
+	// Another process handles the message and records it.
+	s.ids[d.ID(msg(0))] = true
+
+	// The partition comes back; the message is redelivered.
+	again := msg(0)
+	d.Prefetch([]*event.Message{again})
+	if !check(d, s, again) {
+		t.Fatal("a message handled by the partition's last owner was not seen: an answer from before the partition left was taken")
+	}
+	// Another partition's prefetched answer stays.
+	before := s.lookups
+	if check(d, s, other) {
+		t.Fatal("a new message seen")
+	}
+	if s.lookups != before {
+		t.Fatal("Forget of partition 0 dropped partition 1's prefetched lookup")
+	}
+}
+
+// FlushPartition waits for the writes of one partition's handled
+// messages only: those another partition goes on recording do not hold
+// it up.
+func TestFlushPartition(t *testing.T) {
+	s := newHeldStore()
+	d := New(Options{Version: "1", Group: "g", CacheSize: 64, Store: s})
+	mine := &event.Message{Topic: "t", Partition: 0, Key: "k", Offset: 1, ID: "a", HasID: true}
+	theirs := &event.Message{Topic: "t", Partition: 1, Key: "k", Offset: 1, ID: "b", HasID: true}
+	d.Record(mine, d.ID(mine), func() {})
+	short := func() context.Context {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+		t.Cleanup(cancel)
+		return ctx
+	}
+	if err := d.FlushPartition(short(), "t", 0); err == nil {
+		t.Fatal("FlushPartition returned with the partition's write waiting")
+	}
+	s.release()
+	d.Record(theirs, d.ID(theirs), func() {}) // another partition's, not landed
+	if err := d.FlushPartition(short(), "t", 0); err != nil {
+		t.Fatalf("FlushPartition waited for another partition's write: %v", err)
+	}
+	if err := d.FlushPartition(short(), "t", 1); err == nil {
+		t.Fatal("FlushPartition of partition 1 returned with its write waiting")
+	}
+	s.release()
+	if err := d.Flush(short()); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -23,14 +23,25 @@ type ahead struct {
 	// unwritten are the ids recorded whose store write has not landed
 	// (Record).
 	unwritten map[ID]struct{}
+	// partitions counts the unwritten ids of each partition
+	// (FlushPartition).
+	partitions map[partition]int
+}
+
+type partition struct {
+	topic string
+	id    int32
 }
 
 type pending struct {
-	at     int64 // when the lookup started, unix nanoseconds
-	done   bool
-	found  bool
-	err    error
-	waiter func(found bool, err error) // Check's, when it came first
+	// The partition of the message that started the lookup (Forget).
+	topic     string
+	partition int32
+	at        int64 // when the lookup started, unix nanoseconds
+	done      bool
+	found     bool
+	err       error
+	waiter    func(found bool, err error) // Check's, when it came first
 }
 
 // Prefetch works out the ids of msgs, admitted to their partition and to
@@ -69,7 +80,7 @@ func (d *Deduplicator) prefetch(msg *event.Message) {
 		a.mu.Unlock()
 		return
 	}
-	p := &pending{at: now}
+	p := &pending{topic: msg.Topic, partition: msg.Partition, at: now}
 	a.m[id] = p
 	if now > a.sweepAt {
 		for id, q := range a.m {
@@ -90,6 +101,22 @@ func (d *Deduplicator) prefetch(msg *event.Message) {
 			w(found, err)
 		}
 	})
+}
+
+// Forget drops the prefetched lookups of a partition whose admitted
+// messages will not run here any more (its claim ended). Their answers
+// go stale once the partition's next owner handles the messages: were
+// the partition to come back, a redelivered message would otherwise take
+// its old "absent" and run again.
+func (d *Deduplicator) Forget(topic string, partition int32) {
+	a := &d.ahead
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for id, p := range a.m {
+		if p.partition == partition && p.topic == topic {
+			delete(a.m, id)
+		}
+	}
 }
 
 // lookup answers whether id is recorded: unwritten yet, or in the store

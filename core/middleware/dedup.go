@@ -1,6 +1,8 @@
 package middleware
 
 import (
+	"context"
+
 	"github.com/prosody-events/prosody-go/core/dedup"
 	"github.com/prosody-events/prosody-go/core/event"
 	"github.com/prosody-events/prosody-go/core/fault"
@@ -12,8 +14,12 @@ import (
 // Deduplication skips a message handled before (core-behavior.md §4.3):
 // its id in the cache or the store ends the attempt as a success that
 // the layers inside never see, and a message whose layers inside succeed
-// or fail permanently is recorded before its outcome moves on, so its
-// offset is committed only once the store has it. Timers pass through:
+// or fail permanently is recorded before its outcome moves on. With a
+// store over the network the write goes out behind the outcome
+// (dedup.Deduplicator.Record); a partition let go waits for its writes
+// before its final commit (Released), so its next owner finds them; a
+// crash before a write lands may have the message handled again, as a
+// crash before its outcome would. Timers pass through:
 // they are never deduplicated. It sits outside the defer layers, so a
 // message deferred, or queued behind a deferred key, counts as seen: its
 // retry comes back as a timer, which passes.
@@ -24,6 +30,13 @@ func NewDeduplication(d *dedup.Deduplicator) *Deduplication { return &Deduplicat
 
 // Prefetch implements Prefetcher: the store lookups start at admission.
 func (l *Deduplication) Prefetch(msgs []*event.Message) { l.d.Prefetch(msgs) }
+
+// Released implements Prefetcher: the partition's prefetched lookups go,
+// and the ids recorded so far are written before its final commit.
+func (l *Deduplication) Released(ctx context.Context, topic string, partition int32) error {
+	l.d.Forget(topic, partition)
+	return l.d.FlushPartition(ctx, topic, partition)
+}
 
 // Before implements Layer.
 func (l *Deduplication) Before(r *Run) Step {

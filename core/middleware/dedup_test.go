@@ -142,3 +142,52 @@ func TestDeduplicationPassesTimers(t *testing.T) {
 }
 
 // Local is false: the store stands for Cassandra, with the cache in front.
+
+// heldWrites is a store over the network whose reads answer at once
+// (absent) and whose writes land when the test says.
+type heldWrites struct {
+	mu     chan struct{} // a one-slot lock
+	writes []func()
+}
+
+func (s *heldWrites) Exists(_ dedupstore.ID, done func(bool, error)) { done(false, nil) }
+
+func (s *heldWrites) Record(_ dedupstore.ID, done func(error)) {
+	s.mu <- struct{}{}
+	s.writes = append(s.writes, func() { done(nil) })
+	<-s.mu
+}
+
+func (s *heldWrites) land() {
+	s.mu <- struct{}{}
+	ws := s.writes
+	s.writes = nil
+	<-s.mu
+	for _, w := range ws {
+		w()
+	}
+}
+
+// A partition let go (Stack.Released) waits for the ids its handled
+// messages recorded to be written, so that its final commit follows
+// them: the handler's outcome did not wait for the write.
+func TestReleasedWaitsForThePartitionsWrites(t *testing.T) {
+	s := &heldWrites{mu: make(chan struct{}, 1)}
+	d := dedup.New(dedup.Options{Version: "1", Group: "g", CacheSize: 64, Store: s})
+	stack := NewStack(Handler(handlerFunc(func(*event.Context, event.Event) error { return nil }), nil), NewDeduplication(d))
+	ctx, cancel := newInv()
+	defer cancel(nil)
+	msg := &event.Message{Topic: "t", Partition: 3, Key: "k", Offset: 1, ID: "e", HasID: true}
+	if err := invoke(stack, ctx, msg); err != nil {
+		t.Fatal(err)
+	}
+	short, stop := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer stop()
+	if err := stack.Released(short, "t", 3); err == nil {
+		t.Fatal("Released returned before the partition's write landed")
+	}
+	s.land()
+	if err := stack.Released(context.Background(), "t", 3); err != nil {
+		t.Fatal(err)
+	}
+}

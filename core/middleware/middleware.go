@@ -24,6 +24,7 @@
 package middleware
 
 import (
+	"context"
 	"time"
 
 	"github.com/prosody-events/prosody-go/core/event"
@@ -74,6 +75,13 @@ type WaitCanceller interface {
 // given a burst at a time, so that it can start their lookups together.
 type Prefetcher interface {
 	Prefetch(msgs []*event.Message)
+	// Released is told, once a partition's claim has ended and it has
+	// drained, that its admitted messages will not run here any more: it
+	// drops what it prefetched for them, which the partition's next owner
+	// may make stale, and waits, until ctx ends, for the writes its
+	// handled messages left under way, so that the final commit follows
+	// them.
+	Released(ctx context.Context, topic string, partition int32) error
 }
 
 // Target is what the innermost layer runs: the handler.

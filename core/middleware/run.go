@@ -1,6 +1,8 @@
 package middleware
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math/bits"
 	"sync/atomic"
@@ -101,6 +103,19 @@ func (s *Stack) Prefetch(msgs []*event.Message) {
 	for _, p := range s.prefetch {
 		p.Prefetch(msgs)
 	}
+}
+
+// Released tells the layers that prefetch (Prefetcher) that a
+// partition's claim has ended and it has drained; it returns once they
+// are done with it or ctx ends.
+func (s *Stack) Released(ctx context.Context, topic string, partition int32) error {
+	var errs []error
+	for _, p := range s.prefetch {
+		if err := p.Released(ctx, topic, partition); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // CancelWaiting ends the waits of runs whose invocation is cancelled (see
