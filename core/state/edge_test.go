@@ -2,15 +2,18 @@ package state
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prosody-events/prosody-go/core/config"
+	"github.com/prosody-events/prosody-go/core/fault"
 	"github.com/prosody-events/prosody-go/core/internal/invocation"
 	"github.com/prosody-events/prosody-go/core/statestore"
 )
@@ -250,5 +253,33 @@ func TestExplicitCommitIsMarked(t *testing.T) {
 	a.succeed(3)
 	if !must(f.p.Applied(context.Background(), "k", 3)) {
 		t.Error("a succeeded message whose writes were committed explicitly is not marked applied")
+	}
+}
+
+// An entry the store would refuse as too large (its key counts with its
+// item) is refused when it is staged, as permanent; and a permanent
+// failure of the store keeps its class through the state error, so that
+// the event is not retried, or deferred, for ever (found in review).
+func TestOversizeEntriesArePermanent(t *testing.T) {
+	f := newFixture(t, statestore.NewMemory())
+	a := f.attempt("k")
+	key := strings.Repeat("k", 600<<10)
+	item := []byte(`"` + strings.Repeat("v", 600<<10) + `"`)
+	err := a.mapOf("m").Set(key, item)
+	if !errors.Is(err, ErrTooLarge) || fault.ClassOf(err) != fault.ClassPermanent {
+		t.Fatalf("Set of a %d-byte entry: %v (class %v), want ErrTooLarge, permanent", len(key)+len(item), err, fault.ClassOf(err))
+	}
+	for _, c := range []struct {
+		cause error
+		want  fault.Class
+	}{
+		{errors.New("timeout"), fault.ClassTransient},
+		{fault.Permanent(errors.New("refused")), fault.ClassPermanent},
+		{fault.Terminal(errors.New("closed")), fault.ClassTerminal},
+	} {
+		err := storeError("apply", c.cause)
+		if fault.ClassOf(err) != c.want || !errors.Is(err, ErrStore) || !errors.Is(err, c.cause) {
+			t.Errorf("storeError(%v): class %v, is ErrStore %v, want class %v", c.cause, fault.ClassOf(err), errors.Is(err, ErrStore), c.want)
+		}
 	}
 }

@@ -26,7 +26,8 @@ var (
 	// no retry makes it fit.
 	ErrTooLarge = fault.Permanent(errors.New("prosody: keyed-state item too large"))
 	// ErrStore: the store failed; the operation may succeed if retried.
-	// Transient.
+	// Transient, unless the store's own error is permanent or terminal
+	// (a write it refuses whatever the retry), whose class it keeps.
 	ErrStore = fault.Transient(errors.New("prosody: keyed-state store failure"))
 	// ErrUnregistered: the collection was not registered on the client, or
 	// its definition disagrees with the registered one. Permanent.
@@ -42,6 +43,8 @@ type stateError struct {
 	class error
 	msg   string
 	cause error
+	// causeFirst: the cause's own fault class is the error's (storeError).
+	causeFirst bool
 }
 
 func (e *stateError) Error() string { return e.msg }
@@ -51,8 +54,11 @@ func (e *stateError) Error() string { return e.msg }
 func (e *stateError) Is(target error) bool { return target == e.class }
 
 func (e *stateError) Unwrap() []error {
-	if e.cause == nil {
+	switch {
+	case e.cause == nil:
 		return []error{e.class}
+	case e.causeFirst:
+		return []error{e.cause, e.class}
 	}
 	return []error{e.class, e.cause}
 }
@@ -70,5 +76,8 @@ func storeError(op string, err error) error {
 	if fault.IsCancellation(err) {
 		return err
 	}
-	return &stateError{class: ErrStore, msg: fmt.Sprintf("keyed state: %s: %v", op, err), cause: err}
+	// A failure no retry mends keeps its class: as a transient one, the
+	// event would be retried, or deferred, for ever.
+	return &stateError{class: ErrStore, msg: fmt.Sprintf("keyed state: %s: %v", op, err), cause: err,
+		causeFirst: fault.ClassOf(err) != fault.ClassTransient}
 }

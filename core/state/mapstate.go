@@ -79,6 +79,11 @@ func (m *Map) Set(key string, item []byte) error {
 	if err := checkItem(m.s.def.Payload, item); err != nil {
 		return err
 	}
+	if n := len(key) + len(item); n > statestore.MaxItemSize {
+		// The store counts an entry's key with its value.
+		return newError(ErrTooLarge, "keyed state: a map entry of %d bytes (a key of %d and its item) is larger than the %d bytes one entry may take",
+			n, len(key), statestore.MaxItemSize)
+	}
 	if err := m.t.begin(); err != nil {
 		return err
 	}
