@@ -283,3 +283,30 @@ func TestOversizeEntriesArePermanent(t *testing.T) {
 		}
 	}
 }
+
+// Readers of one collection share the cache, and each answers from it
+// only within its own read_cache window: a reader with a short one does
+// not get what a reader with a long one cached an hour's worth ago
+// (found in review).
+func TestReadersKeepTheirOwnCacheWindow(t *testing.T) {
+	store := statestore.NewMemory()
+	defs := []config.StateCollection{{Name: "order", Kind: config.CollectionValue, Payload: config.PayloadJSON, Published: true}}
+	f := publishing(t, store, defs)
+	ctx := context.Background()
+	a := f.attempt("o1")
+	check(t, a.value("order").Set([]byte(`"v1"`)))
+	a.succeed(0)
+	rs := must(NewReaders(store, 1<<20, 0))
+	defer rs.Close()
+	long := rs.Open("checkout", "order", config.CollectionValue, config.Some(time.Hour))
+	short := rs.Open("checkout", "order", config.CollectionValue, config.Some(20*time.Millisecond))
+	must2(t)(long.Value(ctx, "o1"))
+	rs.cache.Wait()
+	b := f.attempt("o1")
+	check(t, b.value("order").Set([]byte(`"v2"`)))
+	b.succeed(1)
+	time.Sleep(200 * time.Millisecond) // ten of the short reader's windows: what the test is about
+	if got, _ := must2(t)(short.Value(ctx, "o1")); string(got) != `"v2"` {
+		t.Errorf("the 20 ms reader read %s 200 ms after v2 was committed, from the 1 h reader's cache", got)
+	}
+}

@@ -32,6 +32,9 @@ type Readers struct {
 type cachedRead struct {
 	item   []byte
 	bounds statestore.Bounds
+	// at is when the answer was read: readers of one collection share the
+	// cache, and each serves an answer only within its own window.
+	at time.Time
 }
 
 // NewReaders returns readers over store with a cache of cacheBytes whose
@@ -116,14 +119,16 @@ func (r *Reader) cacheKey(k statestore.Key, parts ...string) string {
 // cached answers from the cache, or reads with load and caches the answer.
 func (r *Reader) cached(ck string, load func() (cachedRead, error)) (cachedRead, error) {
 	if r.ttl > 0 {
-		if v, ok := r.rs.cache.Get(ck); ok {
+		if v, ok := r.rs.cache.Get(ck); ok && time.Since(v.at) < r.ttl {
 			return v, nil
 		}
 	}
+	at := time.Now()
 	v, err := load()
 	if err != nil {
 		return cachedRead{}, err
 	}
+	v.at = at
 	if r.ttl > 0 {
 		r.rs.cache.SetWithTTL(ck, v, int64(len(ck)+len(v.item)+16), r.ttl)
 	}
