@@ -158,9 +158,11 @@ func (m *Manager) poke() {
 }
 
 // ownsLocked reports whether t's slab has been loaded, i.e. whether the
-// in-memory state is authoritative for it.
+// in-memory state is authoritative for it: up to maxOwned once a load
+// finished, and any slab a load that failed later on read whole.
 func (m *Manager) ownsLocked(t timerstore.Time) bool {
-	return m.owned && m.slabOf(t) <= m.maxOwned
+	s := m.slabOf(t)
+	return m.owned && s <= m.maxOwned || m.loaded[s]
 }
 
 // addLocked records a scheduled timer that this Manager owns and queues it.
@@ -177,7 +179,30 @@ func (m *Manager) addLocked(id ID, span map[string]string) {
 		if m.queue.push(id) {
 			m.poke()
 		}
+		m.compactLocked()
 	}
+}
+
+// minCompact is the queue length below which stale copies are left to be
+// skipped as they come due.
+const minCompact = 1024
+
+// compactLocked drops the queue's stale copies (of timers removed, or
+// queued again) once they are at least half of it, so that a key whose
+// timer is replaced on every message keeps one entry, not one per call.
+func (m *Manager) compactLocked() {
+	if n := m.queue.len(); n < minCompact || n < 2*len(m.entries) {
+		return
+	}
+	seen := make(map[ID]bool, len(m.entries))
+	m.queue.compact(func(id ID) bool {
+		e := m.entries[id]
+		if e == nil || !e.queued || seen[id] {
+			return false
+		}
+		seen[id] = true
+		return true
+	})
 }
 
 func (m *Manager) removeLocked(id ID) {
@@ -426,7 +451,10 @@ func (m *Manager) ClearAndSchedule(ctx context.Context, t timerstore.Trigger) er
 		}
 	}
 	id := ID{t.Key, t.Time, t.Type}
-	if e := m.entries[id]; e != nil && e.status == firing {
+	if e := m.entries[id]; e != nil && (e.status == firing || e.status == firingRescheduled) {
+		// The running timer, asked for again (once more, or after a
+		// Schedule of it): it fires again once this run commits. Queued
+		// as a new timer instead, it would be deleted by that commit.
 		e.status = firingRescheduled
 	} else if m.ownsLocked(t.Time) {
 		m.addLocked(id, t.Span)
@@ -570,6 +598,16 @@ func (m *Manager) load(now time.Time) (time.Time, error) {
 	m.mu.Unlock()
 	for _, s := range slabs {
 		if s > target || (!first && s < from) {
+			continue
+		}
+		m.mu.Lock()
+		loaded := m.loaded[s]
+		m.mu.Unlock()
+		if loaded {
+			// Read by a load that failed on a later slab, and kept up in
+			// memory since (ownsLocked): reading it again would bring back
+			// timers fired and committed meanwhile whose store delete is
+			// still being retried, and fire them twice.
 			continue
 		}
 		triggers, err := m.seg.SlabTriggers(context.Background(), s)

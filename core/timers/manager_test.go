@@ -2,6 +2,7 @@ package timers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -331,5 +332,156 @@ func TestScheduleRacingFirstLoadStillFires(t *testing.T) {
 		case <-time.After(3 * time.Second):
 			t.Fatalf("only %d of %d timers fired", i, n)
 		}
+	}
+}
+
+// A running timer its handler replaces with itself twice (or schedules,
+// then replaces with itself) fires again after this run, and stays in the
+// store: the second call used to queue it as a new timer, which this
+// run's commit then deleted, from memory and from the store (found in
+// review).
+func TestClearAndScheduleTwiceWhileFiringFiresAgain(t *testing.T) {
+	for _, first := range []string{"clear_and_schedule", "schedule"} {
+		t.Run(first, func(t *testing.T) {
+			h := newHarness(t, timerstore.NewMemory(), 0, 64)
+			due := at(-time.Second)
+			h.schedule("k", due)
+			tr := h.expectFire(2 * time.Second)
+			if !h.m.Begin(idOf(tr)) {
+				t.Fatal("Begin refused a scheduled timer")
+			}
+			again := timerstore.Trigger{Key: "k", Time: due, Type: timerstore.Application}
+			if first == "schedule" {
+				h.schedule("k", due)
+			} else if err := h.m.ClearAndSchedule(context.Background(), again); err != nil {
+				t.Fatal(err)
+			}
+			if err := h.m.ClearAndSchedule(context.Background(), again); err != nil {
+				t.Fatal(err)
+			}
+			h.m.Commit(idOf(tr))
+			waitStore(t, h.seg, "k", []timerstore.Time{due})
+			next := h.expectFire(2 * time.Second)
+			if !h.m.Begin(idOf(next)) {
+				t.Fatal("the timer asked for again does not run")
+			}
+			h.m.Commit(idOf(next))
+			waitStore(t, h.seg, "k", nil)
+		})
+	}
+}
+
+// flakySegment fails the listing of one slab's timers, and a timer's
+// deletes, a given number of times each.
+type flakySegment struct {
+	timerstore.Segment
+	mu          sync.Mutex
+	failSlab    uint32
+	slabFails   int
+	removeFails int
+}
+
+func (s *flakySegment) SlabTriggers(ctx context.Context, slab uint32) ([]timerstore.Trigger, error) {
+	s.mu.Lock()
+	fail := slab == s.failSlab && s.slabFails > 0
+	if fail {
+		s.slabFails--
+	}
+	s.mu.Unlock()
+	if fail {
+		return nil, errors.New("slab read refused")
+	}
+	return s.Segment.SlabTriggers(ctx, slab)
+}
+
+func (s *flakySegment) Remove(ctx context.Context, key string, at timerstore.Time, typ timerstore.Type) error {
+	s.mu.Lock()
+	fail := s.removeFails > 0
+	if fail {
+		s.removeFails--
+	}
+	s.mu.Unlock()
+	if fail {
+		return errors.New("delete refused")
+	}
+	return s.Segment.Remove(ctx, key, at, typ)
+}
+
+// A load that fails after it read some slabs is retried without reading
+// those again: their timers in memory are the truth, and a timer fired and
+// committed meanwhile, whose store delete is still being retried, must not
+// come back and fire twice (found in review). A timer scheduled after the
+// failed load into a slab it read fires all the same.
+func TestLoadRetryDoesNotReviveCommittedTimers(t *testing.T) {
+	store := timerstore.NewMemory()
+	seg, err := store.Segment(context.Background(), "group", "topic", 0, 3600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	past := at(-2 * time.Hour)
+	if err := seg.Add(context.Background(), timerstore.Trigger{Key: "k", Time: past, Type: timerstore.Application}); err != nil {
+		t.Fatal(err)
+	}
+	later := at(30 * time.Second) // within the first load's reach
+	if err := seg.Add(context.Background(), timerstore.Trigger{Key: "later", Time: later, Type: timerstore.Application}); err != nil {
+		t.Fatal(err)
+	}
+	flaky := &flakySegment{Segment: seg, failSlab: timerstore.SlabOf(later, 3600), slabFails: 3, removeFails: 1000}
+	fired := make(chan timerstore.Trigger, 16)
+	m := Start(Options{Segment: flaky, Fire: func(tr timerstore.Trigger) { fired <- tr }, RetryDelay: 10 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	defer m.Stop()
+	var tr timerstore.Trigger
+	select {
+	case tr = <-fired:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the past timer of the slab read did not fire")
+	}
+	if !m.Begin(idOf(tr)) {
+		t.Fatal("Begin refused the timer")
+	}
+	commitDone := make(chan struct{})
+	go func() { m.Commit(idOf(tr)); close(commitDone) }() // its delete keeps failing
+	// The failed load's slab takes a timer now; the load is retried.
+	if err := m.Schedule(context.Background(), timerstore.Trigger{Key: "k2", Time: past, Type: timerstore.Application}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(3 * time.Second)
+	for got := 0; got < 1; {
+		select {
+		case again := <-fired:
+			if idOf(again) == idOf(tr) {
+				t.Fatal("the committed timer fired again after the load was retried")
+			}
+			got++
+		case <-deadline:
+			t.Fatal("the timer scheduled into the slab the failed load read did not fire")
+		}
+	}
+	flaky.mu.Lock()
+	flaky.removeFails = 0
+	flaky.mu.Unlock()
+	<-commitDone
+}
+
+// A key whose timer is replaced over and over (a debounce: clear and
+// schedule on every message) keeps the delay queue to the timers there
+// are, not one entry per call (found in review).
+func TestReplacedTimersDoNotGrowTheQueue(t *testing.T) {
+	h := newHarness(t, timerstore.NewMemory(), 0, 64)
+	h.schedule("warm", at(-time.Second)) // the first load has run once this fires
+	h.expectFire(5 * time.Second)
+	base := at(10 * time.Second)
+	for i := range 20_000 {
+		tr := timerstore.Trigger{Key: "k", Time: base + timerstore.Time(i%40), Type: timerstore.Application}
+		if err := h.m.ClearAndSchedule(context.Background(), tr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.m.mu.Lock()
+	n, live := h.m.queue.len(), len(h.m.entries)
+	h.m.mu.Unlock()
+	if n > 2*minCompact {
+		t.Fatalf("the delay queue holds %d ids for %d timers", n, live)
 	}
 }

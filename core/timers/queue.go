@@ -24,6 +24,21 @@ func (q *delayQueue) pop() ID { return heap.Pop(&q.h).(ID) }
 
 func (q *delayQueue) len() int { return len(q.h) }
 
+// compact drops the ids keep refuses (stale copies) and restores the
+// order: lazy removal would otherwise let the queue grow with every
+// schedule and unschedule, not with the timers there are.
+func (q *delayQueue) compact(keep func(ID) bool) {
+	kept := q.h[:0]
+	for _, id := range q.h {
+		if keep(id) {
+			kept = append(kept, id)
+		}
+	}
+	clear(q.h[len(kept):]) // the keys of dropped ids
+	q.h = kept
+	heap.Init(&q.h)
+}
+
 type idHeap []ID
 
 func (h idHeap) Len() int { return len(h) }
