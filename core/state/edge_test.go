@@ -310,3 +310,73 @@ func TestReadersKeepTheirOwnCacheWindow(t *testing.T) {
 		t.Errorf("the 20 ms reader read %s 200 ms after v2 was committed, from the 1 h reader's cache", got)
 	}
 }
+
+// A reader's deque answers come from one state of the deque: bounds from
+// its cache that the deque has moved past since are read again rather
+// than combined with a slot read now (found in review: the front of a
+// deque that was never empty read as absent).
+func TestReaderDequeAnswersAreNotTorn(t *testing.T) {
+	store := statestore.NewMemory()
+	defs := []config.StateCollection{{Name: "log", Kind: config.CollectionDeque, Payload: config.PayloadJSON, Published: true}}
+	f := publishing(t, store, defs)
+	ctx := context.Background()
+	a := f.attempt("o1")
+	for _, s := range []string{`"a"`, `"b"`, `"c"`} {
+		check(t, a.deque("log").PushBack([]byte(s)))
+	}
+	a.succeed(0)
+	rs := must(NewReaders(store, 1<<20, time.Minute))
+	defer rs.Close()
+	r := rs.Open("checkout", "log", config.CollectionDeque, config.None[time.Duration]())
+	if n := must(r.Len(ctx, "o1")); n != 3 {
+		t.Fatalf("length %d, want 3", n)
+	}
+	rs.cache.Wait() // the bounds [a b c] are cached
+	b := f.attempt("o1")
+	d := b.deque("log")
+	if _, _, err := d.PopFront(); err != nil {
+		t.Fatal(err)
+	}
+	check(t, d.PushBack([]byte(`"d"`)))
+	b.succeed(1) // [b c d]
+	for _, read := range []struct {
+		name string
+		get  func() ([]byte, bool, error)
+		want []string // the answers of one state or the other
+	}{
+		{"front", func() ([]byte, bool, error) { return r.PeekFront(ctx, "o1") }, []string{`"a"`, `"b"`}},
+		{"index 0", func() ([]byte, bool, error) { return r.DequeGet(ctx, "o1", 0) }, []string{`"a"`, `"b"`}},
+		{"back", func() ([]byte, bool, error) { return r.PeekBack(ctx, "o1") }, []string{`"c"`, `"d"`}},
+	} {
+		v, ok, err := read.get()
+		if err != nil || !ok || !slices.Contains(read.want, string(v)) {
+			t.Errorf("%s: %s %v %v, want one of %v", read.name, v, ok, err, read.want)
+		}
+	}
+}
+
+// An item expired at the front of a deque whose items expire is passed
+// over by the reader's front, as by the owner's.
+func TestReaderFrontPassesOverExpiredItems(t *testing.T) {
+	clock := newFakeClock()
+	store := clock.store()
+	defs := []config.StateCollection{{Name: "q", Kind: config.CollectionDeque, Payload: config.PayloadJSON, Published: true, TTL: config.Some(time.Second)}}
+	f := publishing(t, store, defs)
+	ctx := context.Background()
+	a := f.attempt("k")
+	check(t, a.deque("q").PushBack([]byte(`"a"`)))
+	a.succeed(0)
+	clock.advance(600 * time.Millisecond)
+	b := f.attempt("k")
+	check(t, b.deque("q").PushBack([]byte(`"b"`)))
+	b.succeed(1)
+	clock.advance(700 * time.Millisecond) // "a" has expired, "b" has not
+	rs := must(NewReaders(store, 1<<20, 0))
+	defer rs.Close()
+	r := rs.Open("checkout", "q", config.CollectionDeque, config.None[time.Duration]())
+	owner, _, err := f.attempt("k").deque("q").PeekFront()
+	check(t, err)
+	if v, ok, err := r.PeekFront(ctx, "k"); err != nil || !ok || string(v) != string(owner) {
+		t.Fatalf("reader's front %s %v %v, owner's %s", v, ok, err, owner)
+	}
+}

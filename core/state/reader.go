@@ -171,22 +171,35 @@ func (r *Reader) MapGet(ctx context.Context, key string, mapKeys []string) ([][]
 	return out, nil
 }
 
-// bounds reads a deque's bounds.
-func (r *Reader) bounds(ctx context.Context, k statestore.Key) (statestore.Bounds, error) {
-	v, err := r.cached(r.cacheKey(k, "b"), func() (cachedRead, error) {
+// bounds reads a deque's bounds: from the cache, or with fresh set from
+// the store whatever the cache holds (and then cached).
+func (r *Reader) bounds(ctx context.Context, k statestore.Key, fresh bool) (statestore.Bounds, error) {
+	load := func() (cachedRead, error) {
 		b, err := r.rs.store.DequeBounds(ctx, k, r.name)
 		return cachedRead{bounds: b}, storeError("reading "+r.name, err)
-	})
+	}
+	ck := r.cacheKey(k, "b")
+	if fresh {
+		v, err := load()
+		if err == nil && r.ttl > 0 {
+			v.at = time.Now()
+			r.rs.cache.SetWithTTL(ck, v, int64(len(ck)+16), r.ttl)
+		}
+		return v.bounds, err
+	}
+	v, err := r.cached(ck, load)
 	return v.bounds, err
 }
 
-// Len is the number of items in key's deque.
+// Len is the number of items in key's deque. In a deque whose items
+// expire (a collection with a TTL) it counts the expired items still
+// within its bounds, which the owner's view skips.
 func (r *Reader) Len(ctx context.Context, key string) (uint64, error) {
 	k, err := r.where(ctx, key)
 	if err != nil {
 		return 0, err
 	}
-	b, err := r.bounds(ctx, k)
+	b, err := r.bounds(ctx, k, false)
 	return uint64(max(b.Len(), 0)), err
 }
 
@@ -196,36 +209,68 @@ func (r *Reader) DequeGet(ctx context.Context, key string, index uint64) ([]byte
 	if err != nil {
 		return nil, false, err
 	}
-	b, err := r.bounds(ctx, k)
-	if err != nil || index >= uint64(max(b.Len(), 0)) {
-		return nil, false, err
-	}
-	i := b.Head + int64(index)
 	var buf [8]byte
-	binary.BigEndian.PutUint64(buf[:], uint64(i))
+	binary.BigEndian.PutUint64(buf[:], index)
 	v, err := r.cached(r.cacheKey(k, "s", string(buf[:])), func() (cachedRead, error) {
-		got, err := r.rs.store.DequeSlots(ctx, k, r.name,
-			statestore.Range{From: i, To: i + 1}, statestore.Forward, 1)
-		if err != nil || len(got) == 0 {
-			return cachedRead{}, storeError("reading "+r.name, err)
+		// The slot at the bounds' head plus index. Bounds from the cache
+		// and a slot read now can disagree (the deque moved between):
+		// a slot found empty has the bounds read again before the answer
+		// is absent, so that no answer mixes two states of the deque.
+		for _, fresh := range []bool{false, true} {
+			b, err := r.bounds(ctx, k, fresh)
+			if err != nil || index >= uint64(max(b.Len(), 0)) {
+				return cachedRead{}, err
+			}
+			i := b.Head + int64(index)
+			got, err := r.rs.store.DequeSlots(ctx, k, r.name, statestore.Range{From: i, To: i + 1}, statestore.Forward, 1)
+			if err != nil {
+				return cachedRead{}, storeError("reading "+r.name, err)
+			}
+			if len(got) > 0 {
+				return cachedRead{item: got[0].Value}, nil
+			}
 		}
-		return cachedRead{item: got[0].Value}, nil
+		return cachedRead{}, nil
 	})
 	return v.item, v.item != nil, err
 }
 
 // PeekFront reads the front item of key's deque.
 func (r *Reader) PeekFront(ctx context.Context, key string) ([]byte, bool, error) {
-	return r.DequeGet(ctx, key, 0)
+	return r.end(ctx, key, statestore.Forward)
 }
 
 // PeekBack reads the back item of key's deque.
 func (r *Reader) PeekBack(ctx context.Context, key string) ([]byte, bool, error) {
-	n, err := r.Len(ctx, key)
-	if err != nil || n == 0 {
+	return r.end(ctx, key, statestore.Backward)
+}
+
+// end reads the first item stored within the deque's bounds from one end
+// (dir): an item expired at that end is passed over, as the owner's view
+// passes it over, and bounds from the cache that the deque has moved past
+// since are read again.
+func (r *Reader) end(ctx context.Context, key string, dir statestore.Direction) ([]byte, bool, error) {
+	k, err := r.where(ctx, key)
+	if err != nil {
 		return nil, false, err
 	}
-	return r.DequeGet(ctx, key, n-1)
+	v, err := r.cached(r.cacheKey(k, "e", string(rune('0'+dir))), func() (cachedRead, error) {
+		for _, fresh := range []bool{false, true} {
+			b, err := r.bounds(ctx, k, fresh)
+			if err != nil || b.Len() <= 0 {
+				return cachedRead{}, err
+			}
+			got, err := r.rs.store.DequeSlots(ctx, k, r.name, statestore.Range{From: b.Head, To: b.Tail}, dir, 1)
+			if err != nil {
+				return cachedRead{}, storeError("reading "+r.name, err)
+			}
+			if len(got) > 0 {
+				return cachedRead{item: got[0].Value}, nil
+			}
+		}
+		return cachedRead{}, nil
+	})
+	return v.item, v.item != nil, err
 }
 
 // Scan returns a cursor over key's map entries or deque items in order
