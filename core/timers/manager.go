@@ -500,6 +500,17 @@ func (m *Manager) ClearScheduled(ctx context.Context, key string, typ timerstore
 // preload window and fires timers as they come due.
 func (m *Manager) run() {
 	defer close(m.done)
+	// Stop ends a load under way: the store's calls would otherwise hold
+	// the partition's revocation up to their timeouts, slab after slab.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-m.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	nextLoad := m.opts.Now() // load at once
 	var fireTimer, loadTimer *time.Timer
 	defer func() {
@@ -512,8 +523,10 @@ func (m *Manager) run() {
 	for {
 		now := m.opts.Now()
 		if !now.Before(nextLoad) {
-			if next, err := m.load(now); err != nil {
-				m.log.Warn("loading timers failed; retrying", slog.Any("error", err))
+			if next, err := m.load(ctx, now); err != nil {
+				if ctx.Err() == nil {
+					m.log.Warn("loading timers failed; retrying", slog.Any("error", err))
+				}
 				nextLoad = now.Add(m.opts.RetryDelay)
 			} else {
 				nextLoad = next
@@ -579,7 +592,7 @@ func (m *Manager) takeDue(now time.Time) ([]timerstore.Trigger, time.Duration) {
 // when the next load is due: the start of the following slab less a
 // preload window drawn at random in [60 s, slab size], so that the
 // partitions of a fleet do not all read Cassandra at the same moment.
-func (m *Manager) load(now time.Time) (time.Time, error) {
+func (m *Manager) load(ctx context.Context, now time.Time) (time.Time, error) {
 	size := m.seg.SlabSize()
 	preload := time.Duration(60+rand.Int64N(int64(max(size, 61)-60)+1)) * time.Second
 	target := m.slabOf(timerstore.TimeOf(now.Add(preload)))
@@ -588,7 +601,7 @@ func (m *Manager) load(now time.Time) (time.Time, error) {
 	// load does not know of, yet counted as owned (and so never loaded).
 	m.loadMu.Lock()
 	defer m.loadMu.Unlock()
-	slabs, err := m.seg.Slabs(context.Background())
+	slabs, err := m.seg.Slabs(ctx)
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -610,7 +623,7 @@ func (m *Manager) load(now time.Time) (time.Time, error) {
 			// still being retried, and fire them twice.
 			continue
 		}
-		triggers, err := m.seg.SlabTriggers(context.Background(), s)
+		triggers, err := m.seg.SlabTriggers(ctx, s)
 		if err != nil {
 			return time.Time{}, err
 		}
@@ -639,7 +652,7 @@ func (m *Manager) load(now time.Time) (time.Time, error) {
 	m.mu.Unlock()
 	slices.Sort(empty)
 	for _, s := range empty {
-		if err := m.seg.DeleteSlab(context.Background(), s); err != nil {
+		if err := m.seg.DeleteSlab(ctx, s); err != nil {
 			m.log.Warn("dropping an empty timer slab failed", slog.Uint64("slab", uint64(s)), slog.Any("error", err))
 		}
 	}

@@ -217,7 +217,7 @@ func TestAbortedTimerKeepsItsSlabListed(t *testing.T) {
 	tr := h.expectFire(2 * time.Second)
 	h.m.Begin(idOf(tr))
 	h.m.Abort(idOf(tr))
-	if _, err := h.m.load(time.Now()); err != nil {
+	if _, err := h.m.load(context.Background(), time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	keys, err := h.seg.TypeKeys(context.Background(), timerstore.DeferredMessage, at(time.Hour))
@@ -483,5 +483,33 @@ func TestReplacedTimersDoNotGrowTheQueue(t *testing.T) {
 	h.m.mu.Unlock()
 	if n > 2*minCompact {
 		t.Fatalf("the delay queue holds %d ids for %d timers", n, live)
+	}
+}
+
+// stuckSegment is a store that does not answer a slab listing until its
+// caller gives up.
+type stuckSegment struct{ timerstore.Segment }
+
+func (stuckSegment) Slabs(ctx context.Context) ([]uint32, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// Stop ends a load under way rather than wait for the store: a partition's
+// revocation would otherwise wait for the store's timeouts (found in
+// review).
+func TestStopEndsALoadUnderWay(t *testing.T) {
+	seg, err := timerstore.NewMemory().Segment(context.Background(), "group", "topic", 0, 3600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := Start(Options{Segment: stuckSegment{seg}, Fire: func(timerstore.Trigger) {},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	stopped := make(chan struct{})
+	go func() { m.Stop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Stop waited for a load the store does not answer")
 	}
 }
