@@ -365,19 +365,26 @@ func (m *Manager) Schedule(ctx context.Context, t timerstore.Trigger) error {
 	defer m.loadMu.RUnlock()
 	id := ID{t.Key, t.Time, t.Type}
 	m.mu.Lock()
-	running, err := m.runningLocked(id, firing, firingRescheduled)
+	stopped := m.stopped
 	m.mu.Unlock()
-	if running || err != nil {
-		return err
+	if stopped {
+		return ErrStopped
 	}
+	// Written even for the timer running now: its row may be gone (its
+	// handler replaced the key's timers with another first), and it must
+	// be in the store to fire again after a revocation.
 	if err := m.seg.Add(ctx, t); err != nil {
 		return fmt.Errorf("scheduling timer: %w", err)
 	}
 	m.mu.Lock()
-	if !m.stopped && m.ownsLocked(t.Time) {
+	running, err := m.runningLocked(id, firing, firingRescheduled)
+	if err == nil && !running && m.ownsLocked(t.Time) {
 		m.addLocked(id, t.Span)
 	}
 	m.mu.Unlock()
+	if err != nil {
+		return err
+	}
 	m.changed(t, true)
 	return nil
 }

@@ -513,3 +513,31 @@ func TestStopEndsALoadUnderWay(t *testing.T) {
 		t.Fatal("Stop waited for a load the store does not answer")
 	}
 }
+
+// A handler that replaces its key's timers with another, then schedules
+// its own timer again, finds both in the store: the replacement deleted
+// the running timer's row, and the schedule writes it back, so that it
+// fires again even after a revocation (found in review).
+func TestScheduleOfTheRunningTimerIsStored(t *testing.T) {
+	h := newHarness(t, timerstore.NewMemory(), 0, 64)
+	due := at(-time.Second)
+	h.schedule("k", due)
+	tr := h.expectFire(2 * time.Second)
+	if !h.m.Begin(idOf(tr)) {
+		t.Fatal("Begin refused a scheduled timer")
+	}
+	other := at(time.Hour)
+	if err := h.m.ClearAndSchedule(context.Background(), timerstore.Trigger{Key: "k", Time: other, Type: timerstore.Application}); err != nil {
+		t.Fatal(err)
+	}
+	h.schedule("k", due)
+	waitStore(t, h.seg, "k", []timerstore.Time{due, other})
+	if got, err := h.m.Scheduled(context.Background(), "k", timerstore.Application); err != nil || !slices.Equal(got, []timerstore.Time{due, other}) {
+		t.Fatalf("scheduled %v (%v), want both times", got, err)
+	}
+	h.m.Commit(idOf(tr))
+	again := h.expectFire(2 * time.Second)
+	if idOf(again) != idOf(tr) {
+		t.Fatalf("fired %+v, want %+v again", again, tr)
+	}
+}
