@@ -275,7 +275,7 @@ func TestOversizeEntriesArePermanent(t *testing.T) {
 	}{
 		{errors.New("timeout"), fault.ClassTransient},
 		{fault.Permanent(errors.New("refused")), fault.ClassPermanent},
-		{fault.Terminal(errors.New("closed")), fault.ClassTerminal},
+		{fault.Terminal(errors.New("undecodable row")), fault.ClassTransient},
 	} {
 		err := storeError("apply", c.cause)
 		if fault.ClassOf(err) != c.want || !errors.Is(err, ErrStore) || !errors.Is(err, c.cause) {

@@ -26,8 +26,8 @@ var (
 	// no retry makes it fit.
 	ErrTooLarge = fault.Permanent(errors.New("prosody: keyed-state item too large"))
 	// ErrStore: the store failed; the operation may succeed if retried.
-	// Transient, unless the store's own error is permanent or terminal
-	// (a write it refuses whatever the retry), whose class it keeps.
+	// Transient, unless the store's own error is permanent (a write it
+	// refuses whatever the retry), whose class it keeps.
 	ErrStore = fault.Transient(errors.New("prosody: keyed-state store failure"))
 	// ErrUnregistered: the collection was not registered on the client, or
 	// its definition disagrees with the registered one. Permanent.
@@ -76,8 +76,11 @@ func storeError(op string, err error) error {
 	if fault.IsCancellation(err) {
 		return err
 	}
-	// A failure no retry mends keeps its class: as a transient one, the
-	// event would be retried, or deferred, for ever.
+	// A write the store refuses whatever the retry (too large) stays
+	// permanent: as a transient failure, the event would be retried, or
+	// deferred, for ever. A terminal one (a row that does not decode, a
+	// refused query) stays transient, as before: terminal, it would stop
+	// the partition's commits at this event for good.
 	return &stateError{class: ErrStore, msg: fmt.Sprintf("keyed state: %s: %v", op, err), cause: err,
-		causeFirst: fault.ClassOf(err) != fault.ClassTransient}
+		causeFirst: fault.ClassOf(err) == fault.ClassPermanent}
 }

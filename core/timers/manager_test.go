@@ -446,17 +446,26 @@ func TestLoadRetryDoesNotReviveCommittedTimers(t *testing.T) {
 	if err := m.Schedule(context.Background(), timerstore.Trigger{Key: "k2", Time: past, Type: timerstore.Application}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.After(3 * time.Second)
-	for got := 0; got < 1; {
-		select {
-		case again := <-fired:
-			if idOf(again) == idOf(tr) {
-				t.Fatal("the committed timer fired again after the load was retried")
-			}
-			got++
-		case <-deadline:
-			t.Fatal("the timer scheduled into the slab the failed load read did not fire")
+	select {
+	case again := <-fired:
+		if idOf(again) == idOf(tr) {
+			t.Fatal("the committed timer fired again after the load was retried")
 		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("the timer scheduled into the slab the failed load read did not fire")
+	}
+	// The load is retried until it succeeds; what it read is then in
+	// memory, and the committed timer must not be among it.
+	waitFor(t, "the load retried to success", func() bool {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return m.owned
+	})
+	m.mu.Lock()
+	_, revived := m.entries[idOf(tr)]
+	m.mu.Unlock()
+	if revived {
+		t.Fatal("the retried load brought the committed timer back")
 	}
 	flaky.mu.Lock()
 	flaky.removeFails = 0
@@ -539,5 +548,16 @@ func TestScheduleOfTheRunningTimerIsStored(t *testing.T) {
 	again := h.expectFire(2 * time.Second)
 	if idOf(again) != idOf(tr) {
 		t.Fatalf("fired %+v, want %+v again", again, tr)
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
