@@ -45,14 +45,7 @@ func TestDequeItemsExpireOneByOne(t *testing.T) {
 	clock := newFakeClock()
 	f := fixtureOf(t, clock.store(),
 		config.StateCollection{Name: "q", Kind: config.CollectionDeque, Payload: config.PayloadJSON, TTL: config.Some(time.Second)})
-	a := f.attempt("k")
-	check(t, a.deque("q").PushBack([]byte(`"a"`)))
-	a.succeed(0)
-	clock.advance(600 * time.Millisecond)
-	b := f.attempt("k")
-	check(t, b.deque("q").PushBack([]byte(`"b"`)))
-	b.succeed(1)
-	clock.advance(700 * time.Millisecond) // "a" has expired, "b" has not
+	pushExpiring(t, f, clock)
 	d := f.attempt("k").deque("q")
 	n := must(d.Len())
 	v, ok, err := d.PopFront()
@@ -363,14 +356,7 @@ func TestReaderFrontPassesOverExpiredItems(t *testing.T) {
 	defs := []config.StateCollection{{Name: "q", Kind: config.CollectionDeque, Payload: config.PayloadJSON, Published: true, TTL: config.Some(time.Second)}}
 	f := publishing(t, store, defs)
 	ctx := context.Background()
-	a := f.attempt("k")
-	check(t, a.deque("q").PushBack([]byte(`"a"`)))
-	a.succeed(0)
-	clock.advance(600 * time.Millisecond)
-	b := f.attempt("k")
-	check(t, b.deque("q").PushBack([]byte(`"b"`)))
-	b.succeed(1)
-	clock.advance(700 * time.Millisecond) // "a" has expired, "b" has not
+	pushExpiring(t, f, clock)
 	rs := must(NewReaders(store, 1<<20, 0))
 	defer rs.Close()
 	r := rs.Open("checkout", "q", config.CollectionDeque, config.None[time.Duration]())
@@ -379,4 +365,18 @@ func TestReaderFrontPassesOverExpiredItems(t *testing.T) {
 	if v, ok, err := r.PeekFront(ctx, "k"); err != nil || !ok || string(v) != string(owner) {
 		t.Fatalf("reader's front %s %v %v, owner's %s", v, ok, err, owner)
 	}
+}
+
+// pushExpiring leaves key k's deque q, whose items live a second,
+// holding "a", expired, then "b", not.
+func pushExpiring(t *testing.T, f *fixture, clock *fakeClock) {
+	t.Helper()
+	a := f.attempt("k")
+	check(t, a.deque("q").PushBack([]byte(`"a"`)))
+	a.succeed(0)
+	clock.advance(600 * time.Millisecond)
+	b := f.attempt("k")
+	check(t, b.deque("q").PushBack([]byte(`"b"`)))
+	b.succeed(1)
+	clock.advance(700 * time.Millisecond)
 }

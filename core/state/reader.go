@@ -212,25 +212,13 @@ func (r *Reader) DequeGet(ctx context.Context, key string, index uint64) ([]byte
 	var buf [8]byte
 	binary.BigEndian.PutUint64(buf[:], index)
 	v, err := r.cached(r.cacheKey(k, "s", string(buf[:])), func() (cachedRead, error) {
-		// The slot at the bounds' head plus index. Bounds from the cache
-		// and a slot read now can disagree (the deque moved between):
-		// a slot found empty has the bounds read again before the answer
-		// is absent, so that no answer mixes two states of the deque.
-		for _, fresh := range []bool{false, true} {
-			b, err := r.bounds(ctx, k, fresh)
-			if err != nil || index >= uint64(max(b.Len(), 0)) {
-				return cachedRead{}, err
+		return r.firstStored(ctx, k, statestore.Forward, func(b statestore.Bounds) (statestore.Range, bool) {
+			if index >= uint64(max(b.Len(), 0)) {
+				return statestore.Range{}, false
 			}
 			i := b.Head + int64(index)
-			got, err := r.rs.store.DequeSlots(ctx, k, r.name, statestore.Range{From: i, To: i + 1}, statestore.Forward, 1)
-			if err != nil {
-				return cachedRead{}, storeError("reading "+r.name, err)
-			}
-			if len(got) > 0 {
-				return cachedRead{item: got[0].Value}, nil
-			}
-		}
-		return cachedRead{}, nil
+			return statestore.Range{From: i, To: i + 1}, true
+		})
 	})
 	return v.item, v.item != nil, err
 }
@@ -245,6 +233,33 @@ func (r *Reader) PeekBack(ctx context.Context, key string) ([]byte, bool, error)
 	return r.end(ctx, key, statestore.Backward)
 }
 
+// firstStored reads the first slot stored, in direction dir, in the
+// range within the deque's bounds that at gives (false: none, the answer
+// is absent). Bounds from the cache and a slot read now can disagree, the
+// deque having moved in between: when the cached bounds find nothing they
+// are read again, so that no answer mixes two states of the deque.
+func (r *Reader) firstStored(ctx context.Context, k statestore.Key, dir statestore.Direction,
+	at func(statestore.Bounds) (statestore.Range, bool)) (cachedRead, error) {
+	for _, fresh := range []bool{false, true} {
+		b, err := r.bounds(ctx, k, fresh)
+		if err != nil {
+			return cachedRead{}, err
+		}
+		rg, ok := at(b)
+		if !ok {
+			return cachedRead{}, nil
+		}
+		got, err := r.rs.store.DequeSlots(ctx, k, r.name, rg, dir, 1)
+		if err != nil {
+			return cachedRead{}, storeError("reading "+r.name, err)
+		}
+		if len(got) > 0 {
+			return cachedRead{item: got[0].Value}, nil
+		}
+	}
+	return cachedRead{}, nil
+}
+
 // end reads the first item stored within the deque's bounds from one end
 // (dir): an item expired at that end is passed over, as the owner's view
 // passes it over, and bounds from the cache that the deque has moved past
@@ -255,20 +270,9 @@ func (r *Reader) end(ctx context.Context, key string, dir statestore.Direction) 
 		return nil, false, err
 	}
 	v, err := r.cached(r.cacheKey(k, "e", string(rune('0'+dir))), func() (cachedRead, error) {
-		for _, fresh := range []bool{false, true} {
-			b, err := r.bounds(ctx, k, fresh)
-			if err != nil || b.Len() <= 0 {
-				return cachedRead{}, err
-			}
-			got, err := r.rs.store.DequeSlots(ctx, k, r.name, statestore.Range{From: b.Head, To: b.Tail}, dir, 1)
-			if err != nil {
-				return cachedRead{}, storeError("reading "+r.name, err)
-			}
-			if len(got) > 0 {
-				return cachedRead{item: got[0].Value}, nil
-			}
-		}
-		return cachedRead{}, nil
+		return r.firstStored(ctx, k, dir, func(b statestore.Bounds) (statestore.Range, bool) {
+			return statestore.Range{From: b.Head, To: b.Tail}, b.Len() > 0
+		})
 	})
 	return v.item, v.item != nil, err
 }

@@ -314,11 +314,10 @@ func (m *Manager) releaseLocked() {
 	}
 }
 
-// retry runs op until it succeeds or the Manager stops, pausing RetryDelay
-// between attempts and logging each failure.
-func (m *Manager) retry(what string, id ID, op func(context.Context) error) {
+// untilStop is a context cancelled when the Manager stops (or cancel is
+// called).
+func (m *Manager) untilStop() (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	go func() {
 		select {
 		case <-m.stop:
@@ -326,6 +325,14 @@ func (m *Manager) retry(what string, id ID, op func(context.Context) error) {
 		case <-ctx.Done():
 		}
 	}()
+	return ctx, cancel
+}
+
+// retry runs op until it succeeds or the Manager stops, pausing RetryDelay
+// between attempts and logging each failure.
+func (m *Manager) retry(what string, id ID, op func(context.Context) error) {
+	ctx, cancel := m.untilStop()
+	defer cancel()
 	for {
 		err := op(ctx)
 		if err == nil || ctx.Err() != nil {
@@ -509,15 +516,8 @@ func (m *Manager) run() {
 	defer close(m.done)
 	// Stop ends a load under way: the store's calls would otherwise hold
 	// the partition's revocation up to their timeouts, slab after slab.
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := m.untilStop()
 	defer cancel()
-	go func() {
-		select {
-		case <-m.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	nextLoad := m.opts.Now() // load at once
 	var fireTimer, loadTimer *time.Timer
 	defer func() {

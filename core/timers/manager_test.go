@@ -78,6 +78,19 @@ func (h *harness) expectQuiet(d time.Duration) {
 
 func idOf(tr timerstore.Trigger) ID { return ID{tr.Key, tr.Time, tr.Type} }
 
+// running schedules a timer of key that is due, and begins it when it
+// fires, as the partition does: its handler is running.
+func (h *harness) running(key string) (timerstore.Trigger, timerstore.Time) {
+	h.t.Helper()
+	due := at(-time.Second)
+	h.schedule(key, due)
+	tr := h.expectFire(2 * time.Second)
+	if !h.m.Begin(idOf(tr)) {
+		h.t.Fatal("Begin refused a scheduled timer")
+	}
+	return tr, due
+}
+
 func TestScheduledTimerFiresWhenDueNotBefore(t *testing.T) {
 	h := newHarness(t, timerstore.NewMemory(), 0, 64)
 	due := at(2 * time.Second)
@@ -129,10 +142,7 @@ func TestUnscheduleWhileQueuedSkips(t *testing.T) {
 
 func TestRescheduleWhileFiringFiresAgain(t *testing.T) {
 	h := newHarness(t, timerstore.NewMemory(), 0, 64)
-	due := at(-time.Second)
-	h.schedule("k", due)
-	tr := h.expectFire(2 * time.Second)
-	h.m.Begin(idOf(tr))
+	tr, due := h.running("k")
 	h.schedule("k", due) // from inside the handler
 	if got, _ := h.m.Scheduled(context.Background(), "k", timerstore.Application); !slices.Equal(got, []timerstore.Time{due}) {
 		t.Fatalf("scheduled = %v, want the rescheduled time", got)
@@ -344,12 +354,7 @@ func TestClearAndScheduleTwiceWhileFiringFiresAgain(t *testing.T) {
 	for _, first := range []string{"clear_and_schedule", "schedule"} {
 		t.Run(first, func(t *testing.T) {
 			h := newHarness(t, timerstore.NewMemory(), 0, 64)
-			due := at(-time.Second)
-			h.schedule("k", due)
-			tr := h.expectFire(2 * time.Second)
-			if !h.m.Begin(idOf(tr)) {
-				t.Fatal("Begin refused a scheduled timer")
-			}
+			tr, due := h.running("k")
 			again := timerstore.Trigger{Key: "k", Time: due, Type: timerstore.Application}
 			if first == "schedule" {
 				h.schedule("k", due)
@@ -456,7 +461,7 @@ func TestLoadRetryDoesNotReviveCommittedTimers(t *testing.T) {
 	}
 	// The load is retried until it succeeds; what it read is then in
 	// memory, and the committed timer must not be among it.
-	waitFor(t, "the load retried to success", func() bool {
+	testservices.WaitFor(t, 5*time.Second, "the load retried to success", func() bool {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		return m.owned
@@ -529,12 +534,7 @@ func TestStopEndsALoadUnderWay(t *testing.T) {
 // fires again even after a revocation (found in review).
 func TestScheduleOfTheRunningTimerIsStored(t *testing.T) {
 	h := newHarness(t, timerstore.NewMemory(), 0, 64)
-	due := at(-time.Second)
-	h.schedule("k", due)
-	tr := h.expectFire(2 * time.Second)
-	if !h.m.Begin(idOf(tr)) {
-		t.Fatal("Begin refused a scheduled timer")
-	}
+	tr, due := h.running("k")
 	other := at(time.Hour)
 	if err := h.m.ClearAndSchedule(context.Background(), timerstore.Trigger{Key: "k", Time: other, Type: timerstore.Application}); err != nil {
 		t.Fatal(err)
@@ -548,16 +548,5 @@ func TestScheduleOfTheRunningTimerIsStored(t *testing.T) {
 	again := h.expectFire(2 * time.Second)
 	if idOf(again) != idOf(tr) {
 		t.Fatalf("fired %+v, want %+v again", again, tr)
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
