@@ -380,3 +380,39 @@ func pushExpiring(t *testing.T, f *fixture, clock *fakeClock) {
 	b.succeed(1)
 	clock.advance(700 * time.Millisecond)
 }
+
+// pendingStore lists cut-short writes it was given and records which are
+// settled.
+type pendingStore struct {
+	statestore.Store
+	pending []statestore.Pending
+	settled []string // their keys
+}
+
+func (s *pendingStore) Pending(context.Context, string) ([]statestore.Pending, error) {
+	return s.pending, nil
+}
+
+func (s *pendingStore) Settle(_ context.Context, p statestore.Pending) error {
+	s.settled = append(s.settled, p.Key.Key)
+	return nil
+}
+
+// A partition's opening settles the cut-short writes of its own source and
+// those with no marker (a timer's, a handle's Commit) of its topic, whose
+// partition the record does not name; not another partition's, nor
+// another topic's (found in review: the writes with no marker were left to
+// the recovery sweep, and their keys ran on half-applied state until it).
+func TestOpeningAPartitionSettlesItsTopicsUnmarkedWrites(t *testing.T) {
+	store := &pendingStore{Store: statestore.NewMemory(), pending: []statestore.Pending{
+		{Key: statestore.Key{Namespace: "group", Key: "topic\x00mine"}, Source: "topic/0"},
+		{Key: statestore.Key{Namespace: "group", Key: "topic\x00unmarked"}},
+		{Key: statestore.Key{Namespace: "group", Key: "topic\x00theirs"}, Source: "topic/1"},
+		{Key: statestore.Key{Namespace: "group", Key: "other\x00unmarked"}},
+	}}
+	svc := NewService(store, "group", "", nil, true, nil)
+	must(svc.Partition(context.Background(), "topic", 0))
+	if want := []string{"topic\x00mine", "topic\x00unmarked"}; !slices.Equal(store.settled, want) {
+		t.Fatalf("settled %q, want %q", store.settled, want)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -62,7 +63,16 @@ func (s *Service) Partition(ctx context.Context, topic string, partition int32) 
 	}
 	p := &Partition{svc: s, topic: topic, id: partition, source: topic + "/" + strconv.Itoa(int(partition)), found: -1}
 	p.leased.Store(-1)
-	if err := s.settlePending(ctx, func(pd statestore.Pending) bool { return pd.Source == p.source }); err != nil {
+	// A write with no marker (a timer's, a handle's Commit, a collection
+	// read uncommitted) names no partition, only its topic in the key:
+	// those of the topic are settled too. The partition whose key it is
+	// may be live elsewhere, which settling does no harm; left to the
+	// recovery sweep, its key would run on half-applied state here until
+	// then.
+	prefix := topic + "\x00"
+	if err := s.settlePending(ctx, func(pd statestore.Pending) bool {
+		return pd.Source == p.source || pd.Source == "" && strings.HasPrefix(pd.Key.Key, prefix)
+	}); err != nil {
 		return nil, err
 	}
 	high, ok, err := s.store.Lease(ctx, s.namespace, p.source)
