@@ -305,9 +305,9 @@ func TestReadersKeepTheirOwnCacheWindow(t *testing.T) {
 }
 
 // A reader's deque answers come from one state of the deque: bounds from
-// its cache that the deque has moved past since are read again rather
-// than combined with a slot read now (found in review: the front of a
-// deque that was never empty read as absent).
+// its cache that the deque has moved past since are not combined with a
+// slot read now (found in review: the front of a deque that was never
+// empty read as absent, or as an item that was never at the front).
 func TestReaderDequeAnswersAreNotTorn(t *testing.T) {
 	store := statestore.NewMemory()
 	defs := []config.StateCollection{{Name: "log", Kind: config.CollectionDeque, Payload: config.PayloadJSON, Published: true}}
@@ -331,14 +331,17 @@ func TestReaderDequeAnswersAreNotTorn(t *testing.T) {
 		t.Fatal(err)
 	}
 	check(t, d.PushBack([]byte(`"d"`)))
-	b.succeed(1) // [b c d]
+	check(t, d.PushFront([]byte(`"x"`)))
+	check(t, d.PushFront([]byte(`"y"`)))
+	b.succeed(1) // [y x b c d]: slot 0, the cached head, now holds x
 	for _, read := range []struct {
 		name string
 		get  func() ([]byte, bool, error)
 		want []string // the answers of one state or the other
 	}{
-		{"front", func() ([]byte, bool, error) { return r.PeekFront(ctx, "o1") }, []string{`"a"`, `"b"`}},
-		{"index 0", func() ([]byte, bool, error) { return r.DequeGet(ctx, "o1", 0) }, []string{`"a"`, `"b"`}},
+		{"front", func() ([]byte, bool, error) { return r.PeekFront(ctx, "o1") }, []string{`"a"`, `"y"`}},
+		{"index 0", func() ([]byte, bool, error) { return r.DequeGet(ctx, "o1", 0) }, []string{`"a"`, `"y"`}},
+		{"index 2", func() ([]byte, bool, error) { return r.DequeGet(ctx, "o1", 2) }, []string{`"c"`, `"b"`}},
 		{"back", func() ([]byte, bool, error) { return r.PeekBack(ctx, "o1") }, []string{`"c"`, `"d"`}},
 	} {
 		v, ok, err := read.get()

@@ -235,13 +235,15 @@ func (r *Reader) PeekBack(ctx context.Context, key string) ([]byte, bool, error)
 
 // firstStored reads the first slot stored, in direction dir, in the
 // range within the deque's bounds that at gives (false: none, the answer
-// is absent). Bounds from the cache and a slot read now can disagree, the
-// deque having moved in between: when the cached bounds find nothing they
-// are read again, so that no answer mixes two states of the deque.
+// is absent). The bounds are read from the store, not the cache, before
+// and after the slot: bounds cached earlier, or changed in between, could
+// pair a slot with a state of the deque it was never part of. A deque
+// that changes between every read gets the last answer read.
 func (r *Reader) firstStored(ctx context.Context, k statestore.Key, dir statestore.Direction,
 	at func(statestore.Bounds) (statestore.Range, bool)) (cachedRead, error) {
-	for _, fresh := range []bool{false, true} {
-		b, err := r.bounds(ctx, k, fresh)
+	b, err := r.bounds(ctx, k, true)
+	var v cachedRead
+	for range 3 {
 		if err != nil {
 			return cachedRead{}, err
 		}
@@ -253,17 +255,22 @@ func (r *Reader) firstStored(ctx context.Context, k statestore.Key, dir statesto
 		if err != nil {
 			return cachedRead{}, storeError("reading "+r.name, err)
 		}
+		v = cachedRead{}
 		if len(got) > 0 {
-			return cachedRead{item: got[0].Value}, nil
+			v.item = got[0].Value
 		}
+		after, err := r.bounds(ctx, k, true)
+		if err == nil && after == b {
+			return v, nil
+		}
+		b = after
 	}
-	return cachedRead{}, nil
+	return v, err
 }
 
 // end reads the first item stored within the deque's bounds from one end
 // (dir): an item expired at that end is passed over, as the owner's view
-// passes it over, and bounds from the cache that the deque has moved past
-// since are read again.
+// passes it over.
 func (r *Reader) end(ctx context.Context, key string, dir statestore.Direction) ([]byte, bool, error) {
 	k, err := r.where(ctx, key)
 	if err != nil {

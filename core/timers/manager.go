@@ -371,11 +371,14 @@ func (m *Manager) Schedule(ctx context.Context, t timerstore.Trigger) error {
 	m.loadMu.RLock()
 	defer m.loadMu.RUnlock()
 	id := ID{t.Key, t.Time, t.Type}
+	// The running timer is marked to fire again first: a Commit of its
+	// run landing before the store write below then keeps its row rather
+	// than deleting it.
 	m.mu.Lock()
-	stopped := m.stopped
+	running, err := m.runningLocked(id, firing, firingRescheduled)
 	m.mu.Unlock()
-	if stopped {
-		return ErrStopped
+	if err != nil {
+		return err
 	}
 	// Written even for the timer running now: its row may be gone (its
 	// handler replaced the key's timers with another first), and it must
@@ -383,14 +386,12 @@ func (m *Manager) Schedule(ctx context.Context, t timerstore.Trigger) error {
 	if err := m.seg.Add(ctx, t); err != nil {
 		return fmt.Errorf("scheduling timer: %w", err)
 	}
-	m.mu.Lock()
-	running, err := m.runningLocked(id, firing, firingRescheduled)
-	if err == nil && !running && m.ownsLocked(t.Time) {
-		m.addLocked(id, t.Span)
-	}
-	m.mu.Unlock()
-	if err != nil {
-		return err
+	if !running {
+		m.mu.Lock()
+		if !m.stopped && m.ownsLocked(t.Time) {
+			m.addLocked(id, t.Span)
+		}
+		m.mu.Unlock()
 	}
 	m.changed(t, true)
 	return nil

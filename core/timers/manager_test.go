@@ -550,3 +550,52 @@ func TestScheduleOfTheRunningTimerIsStored(t *testing.T) {
 		t.Fatalf("fired %+v, want %+v again", again, tr)
 	}
 }
+
+// heldAdd is a store whose Add, once armed, writes the row and then waits
+// for the test before it returns.
+type heldAdd struct {
+	timerstore.Segment
+	armed, added, release chan struct{}
+}
+
+func (s *heldAdd) Add(ctx context.Context, t timerstore.Trigger) error {
+	err := s.Segment.Add(ctx, t)
+	select {
+	case <-s.armed:
+		close(s.added)
+		<-s.release
+	default:
+	}
+	return err
+}
+
+// A Schedule of the running timer whose store write lands just before the
+// run's Commit leaves the timer in the store and firing again: the timer
+// is marked to fire again before the write, so the Commit keeps its row
+// (found in review: the Commit deleted the row just written, and the timer
+// lived on in memory only).
+func TestScheduleOfTheRunningTimerRacingItsCommit(t *testing.T) {
+	seg, err := timerstore.NewMemory().Segment(context.Background(), "group", "topic", 0, 3600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := &heldAdd{Segment: seg, armed: make(chan struct{}), added: make(chan struct{}), release: make(chan struct{})}
+	h := &harness{t: t, seg: seg, fired: make(chan timerstore.Trigger, 16)}
+	h.m = Start(Options{Segment: held, Fire: func(tr timerstore.Trigger) { h.fired <- tr }, RetryDelay: 10 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	t.Cleanup(h.m.Stop)
+	tr, due := h.running("k")
+	close(held.armed)
+	scheduled := make(chan error, 1)
+	go func() { scheduled <- h.m.Schedule(context.Background(), tr) }()
+	<-held.added
+	h.m.Commit(idOf(tr))
+	close(held.release)
+	if err := <-scheduled; err != nil {
+		t.Fatal(err)
+	}
+	waitStore(t, seg, "k", []timerstore.Time{due})
+	if again := h.expectFire(2 * time.Second); idOf(again) != idOf(tr) {
+		t.Fatalf("fired %+v, want %+v again", again, tr)
+	}
+}
