@@ -207,6 +207,17 @@ func (ev *pendingEvent) finish(err error) {
 	}
 }
 
+// givenUp is ErrInvalidContext once the dispatcher has given the attempt
+// up (expired): the attempt's outcome, which invalidates its context, may
+// not have been reported yet, and the host's timer operations fail from
+// the moment of expiry on.
+func (ev *pendingEvent) givenUp() error {
+	if ev.state.Load() == stateExpired {
+		return event.ErrInvalidContext
+	}
+	return nil
+}
+
 // expire marks an event the host still holds as given up on; true when
 // this call did it, and the caller then reports the attempt's outcome.
 // It loses to a completion that got there first (finish).

@@ -84,12 +84,10 @@ func timerOp(fn string, id C.uint64_t, cb C.prosody_completion_fn, ud C.uintptr_
 			}
 			done.call(err)
 		}()
-		if ev.state.Load() == stateExpired {
-			// Its outcome may not have invalidated the context yet.
-			err = timerError(fn, ctx, event.ErrInvalidContext)
-			return
+		if err = ev.givenUp(); err == nil {
+			err = op(ctx)
 		}
-		err = timerError(fn, ctx, op(ctx))
+		err = timerError(fn, ctx, err)
 	})
 	return C.PROSODY_OK
 }
@@ -160,9 +158,7 @@ func prosodyGo_event_scheduled(id C.uint64_t, cb C.prosody_times_fn, ud C.uintpt
 			callTimes(cb, ud, ms, err)
 		}()
 		var ts []time.Time
-		if ev.state.Load() == stateExpired {
-			ts, err = nil, event.ErrInvalidContext
-		} else {
+		if err = ev.givenUp(); err == nil {
 			ts, err = ctx.Scheduled()
 		}
 		err = timerError(fn, ctx, err)

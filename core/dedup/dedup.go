@@ -41,7 +41,7 @@ func New(o Options) *Deduplicator {
 		log = slog.Default()
 	}
 	d := &Deduplicator{version: o.Version, group: o.Group, store: o.Store, log: log,
-		ahead: ahead{m: make(map[ID]*pending), unwritten: make(map[ID]struct{}), partitions: make(map[partition]int)}}
+		ahead: ahead{m: make(map[ID]*pending), unwritten: make(map[ID]partition)}}
 	// A store in memory (mock mode) answers as fast as a cache would, and
 	// everything a cache could hold: one there would only cost its upkeep,
 	// which for a stream of new ids is an eviction on every add.
@@ -140,11 +140,9 @@ func (d *Deduplicator) Record(msg *event.Message, id ID, done func()) {
 		return
 	}
 	a := &d.ahead
-	part := partition{msg.Topic, msg.Partition}
 	a.mu.Lock()
 	wait := len(a.unwritten) >= maxUnwritten
-	a.unwritten[id] = struct{}{}
-	a.partitions[part]++
+	a.unwritten[id] = partitionOf(msg)
 	delete(a.m, id) // a lookup started before now may say absent
 	a.mu.Unlock()
 	d.cache.add(id)
@@ -152,9 +150,6 @@ func (d *Deduplicator) Record(msg *event.Message, id ID, done func()) {
 		d.wrote(msg, err)
 		a.mu.Lock()
 		delete(a.unwritten, id)
-		if a.partitions[part]--; a.partitions[part] <= 0 {
-			delete(a.partitions, part)
-		}
 		a.mu.Unlock()
 		if wait {
 			done()
@@ -177,23 +172,31 @@ func (d *Deduplicator) wrote(msg *event.Message, err error) {
 // Flush waits until every recorded id has been written (or its write has
 // failed), or ctx ends.
 func (d *Deduplicator) Flush(ctx context.Context) error {
-	return d.flush(ctx, func(a *ahead) int { return len(a.unwritten) })
+	return d.flush(ctx, func(partition) bool { return true })
 }
 
 // FlushPartition waits until the ids recorded for the messages of one
 // partition have been written (or their writes have failed), or ctx
 // ends. The ids other partitions go on recording do not hold it up.
 func (d *Deduplicator) FlushPartition(ctx context.Context, topic string, id int32) error {
-	return d.flush(ctx, func(a *ahead) int { return a.partitions[partition{topic, id}] })
+	part := partition{topic, id}
+	return d.flush(ctx, func(p partition) bool { return p == part })
 }
 
-// flush waits until unwritten, read under the lock, is 0, or ctx ends.
-func (d *Deduplicator) flush(ctx context.Context, unwritten func(*ahead) int) error {
+// flush waits until no id of a partition mine picks is unwritten, or ctx
+// ends. It counts them every pass: a flush is rare (a partition let go,
+// the client stopping) and the unwritten ids few (maxUnwritten at most).
+func (d *Deduplicator) flush(ctx context.Context, mine func(partition) bool) error {
 	t := time.NewTicker(2 * time.Millisecond)
 	defer t.Stop()
 	for {
 		d.ahead.mu.Lock()
-		n := unwritten(&d.ahead)
+		n := 0
+		for _, p := range d.ahead.unwritten {
+			if mine(p) {
+				n++
+			}
+		}
 		d.ahead.mu.Unlock()
 		if n == 0 {
 			return nil

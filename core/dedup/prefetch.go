@@ -21,11 +21,8 @@ type ahead struct {
 	m       map[ID]*pending
 	sweepAt int64
 	// unwritten are the ids recorded whose store write has not landed
-	// (Record).
-	unwritten map[ID]struct{}
-	// partitions counts the unwritten ids of each partition
-	// (FlushPartition).
-	partitions map[partition]int
+	// (Record), with the partition of the message (FlushPartition).
+	unwritten map[ID]partition
 }
 
 type partition struct {
@@ -33,15 +30,15 @@ type partition struct {
 	id    int32
 }
 
+func partitionOf(msg *event.Message) partition { return partition{msg.Topic, msg.Partition} }
+
 type pending struct {
-	// The partition of the message that started the lookup (Forget).
-	topic     string
-	partition int32
-	at        int64 // when the lookup started, unix nanoseconds
-	done      bool
-	found     bool
-	err       error
-	waiter    func(found bool, err error) // Check's, when it came first
+	part   partition // of the message that started the lookup (Forget)
+	at     int64     // when the lookup started, unix nanoseconds
+	done   bool
+	found  bool
+	err    error
+	waiter func(found bool, err error) // Check's, when it came first
 }
 
 // Prefetch works out the ids of msgs, admitted to their partition and to
@@ -80,7 +77,7 @@ func (d *Deduplicator) prefetch(msg *event.Message) {
 		a.mu.Unlock()
 		return
 	}
-	p := &pending{topic: msg.Topic, partition: msg.Partition, at: now}
+	p := &pending{part: partitionOf(msg), at: now}
 	a.m[id] = p
 	if now > a.sweepAt {
 		for id, q := range a.m {
@@ -108,12 +105,13 @@ func (d *Deduplicator) prefetch(msg *event.Message) {
 // go stale once the partition's next owner handles the messages: were
 // the partition to come back, a redelivered message would otherwise take
 // its old "absent" and run again.
-func (d *Deduplicator) Forget(topic string, partition int32) {
+func (d *Deduplicator) Forget(topic string, id int32) {
+	part := partition{topic, id}
 	a := &d.ahead
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for id, p := range a.m {
-		if p.partition == partition && p.topic == topic {
+		if p.part == part {
 			delete(a.m, id)
 		}
 	}

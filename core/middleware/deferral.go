@@ -143,23 +143,31 @@ func (p *DeferPolicy) deferFirst(ctx context.Context, part *deferral.Partition, 
 	return write()
 }
 
-// startQueue is the queue write of a first deferral: first, which makes
-// the event the key's only entry, unless the store already holds a queue
-// for the key (queued reports it), which join then extends. The key was
-// not known as deferred because the partition's assignment lists deferred
-// keys by their retry timers up to a horizon (defer_max_delay ahead): a
-// retry set further out, under a longer defer_max_delay before or by a
-// clock running ahead, is out of sight. Replacing that queue would lose
-// its events, whose offsets were committed long ago.
-func (p *DeferPolicy) startQueue(key, what string, queued func() (bool, error), join, first func() error) error {
-	ok, err := queued()
+// deferQueue is a key's stored queue of deferred events of type T (a
+// deferstore segment's, for messages or for timers).
+type deferQueue[T any] interface {
+	Next(ctx context.Context, key string) (T, uint32, bool, error)
+	Append(ctx context.Context, key string, v T) error
+	DeferFirst(ctx context.Context, key string, v T) error
+}
+
+// startQueue is the queue write of a first deferral of v: it makes v the
+// key's only entry, unless the store already holds a queue for the key,
+// which v then joins. The key was not known as deferred because the
+// partition's assignment lists deferred keys by their retry timers up to
+// a horizon (defer_max_delay ahead): a retry set further out, under a
+// longer defer_max_delay before or by a clock running ahead, is out of
+// sight. Replacing that queue would lose its events, whose offsets were
+// committed long ago.
+func startQueue[T any](ctx context.Context, p *DeferPolicy, q deferQueue[T], key, what string, v T) error {
+	_, _, queued, err := q.Next(ctx, key)
 	switch {
 	case err != nil:
 		return fmt.Errorf("reading the key's deferred %s: %w", what, err)
-	case ok:
+	case queued:
 		p.logger().Warn("the key already had deferred "+what+" this consumer did not know of (their retry was set further out than defer_max_delay); joining them",
 			slog.String("key", key))
-		return join()
+		return q.Append(ctx, key, v)
 	}
-	return first()
+	return q.DeferFirst(ctx, key, v)
 }

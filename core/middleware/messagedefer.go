@@ -137,12 +137,7 @@ func (d *MessageDefer) After(r *Run, err error) Step {
 // deferFirst defers msg, whose key was not deferred (DeferPolicy.deferFirst).
 func (d *MessageDefer) deferFirst(ctx context.Context, p *deferral.Partition, msg *event.Message, cause error) Step {
 	err := d.policy.deferFirst(ctx, p, msg.Key, timerstore.DeferredMessage, tracing.FromHeaders(msg.Headers).Map(),
-		p.SetMessageDeferred, func() error {
-			return d.policy.startQueue(msg.Key, "messages",
-				func() (bool, error) { _, _, ok, err := p.Messages.Next(ctx, msg.Key); return ok, err },
-				func() error { return p.Messages.Append(ctx, msg.Key, msg.Offset) },
-				func() error { return p.Messages.DeferFirst(ctx, msg.Key, msg.Offset) })
-		})
+		p.SetMessageDeferred, func() error { return startQueue(ctx, d.policy, p.Messages, msg.Key, "messages", msg.Offset) })
 	if err != nil {
 		return Result(fmt.Errorf("deferring message %d of key %q: %w", msg.Offset, msg.Key, err))
 	}

@@ -92,12 +92,7 @@ func (d *TimerDefer) After(r *Run, err error) Step {
 		return r.io(p.Local, func(ctx context.Context) Step {
 			cause := err
 			err := d.policy.deferFirst(ctx, p, t.Key, timerstore.DeferredTimer, t.TraceContext,
-				p.SetTimerDeferred, func() error {
-					return d.policy.startQueue(t.Key, "timers",
-						func() (bool, error) { _, _, ok, err := p.Timers.Next(ctx, t.Key); return ok, err },
-						func() error { return p.Timers.Append(ctx, t.Key, parked(t)) },
-						func() error { return p.Timers.DeferFirst(ctx, t.Key, parked(t)) })
-				})
+				p.SetTimerDeferred, func() error { return startQueue(ctx, d.policy, p.Timers, t.Key, "timers", parked(t)) })
 			if err != nil {
 				return Result(fmt.Errorf("deferring a timer of key %q: %w", t.Key, err))
 			}

@@ -123,6 +123,11 @@ func (r *Reader) cached(ck string, load func() (cachedRead, error)) (cachedRead,
 			return v, nil
 		}
 	}
+	return r.fill(ck, load)
+}
+
+// fill reads with load and caches the answer, whatever the cache holds.
+func (r *Reader) fill(ck string, load func() (cachedRead, error)) (cachedRead, error) {
 	at := time.Now()
 	v, err := load()
 	if err != nil {
@@ -178,16 +183,11 @@ func (r *Reader) bounds(ctx context.Context, k statestore.Key, fresh bool) (stat
 		b, err := r.rs.store.DequeBounds(ctx, k, r.name)
 		return cachedRead{bounds: b}, storeError("reading "+r.name, err)
 	}
-	ck := r.cacheKey(k, "b")
+	read := r.cached
 	if fresh {
-		v, err := load()
-		if err == nil && r.ttl > 0 {
-			v.at = time.Now()
-			r.rs.cache.SetWithTTL(ck, v, int64(len(ck)+16), r.ttl)
-		}
-		return v.bounds, err
+		read = r.fill
 	}
-	v, err := r.cached(ck, load)
+	v, err := read(r.cacheKey(k, "b"), load)
 	return v.bounds, err
 }
 
@@ -276,7 +276,11 @@ func (r *Reader) end(ctx context.Context, key string, dir statestore.Direction) 
 	if err != nil {
 		return nil, false, err
 	}
-	v, err := r.cached(r.cacheKey(k, "e", string(rune('0'+dir))), func() (cachedRead, error) {
+	side := "front"
+	if dir == statestore.Backward {
+		side = "back"
+	}
+	v, err := r.cached(r.cacheKey(k, side), func() (cachedRead, error) {
 		return r.firstStored(ctx, k, dir, func(b statestore.Bounds) (statestore.Range, bool) {
 			return statestore.Range{From: b.Head, To: b.Tail}, b.Len() > 0
 		})
