@@ -2,6 +2,7 @@ package middleware
 
 import (
 	"github.com/prosody-events/prosody-go/core/fault"
+	"github.com/prosody-events/prosody-go/core/internal/invocation"
 )
 
 // Cancellation refuses to start an attempt whose invocation is already
@@ -15,12 +16,24 @@ import (
 // passed outward as terminal (with the failure in its chain): the handler
 // most likely failed because it was told to stop, and a retry must not
 // follow.
+//
+// It also refuses an event's first attempt once the partition has
+// stopped starting work (invocation.Context.Stopping), with
+// invocation.ErrNotStarted: an event admitted before the drain began may
+// still be on its way through the outer layers (a deduplication lookup,
+// a deferral check), and reaching the handler from there would start new
+// work after Unsubscribe or a revocation said none would start. The
+// event's offset stays for the next owner. Retries of an attempt that did
+// start go on until the invocation is cancelled, as the drain promises.
 type Cancellation struct{}
 
 // Before implements Layer.
 func (Cancellation) Before(r *Run) Step {
 	if err := r.ctx.Check(); err != nil {
 		return Result(err)
+	}
+	if r.demand == Normal && r.ctx.Stopping() {
+		return Result(invocation.ErrNotStarted)
 	}
 	return Continue
 }

@@ -2,6 +2,7 @@ package middleware
 
 import (
 	"errors"
+	"sync/atomic"
 	"testing"
 
 	"github.com/prosody-events/prosody-go/core/event"
@@ -57,5 +58,34 @@ func TestCancellation(t *testing.T) {
 				t.Fatalf("err = %v lost the handler's error", err)
 			}
 		})
+	}
+}
+
+// An event whose partition stopped starting work while it was on its way
+// through the outer layers does not reach its handler; a retry of an
+// attempt that did start still does (core-behavior.md §3.9: draining
+// starts no new or queued work, and in-flight work goes on).
+func TestCancellationStartsNothingOnceThePartitionStops(t *testing.T) {
+	var stopping atomic.Bool
+	ctx, cancel := newInv()
+	defer cancel(nil)
+	ctx.SetEnv(&invocation.Env{Stopping: &stopping}, nil)
+	calls := 0
+	h := handlerFunc(func(*event.Context, event.Event) error {
+		calls++
+		if calls == 1 {
+			stopping.Store(true) // the drain begins during the first attempt
+			return errors.New("flaky")
+		}
+		return nil
+	})
+	stack := NewStack(Handler(h, nil), NewRetry(RetryPolicy{MaxRetries: Unlimited}), Cancellation{})
+	if err := invoke(stack, ctx, &event.Message{}); err != nil || calls != 2 {
+		t.Fatalf("an attempt that started: err = %v after %d calls, want its retry to run and succeed", err, calls)
+	}
+	calls = 0
+	err := invoke(stack, ctx, &event.Message{})
+	if !errors.Is(err, invocation.ErrNotStarted) || calls != 0 {
+		t.Fatalf("an event not started when the partition stopped: err = %v after %d calls, want ErrNotStarted and no call", err, calls)
 	}
 }
