@@ -265,8 +265,10 @@ func (d *dispatcher) timerEvent(front int, ctx *event.Context, t *event.Timer) *
 }
 
 // giveUp reports an expired attempt's outcome. It runs the layers' after
-// steps on the watch's goroutine, where a panic would end the process: it
-// is logged instead, as a panic on a host's call is.
+// steps and the engine's completion on the watch's goroutine, where a
+// panic would end the process: a layer's ends the event as a
+// middleware.LayerPanic (the run recovers it), and one past the layers
+// is logged here, as a panic on a host's call is.
 func (d *dispatcher) giveUp(ev *pendingEvent) {
 	defer func() {
 		if r := recover(); r != nil {

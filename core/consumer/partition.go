@@ -3,7 +3,6 @@ package consumer
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"runtime/debug"
 	"sync"
@@ -422,9 +421,10 @@ func (p *partition) invoke(stack *middleware.Stack, ev event.Event, env *invocat
 		// not see the event through, so it may be neither handled nor
 		// stored: terminal, its offset stays for the next owner rather
 		// than being committed as a failure the mode dealt with.
+		// (A run of Start recovers its layers' panics the same way, see
+		// middleware.LayerPanic; complete logs the stack.)
 		if rec := recover(); rec != nil {
-			err = fault.Terminal(fmt.Errorf("middleware panicked: %v", rec))
-			p.log.Error("middleware panicked", slog.Any("panic", rec), slog.String("stack", string(debug.Stack())))
+			err = fault.Terminal(&middleware.LayerPanic{Value: rec, Stack: debug.Stack()})
 		}
 		lease.settle(ctx)
 	}()
@@ -449,6 +449,9 @@ func (p *partition) complete(it item, err error) bool {
 		return false
 	case fault.IsTerminal(err):
 		// Better (c): say loudly that this offset now blocks the partition.
+		if lp := (*middleware.LayerPanic)(nil); errors.As(err, &lp) {
+			attrs = append(attrs, slog.String("stack", string(lp.Stack)))
+		}
 		p.log.LogAttrs(context.Background(), slog.LevelError, "event aborted by a terminal failure; its offset stays uncommitted", attrs...)
 		return false
 	default:

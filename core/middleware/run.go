@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"runtime/debug"
 	"sync/atomic"
 
 	"github.com/prosody-events/prosody-go/core/event"
+	"github.com/prosody-events/prosody-go/core/fault"
 	"github.com/prosody-events/prosody-go/core/internal/invocation"
 	"github.com/prosody-events/prosody-go/core/scheduler"
 )
@@ -218,7 +220,7 @@ func (s *Stack) Start(r *Run, ctx *invocation.Context, ev event.Event, out event
 
 // walk is Start's way on from step st.
 func (r *Run) walk(st Step) {
-	done, err := r.advance(st)
+	done, err := r.advanceRecovering(st)
 	if !done {
 		return
 	}
@@ -235,6 +237,44 @@ func (r *Run) finish() {
 	r.discardPrepared()
 	r.releaseNow()
 }
+
+// advanceRecovering is advance for a run of Start, whose steps run on
+// whatever goroutine or host thread walks it on: a layer that panics
+// there ends the run with a terminal outcome (a *LayerPanic), so that
+// the event is left uncommitted for the next owner, as on Invoke's path,
+// instead of the process ending or the event (and its key's later
+// events) never getting an outcome. The run's pending releases are not
+// made: a permit lost is better than one released twice. A panic in the
+// target's Start goes on as it came (startTarget marks it): the target
+// may already have handed the attempt to a host that will report its
+// outcome.
+func (r *Run) advanceRecovering(st Step) (done bool, err error) {
+	defer func() {
+		rec := recover()
+		if rec == nil {
+			return
+		}
+		if tp, ok := rec.(targetPanic); ok {
+			panic(tp.value)
+		}
+		r.releases = 0
+		done, err = true, fault.Terminal(&LayerPanic{Value: rec, Stack: debug.Stack()})
+	}()
+	return r.advance(st)
+}
+
+// targetPanic carries a panic out of a target's Start in a run of Start,
+// past advanceRecovering.
+type targetPanic struct{ value any }
+
+// LayerPanic is the outcome of an event whose layer panicked: a bug in
+// the layer, which leaves the event uncommitted.
+type LayerPanic struct {
+	Value any
+	Stack []byte // the goroutine's stack where the panic was recovered
+}
+
+func (e *LayerPanic) Error() string { return fmt.Sprintf("middleware panicked: %v", e.Value) }
 
 // advance applies steps from st on until the run ends (done, with its
 // outcome) or a step waits for a Resume still to come.
@@ -293,6 +333,11 @@ func (r *Run) startTarget() Step {
 		return r.s.target.Start(r)
 	}
 	r.handedOff = true
+	defer func() {
+		if rec := recover(); rec != nil {
+			panic(targetPanic{rec})
+		}
+	}()
 	st := r.s.target.Start(r)
 	if st.op != opWait {
 		// An outcome at once, and so no Resume: the run is still ours.
