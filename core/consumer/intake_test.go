@@ -1,8 +1,10 @@
 package consumer
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -614,5 +616,80 @@ func TestLayerPanicLeavesTheOffsetUncommitted(t *testing.T) {
 	p.drain(time.Second, event.ErrRevoked)
 	if o, ok := p.commitOffset(); ok {
 		t.Fatalf("offset %d to commit: the event whose layer panicked would be lost", o)
+	}
+}
+
+// errorRecorder is a slog handler that keeps the messages of the records
+// at error level.
+type errorRecorder struct {
+	mu   *sync.Mutex
+	msgs *[]string
+}
+
+func (h errorRecorder) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelError }
+func (h errorRecorder) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	*h.msgs = append(*h.msgs, r.Message)
+	return nil
+}
+func (h errorRecorder) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h errorRecorder) WithGroup(string) slog.Handler      { return h }
+
+// notStartingTimers is a layer that lets the first event (the message)
+// through and leaves the next (its timer) unstarted, as the C ABI does
+// for the events reaching a client released meanwhile.
+type notStartingTimers struct {
+	calls *atomic.Int64
+	seen  chan struct{}
+}
+
+func (l notStartingTimers) Before(*middleware.Run) middleware.Step {
+	if l.calls.Add(1) == 1 {
+		return middleware.Continue
+	}
+	l.seen <- struct{}{}
+	return middleware.Result(invocation.ErrNotStarted)
+}
+
+func (notStartingTimers) After(_ *middleware.Run, err error) middleware.Step {
+	return middleware.Result(err)
+}
+
+// A timer left unstarted because its partition is going away stays stored
+// for the next owner without the error an abort on a live partition logs.
+func TestTimerNotStartedIsNoError(t *testing.T) {
+	var mu sync.Mutex
+	var errs []string
+	layer := notStartingTimers{calls: new(atomic.Int64), seen: make(chan struct{}, 1)}
+	handler := event.HandlerFuncs{
+		Message: func(ctx *event.Context, _ *event.Message) error {
+			return ctx.Schedule(time.Now().Add(-time.Second)) // due at once
+		},
+		Timer: func(*event.Context, *event.Timer) error { t.Error("the timer's handler ran"); return nil },
+	}
+	c, p := newStackPartition(64, middleware.NewStack(middleware.Handler(handler, nil), layer))
+	c.log = slog.New(errorRecorder{&mu, &errs})
+	p = newPartition(c, "t", 0)
+	c.opts.Timers = timerstore.NewMemory()
+	c.opts.SlabSize = time.Hour
+	defer closeTestConsumer(c)
+	p.timersReady = false
+	released := make(chan struct{})
+	p.openTimers(released)
+	records, in := testIntake(p)
+	records <- testRecord(0, "k")
+	select {
+	case <-layer.seen:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the timer never fired")
+	}
+	endClaim(p, records, in)
+	close(released)
+	p.stopTimers()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(errs) > 0 {
+		t.Fatalf("errors logged: %q", errs)
 	}
 }

@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"context"
+	"errors"
 
 	"fmt"
 	"log/slog"
@@ -68,9 +69,15 @@ func (p *partition) runTimer(it item, env *invocation.Env, r *middleware.Run) {
 	}
 	err := p.invoke(p.c.opts.Stacks.Events, ev, env, reserved, r)
 	reserved.end()
-	if p.complete(it, err) {
+	switch {
+	case p.complete(it, err):
 		p.timers.Commit(id)
-	} else {
+	case p.stopped.Load() || errors.Is(err, invocation.ErrNotStarted):
+		// Left for the next owner because this one is letting the
+		// partition go, which complete logged: not the error an abort on
+		// a live partition is.
+		p.timers.Forget(id)
+	default:
 		p.timers.Abort(id)
 	}
 }

@@ -267,9 +267,10 @@ func (m *Manager) Commit(id ID) {
 // store, so the partition's next owner fires it.
 func (m *Manager) Abort(id ID) { m.drop(id, true) }
 
-// Forget is Abort for a timer the partition has no handler for (a type
-// this version does not handle): it stays in the store, without the
-// error Abort logs, since the caller says why.
+// Forget is Abort without the error Abort logs, for a timer the caller
+// says why it leaves: one the partition has no handler for (a type this
+// version does not handle), or one not run because the partition is
+// going away. It stays in the store.
 func (m *Manager) Forget(id ID) { m.drop(id, false) }
 
 func (m *Manager) drop(id ID, logAbort bool) {
