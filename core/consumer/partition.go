@@ -415,14 +415,14 @@ func (p *partition) invoke(stack *middleware.Stack, ev event.Event, env *invocat
 	lease.lend(ctx)
 	defer ctx.Invalidate()
 	defer func() {
-		// The handler's panics are caught by the stack's target; this is
-		// for a layer's, which must not take the process down nor leave
-		// the key blocked. The layers outside it (retries, deferral) did
-		// not see the event through, so it may be neither handled nor
-		// stored: terminal, its offset stays for the next owner rather
-		// than being committed as a failure the mode dealt with.
-		// (A run of Start recovers its layers' panics the same way, see
-		// middleware.LayerPanic; complete logs the stack.)
+		// The handler's panics are caught by the stack's target, and the
+		// layers' by the run (middleware.LayerPanic). This is for what
+		// passes those: a panic of the target itself, or of another
+		// run's completion walked on from this run's release. It must
+		// not take the process down nor leave the key blocked; the event
+		// may be neither handled nor stored: terminal, its offset stays
+		// for the next owner rather than being committed as a failure
+		// the mode dealt with. complete logs the stack.
 		if rec := recover(); rec != nil {
 			err = fault.Terminal(&middleware.LayerPanic{Value: rec, Stack: debug.Stack()})
 		}
@@ -440,6 +440,9 @@ func (p *partition) complete(it item, err error) bool {
 		return p.counts(it)
 	}
 	attrs := []slog.Attr{slog.Int64("offset", it.offset), slog.String("key", it.ev.EventKey()), slog.String("error", err.Error())}
+	if lp := (*middleware.LayerPanic)(nil); errors.As(err, &lp) {
+		attrs = append(attrs, slog.String("stack", string(lp.Stack)))
+	}
 	switch {
 	case errors.Is(err, invocation.ErrNotStarted):
 		p.log.LogAttrs(context.Background(), slog.LevelDebug, "event not started: the partition is going away; the next owner handles it", attrs...)
@@ -449,9 +452,6 @@ func (p *partition) complete(it item, err error) bool {
 		return false
 	case fault.IsTerminal(err):
 		// Better (c): say loudly that this offset now blocks the partition.
-		if lp := (*middleware.LayerPanic)(nil); errors.As(err, &lp) {
-			attrs = append(attrs, slog.String("stack", string(lp.Stack)))
-		}
 		p.log.LogAttrs(context.Background(), slog.LevelError, "event aborted by a terminal failure; its offset stays uncommitted", attrs...)
 		return false
 	default:

@@ -17,14 +17,16 @@ import (
 // most likely failed because it was told to stop, and a retry must not
 // follow.
 //
-// It also refuses an event's first attempt once the partition has
-// stopped starting work (invocation.Context.Stopping), with
+// It also refuses to start an event's handler for the first time once the
+// partition has stopped starting work (invocation.Context.Stopping), with
 // invocation.ErrNotStarted: an event admitted before the drain began may
 // still be on its way through the outer layers (a deduplication lookup,
-// a deferral check), and reaching the handler from there would start new
-// work after Unsubscribe or a revocation said none would start. The
-// event's offset stays for the next owner. Retries of an attempt that did
-// start go on until the invocation is cancelled, as the drain promises.
+// a deferral check, a retry's backoff after an outer layer refused it, a
+// deferred message being loaded for its retry), and reaching the handler
+// from there would start new work after Unsubscribe or a revocation said
+// none would start. The event's offset (or its retry timer) stays for
+// the next owner. Retries of a handler that did start go on until the
+// invocation is cancelled, as the drain promises.
 type Cancellation struct{}
 
 // Before implements Layer.
@@ -32,7 +34,7 @@ func (Cancellation) Before(r *Run) Step {
 	if err := r.ctx.Check(); err != nil {
 		return Result(err)
 	}
-	if r.demand == Normal && r.ctx.Stopping() {
+	if !r.reached && r.ctx.Stopping() {
 		return Result(invocation.ErrNotStarted)
 	}
 	return Continue

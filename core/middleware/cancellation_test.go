@@ -89,3 +89,42 @@ func TestCancellationStartsNothingOnceThePartitionStops(t *testing.T) {
 		t.Fatalf("an event not started when the partition stopped: err = %v after %d calls, want ErrNotStarted and no call", err, calls)
 	}
 }
+
+// refuseOnce is an outer layer that refuses the event's first pass
+// transiently before any handler ran (as Monopolization does with
+// deferral gated off, or MessageDefer.Before when its Append fails), and
+// the partition stops starting work meanwhile.
+type refuseOnce struct {
+	n        *int
+	stopping *atomic.Bool
+}
+
+func (l refuseOnce) Before(r *Run) Step {
+	*l.n++
+	if *l.n == 1 {
+		l.stopping.Store(true) // the drain begins during the backoff
+		return Result(fault.Transient(errors.New("refused before the handler")))
+	}
+	return Continue
+}
+func (refuseOnce) After(_ *Run, err error) Step { return Result(err) }
+
+// An event whose handler never ran does not reach it once the partition
+// stops starting work, even on a retry after an outer layer refused it
+// (found in review: the first version of the rule went by the attempt's
+// demand, which the retry had raised).
+func TestCancellationRefusesARetryWhoseHandlerNeverRan(t *testing.T) {
+	var stopping atomic.Bool
+	ctx, cancel := newInv()
+	defer cancel(nil)
+	ctx.SetEnv(&invocation.Env{Stopping: &stopping}, nil)
+	calls, passes := 0, 0
+	h := handlerFunc(func(*event.Context, event.Event) error { calls++; return nil })
+	sched := NewFIFOScheduler(4)
+	stack := NewStack(Handler(h, sched), NewRetry(RetryPolicy{MaxRetries: Unlimited}),
+		refuseOnce{n: &passes, stopping: &stopping}, Cancellation{}, sched)
+	err := invoke(stack, ctx, &event.Message{})
+	if calls != 0 {
+		t.Fatalf("handler started %d times after the partition stopped starting work (err %v); its first attempt had never run", calls, err)
+	}
+}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 
 	"github.com/prosody-events/prosody-go/core/deferral"
+	"github.com/prosody-events/prosody-go/core/fault"
 	"github.com/prosody-events/prosody-go/core/timerstore"
 )
 
@@ -53,9 +55,10 @@ func deferralOf(r *Run) *deferral.Partition {
 // goroutine) unless local says f does not wait on the network (stores in
 // memory). In a run of Start the walk may be on a host's thread, which
 // must not wait: f runs on a goroutine of its own and finishes the
-// layer's step with Resume. A panic in f there is the step's failure.
+// layer's step with Resume. A panic in f there is the step's terminal
+// failure, as one on the run's goroutine is.
 func (r *Run) io(local bool, f func(ctx context.Context) Step) Step {
-	if r.blocking {
+	if r.blocking() {
 		if !local {
 			defer r.ctx.Blocking()()
 		}
@@ -65,7 +68,8 @@ func (r *Run) io(local bool, f func(ctx context.Context) Step) Step {
 		st := func() (st Step) {
 			defer func() {
 				if p := recover(); p != nil {
-					st = Result(fmt.Errorf("middleware panicked: %v", p))
+					// As a panic of the layer's own step is (Run.advanceRecovering).
+					st = Result(fault.Terminal(&LayerPanic{Value: p, Stack: debug.Stack()}))
 				}
 			}()
 			return f(r.ctx)

@@ -158,11 +158,12 @@ type Run struct {
 	grantedAt uint32
 	pos       int8 // the layer being run; len(layers) (at most 32) is the target, -1 before the first
 	demand    Demand
-	// blocking: driven by Invoke, whose caller blocks where a step waits.
-	blocking bool
 	// handedOff: the target of a run of Start is running; its outcome
 	// resumes the run without the pend handshake (startTarget).
 	handedOff bool
+	// reached: an attempt of the run got to the target (the handler), so
+	// the event's work has started (Cancellation).
+	reached bool
 
 	// invoked is when the attempt under way reached the handler (on the
 	// telemetry clock; 0 when not timed), for the telemetry layer.
@@ -176,13 +177,13 @@ type Run struct {
 // collector runs, so it writes only what the previous run left otherwise:
 // the resumed step is written before it is read, and each stateful
 // layer's Before sets its slot before its After can read it.
-func (r *Run) reset(s *Stack, ctx *invocation.Context, ev event.Event, out event.Done, blocking bool) {
+func (r *Run) reset(s *Stack, ctx *invocation.Context, ev event.Event, out event.Done) {
 	r.s, r.ctx, r.call, r.ev, r.out = s, ctx, ctx, ev, out
-	r.demand, r.blocking, r.pos = Normal, blocking, -1
+	r.demand, r.pos, r.reached = Normal, -1, false
 	// pend is 0: the second of the two sides of a wait resets it. What a
-	// run left behind only if a layer panicked: releases it never made
-	// (not made now either: a permit lost is better than one released
-	// twice) and a prepared attempt.
+	// run left behind only if it was abandoned (a panic that went on past
+	// it): releases it never made (not made now either: the run's state
+	// is not to be trusted) and a prepared attempt.
 	r.releases = 0
 	if r.prep != nil {
 		r.discardPrepared()
@@ -194,10 +195,10 @@ func (r *Run) reset(s *Stack, ctx *invocation.Context, ev event.Event, out event
 // concurrency slot, a retry's delay, an asynchronous handler). r is the
 // caller's, reused across calls; it must not be in use by another run.
 func (s *Stack) Invoke(r *Run, ctx *invocation.Context, ev event.Event) error {
-	r.reset(s, ctx, ev, nil, true)
+	r.reset(s, ctx, ev, nil)
 	st := Continue
 	for {
-		if done, err := r.advance(st); done {
+		if done, err := r.advanceRecovering(st); done {
 			r.finish()
 			return err
 		}
@@ -207,11 +208,11 @@ func (s *Stack) Invoke(r *Run, ctx *invocation.Context, ev event.Event) error {
 
 // Start runs ev through the stack in the invocation ctx and returns as
 // soon as a step waits; whoever finishes that step walks on, on their own
-// goroutine or thread. out gets the final outcome once, possibly before
-// Start returns. r must stay untouched until out has been called and the
+// goroutine or thread. out (never nil) gets the final outcome once,
+// possibly before Start returns. r must stay untouched until out has been called and the
 // call has returned.
 func (s *Stack) Start(r *Run, ctx *invocation.Context, ev event.Event, out event.Done) {
-	r.reset(s, ctx, ev, out, false)
+	r.reset(s, ctx, ev, out)
 	if s.preparer != nil {
 		s.preparer.prepare(r)
 	}
@@ -226,11 +227,20 @@ func (r *Run) walk(st Step) {
 	}
 	out := r.out
 	r.discardPrepared()
+	// Past its layers, a panic is not this run's to turn into an
+	// outcome, nor that of a run whose step walked this one on.
+	defer passOn()
 	// The outcome leaves first, so that an event it starts (the key's
 	// next) is first in line for what the run releases.
 	out.Done(err)
 	r.releaseNow()
 }
+
+// blocking reports whether the run is driven by Invoke, whose caller
+// blocks where a step waits; a run of Start always has a receiver of its
+// outcome. (Not a field: the engine's allocation per asynchronous message
+// has no byte to spare, see Run.)
+func (r *Run) blocking() bool { return r.out == nil }
 
 // finish ends a run of Invoke.
 func (r *Run) finish() {
@@ -238,34 +248,62 @@ func (r *Run) finish() {
 	r.releaseNow()
 }
 
-// advanceRecovering is advance for a run of Start, whose steps run on
-// whatever goroutine or host thread walks it on: a layer that panics
-// there ends the run with a terminal outcome (a *LayerPanic), so that
-// the event is left uncommitted for the next owner, as on Invoke's path,
-// instead of the process ending or the event (and its key's later
-// events) never getting an outcome. The run's pending releases are not
-// made: a permit lost is better than one released twice. A panic in the
-// target's Start goes on as it came (startTarget marks it): the target
-// may already have handed the attempt to a host that will report its
-// outcome.
+// advanceRecovering is advance that turns a panic of one of the run's
+// layers into that layer's step: a terminal failure (a *LayerPanic),
+// which the layers outside it see as they would any (the scheduler gives
+// its permit back, retries and deferral leave it be) and which leaves the
+// event uncommitted for the next owner. Without it the process would end
+// (on a goroutine of the engine's), or the event and its key's later
+// events would never get an outcome (on a host's thread).
+//
+// A panic that is not the run's own goes on (see passing): the target's
+// (which may already have handed the attempt to a host that will report
+// its outcome) and another run's, walked on by this one's step (a permit
+// this run gave back, granted to a waiting run).
 func (r *Run) advanceRecovering(st Step) (done bool, err error) {
+	for {
+		var lp *LayerPanic
+		if done, err, lp = r.advanceOrPanic(st); lp == nil {
+			return done, err
+		}
+		// From the layer that panicked (its After is skipped, as after
+		// a Before's Result) outwards.
+		st = Result(fault.Terminal(lp))
+	}
+}
+
+// advanceOrPanic is advance, or the panic of a layer of the run.
+func (r *Run) advanceOrPanic(st Step) (done bool, err error, lp *LayerPanic) {
 	defer func() {
 		rec := recover()
 		if rec == nil {
 			return
 		}
-		if tp, ok := rec.(targetPanic); ok {
-			panic(tp.value)
+		if _, ok := rec.(passing); ok {
+			panic(rec)
 		}
-		r.releases = 0
-		done, err = true, fault.Terminal(&LayerPanic{Value: rec, Stack: debug.Stack()})
+		lp = &LayerPanic{Value: rec, Stack: debug.Stack()}
 	}()
-	return r.advance(st)
+	done, err = r.advance(st)
+	return done, err, nil
 }
 
-// targetPanic carries a panic out of a target's Start in a run of Start,
-// past advanceRecovering.
-type targetPanic struct{ value any }
+// passing carries a panic that is not a layer's of the run it unwinds
+// through past that run's advanceRecovering, and up to whoever called
+// into the stack.
+type passing struct{ value any }
+
+func (p passing) Error() string { return fmt.Sprint(p.value) }
+
+// passOn, deferred, marks a panic going through as passing.
+func passOn() {
+	if rec := recover(); rec != nil {
+		if _, ok := rec.(passing); ok {
+			panic(rec)
+		}
+		panic(passing{rec})
+	}
+}
 
 // LayerPanic is the outcome of an event whose layer panicked: a bug in
 // the layer, which leaves the event uncommitted.
@@ -287,7 +325,7 @@ func (r *Run) advance(st Step) (done bool, err error) {
 			r.pos++
 			if int(r.pos) < len(layers) {
 				st = layers[r.pos].Before(r)
-			} else if st = r.startTarget(); st.op == opWait && !r.blocking {
+			} else if st = r.startTarget(); st.op == opWait && !r.blocking() {
 				// Started by Start: the handler's outcome walks on when
 				// it comes, possibly already has (see startTarget). The
 				// run is no longer this goroutine's to touch.
@@ -308,7 +346,7 @@ func (r *Run) advance(st Step) (done bool, err error) {
 			st = Wait
 		case opWait:
 			r.releaseNow()
-			if r.blocking && r.wake == nil {
+			if r.blocking() && r.wake == nil {
 				r.wake = make(chan struct{}, 1)
 			}
 			if r.pend.Add(1) == 1 {
@@ -329,15 +367,12 @@ func (r *Run) advance(st Step) (done bool, err error) {
 // step of a run that comes from another thread every time (a host's), so
 // it is kept to what the old hand-written continuation cost.
 func (r *Run) startTarget() Step {
-	if r.blocking {
+	r.reached = true
+	defer passOn()
+	if r.blocking() {
 		return r.s.target.Start(r)
 	}
 	r.handedOff = true
-	defer func() {
-		if rec := recover(); rec != nil {
-			panic(targetPanic{rec})
-		}
-	}()
 	st := r.s.target.Start(r)
 	if st.op != opWait {
 		// An outcome at once, and so no Resume: the run is still ours.
@@ -362,7 +397,7 @@ func (r *Run) Resume(st Step) {
 		return // the runner has not seen its Wait yet: it goes on
 	}
 	r.pend.Store(0)
-	if r.blocking {
+	if r.blocking() {
 		r.wake <- struct{}{}
 		return
 	}
@@ -428,10 +463,13 @@ func (r *Run) dropLent() {
 
 // releaseNow calls Release of the layers that asked for it.
 func (r *Run) releaseNow() {
-	for m := r.releases; m != 0; m &= m - 1 {
-		r.s.releasers[bits.TrailingZeros32(m)].Release(r)
+	// Each request leaves before its Release runs: should one panic, the
+	// rest are made later and none twice.
+	for r.releases != 0 {
+		i := bits.TrailingZeros32(r.releases)
+		r.releases &= r.releases - 1
+		r.s.releasers[i].Release(r)
 	}
-	r.releases = 0
 }
 
 func (r *Run) discardPrepared() {
