@@ -77,20 +77,6 @@ func TestStartRecoversALayersPanic(t *testing.T) {
 	}
 }
 
-// A panic in the target's own Start is not taken for the event's outcome:
-// the target may have handed the attempt to a host already.
-func TestStartLeavesATargetsPanicAlone(t *testing.T) {
-	ctx, cancel := newInv()
-	defer cancel(nil)
-	defer func() {
-		if rec, ok := recover().(passing); !ok || rec.value != "target" {
-			t.Fatalf("recovered %#v, want the target's own panic, passing", rec)
-		}
-	}()
-	out := start(NewStack(hostTarget{panics: true}, Cancellation{}), ctx, &event.Message{})
-	t.Fatalf("Start returned (outcome %v); want the target's panic to go on", <-out)
-}
-
 // A layer's panic gives the run's permit back, whether the layer is
 // outside the scheduler (found in review: its release was dropped) or
 // inside it (its After would never ask for the release): one lost is
@@ -120,71 +106,5 @@ func TestALayerPanicGivesItsPermitBack(t *testing.T) {
 				t.Fatalf("%d permit(s) still taken after the event ended", sched.InUse())
 			}
 		})
-	}
-}
-
-// waitAfter is an outer layer whose After waits (as Dedup.Record or a
-// defer layer's store write does), so that the runner releases the
-// scheduler permit inside advance, before waiting.
-type waitAfter struct{ resume chan func() }
-
-func (waitAfter) Before(*Run) Step { return Continue }
-func (l waitAfter) After(r *Run, err error) Step {
-	l.resume <- func() { r.Resume(Result(err)) }
-	return Wait
-}
-
-// panicsFor panics in Start for the event whose key is bad (a bug in a
-// host target) and hands every other attempt to the test.
-type panicsFor struct {
-	bad     string
-	started chan *Run
-}
-
-func (t panicsFor) Start(r *Run) Step {
-	if r.ev.EventKey() == t.bad {
-		panic("target bug")
-	}
-	t.started <- r
-	return Wait
-}
-func (panicsFor) Async(event.Event) bool { return true }
-
-// A panic of another run's target, walked on by this run's step (the
-// permit this run gave back, granted to it), goes on: it is not this
-// run's layer's, whose event would otherwise end as a LayerPanic although
-// its handler succeeded, and the other run would get no outcome (found in
-// review).
-func TestAnotherRunsPanicGoesOn(t *testing.T) {
-	sched := NewFIFOScheduler(1)
-	target := panicsFor{bad: "b", started: make(chan *Run, 1)}
-	wa := waitAfter{resume: make(chan func(), 1)}
-	stack := NewStack(target, wa, Cancellation{}, sched)
-	ctxA, cancelA := newInvKey("a")
-	defer cancelA(nil)
-	ctxB, cancelB := newInvKey("b")
-	defer cancelB(nil)
-	outA := start(stack, ctxA, &event.Message{Key: "a"})
-	runA := <-target.started
-	outB := start(stack, ctxB, &event.Message{Key: "b"}) // waits for the permit
-	var repanicked any
-	func() {
-		defer func() { repanicked = recover() }()
-		runA.Done(nil) // A's handler succeeded
-	}()
-	select {
-	case err := <-outA:
-		if errors.As(err, new(*LayerPanic)) {
-			t.Errorf("A (handler succeeded) ended as %v; B's target panic was swallowed (re-panicked: %v)", err, repanicked)
-		}
-	default:
-	}
-	select {
-	case err := <-outB:
-		t.Logf("B outcome %v", err)
-	default:
-		if repanicked == nil {
-			t.Errorf("B never gets an outcome and its panic did not go on")
-		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/bits"
 	"runtime/debug"
 	"sync/atomic"
@@ -49,6 +50,7 @@ type Stack struct {
 	target     Target
 	preparer   preparer // target, if it readies attempts ahead (found once: an assertion per message costs)
 	clock      Clock
+	log        *slog.Logger // for the panics that must go no further; nil: slog's default
 }
 
 // NewStack puts layers (outermost first) around target. It panics when
@@ -85,6 +87,14 @@ func NewStack(target Target, layers ...Layer) *Stack {
 	}
 	s.slots = slots
 	return s
+}
+
+// WithLogger returns a copy of s that logs to l the panics it contains
+// (see walk).
+func (s *Stack) WithLogger(l *slog.Logger) *Stack {
+	cp := *s
+	cp.log = l
+	return &cp
 }
 
 // WithClock returns a copy of s whose retry delays run on c (tests use a
@@ -220,20 +230,47 @@ func (s *Stack) Start(r *Run, ctx *invocation.Context, ev event.Event, out event
 }
 
 // walk is Start's way on from step st.
+//
+// A walk lets no panic out: the one of a layer is the run's outcome
+// (advanceRecovering); any other (the target's Start, the engine's
+// completion, a prepared attempt's Discard) is logged, and the run is
+// left to the Resume still to come, if any. A walk runs where something
+// else's step is under way: on a host's thread, on another run's
+// goroutine that gave back a permit this run was waiting for, on a
+// store's callback. Letting the panic go on would end that other step
+// half-way, or the process.
 func (r *Run) walk(st Step) {
+	s := r.s // the run may be reused once its outcome has left
+	defer s.contain("walking a run on")
 	done, err := r.advanceRecovering(st)
 	if !done {
 		return
 	}
 	out := r.out
 	r.discardPrepared()
-	// Past its layers, a panic is not this run's to turn into an
-	// outcome, nor that of a run whose step walked this one on.
-	defer passOn()
 	// The outcome leaves first, so that an event it starts (the key's
 	// next) is first in line for what the run releases.
 	out.Done(err)
 	r.releaseNow()
+}
+
+// contain, deferred, logs a panic that must go no further (see walk).
+func (s *Stack) contain(what string) {
+	if rec := recover(); rec != nil {
+		s.logPanic(what, rec)
+	}
+}
+
+func (s *Stack) logPanic(what string, rec any) {
+	if p, ok := rec.(passing); ok {
+		rec = p.value
+	}
+	log := s.log
+	if log == nil {
+		log = slog.Default()
+	}
+	log.Error("middleware: a panic "+what+"; an event may be left without an outcome until its partition drains",
+		slog.Any("panic", rec), slog.String("stack", string(debug.Stack())))
 }
 
 // blocking reports whether the run is driven by Invoke, whose caller
@@ -256,10 +293,11 @@ func (r *Run) finish() {
 // (on a goroutine of the engine's), or the event and its key's later
 // events would never get an outcome (on a host's thread).
 //
-// A panic that is not the run's own goes on (see passing): the target's
-// (which may already have handed the attempt to a host that will report
-// its outcome) and another run's, walked on by this one's step (a permit
-// this run gave back, granted to a waiting run).
+// A panic of the target's own Start goes on (see passing): the target may
+// already have handed the attempt to a host that will report its
+// outcome. Another run walked on by this one's step (a permit this run
+// gave back, granted to a waiting run) keeps its panics (walk), and so
+// does a Release (releaseNow).
 func (r *Run) advanceRecovering(st Step) (done bool, err error) {
 	for {
 		var lp *LayerPanic
@@ -288,9 +326,9 @@ func (r *Run) advanceOrPanic(st Step) (done bool, err error, lp *LayerPanic) {
 	return done, err, nil
 }
 
-// passing carries a panic that is not a layer's of the run it unwinds
-// through past that run's advanceRecovering, and up to whoever called
-// into the stack.
+// passing carries a panic that is not a layer's (the target's) past the
+// run's advanceRecovering, up to Invoke's caller or the walk that
+// contains it.
 type passing struct{ value any }
 
 func (p passing) Error() string { return fmt.Sprint(p.value) }
@@ -463,8 +501,19 @@ func (r *Run) dropLent() {
 
 // releaseNow calls Release of the layers that asked for it.
 func (r *Run) releaseNow() {
-	// Each request leaves before its Release runs: should one panic, the
-	// rest are made later and none twice.
+	if r.releases == 0 {
+		return
+	}
+	// A release is made where the run's step must go on (before it waits,
+	// or once its outcome has left): a Release that panics is logged, and
+	// the others are still made. Each request leaves before its Release
+	// runs, so none is made twice.
+	defer func() {
+		if rec := recover(); rec != nil {
+			r.s.logPanic("giving back what a layer held", rec)
+			r.releaseNow()
+		}
+	}()
 	for r.releases != 0 {
 		i := bits.TrailingZeros32(r.releases)
 		r.releases &= r.releases - 1
@@ -473,10 +522,15 @@ func (r *Run) releaseNow() {
 }
 
 func (r *Run) discardPrepared() {
-	if r.prep != nil {
-		r.prep.Discard()
-		r.prep = nil
+	if r.prep == nil {
+		return
 	}
+	p := r.prep
+	r.prep = nil
+	// A host's Discard that panics must not keep the outcome from
+	// leaving (walk).
+	defer r.s.contain("discarding a prepared attempt")
+	p.Discard()
 }
 
 // Demand is the class of the attempt under way.

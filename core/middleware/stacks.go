@@ -97,7 +97,7 @@ func ModeStacks(cfg *config.Config, h event.Handler, svc Services) Stacks {
 			deadLetter,
 			NewRetry(limited),
 		}
-		undecodable = NewStack(RejectUndecodable{}, NewRetry(unlimited), deadLetter)
+		undecodable = NewStack(RejectUndecodable{}, NewRetry(unlimited), deadLetter).WithLogger(svc.Logger)
 	case config.ModeBestEffort:
 		outer = []Layer{NewLog(svc.Logger)}
 	default: // pipeline
@@ -127,7 +127,7 @@ func ModeStacks(cfg *config.Config, h event.Handler, svc Services) Stacks {
 		outer = append([]Layer{&Spans{Messages: Relation(cfg.MessageSpans), Timers: Relation(cfg.TimerSpans)}}, outer...)
 	}
 	return Stacks{
-		Events:      NewStack(Handler(h, svc.Scheduler), append(outer, inner...)...),
+		Events:      NewStack(Handler(h, svc.Scheduler), append(outer, inner...)...).WithLogger(svc.Logger),
 		Undecodable: undecodable,
 	}
 }
