@@ -475,14 +475,10 @@ func TestTimerDoesNotWaitForTheDriversLease(t *testing.T) {
 	c, pp := newStackPartition(64, stack)
 	p = pp
 	c.opts.Scheduler = limiter
-	c.opts.Timers = timerstore.NewMemory()
-	c.opts.SlabSize = time.Hour
 	c.slowRun = time.Hour
 	c.rescue.off.Store(true) // one driver: the rescuer must not hide the wait
 	defer closeTestConsumer(c)
-	p.timersReady = false
-	released := make(chan struct{})
-	p.openTimers(released)
+	stopTimers := openMemoryTimers(p)
 	records, in := testIntake(p)
 	records <- testRecord(0, "k")
 	records <- testRecord(1, "k")
@@ -492,8 +488,7 @@ func TestTimerDoesNotWaitForTheDriversLease(t *testing.T) {
 		t.Fatalf("the timer never ran; permits in use %d of 1", limiter.InUse())
 	}
 	endClaim(p, records, in)
-	close(released)
-	p.stopTimers()
+	stopTimers()
 	if limiter.InUse() != 0 {
 		t.Fatalf("%d permits taken after the claim ended", limiter.InUse())
 	}
@@ -671,12 +666,8 @@ func TestTimerNotStartedIsNoError(t *testing.T) {
 	c, p := newStackPartition(64, middleware.NewStack(middleware.Handler(handler, nil), layer))
 	c.log = slog.New(errorRecorder{&mu, &errs})
 	p = newPartition(c, "t", 0)
-	c.opts.Timers = timerstore.NewMemory()
-	c.opts.SlabSize = time.Hour
 	defer closeTestConsumer(c)
-	p.timersReady = false
-	released := make(chan struct{})
-	p.openTimers(released)
+	stopTimers := openMemoryTimers(p)
 	records, in := testIntake(p)
 	records <- testRecord(0, "k")
 	select {
@@ -685,11 +676,24 @@ func TestTimerNotStartedIsNoError(t *testing.T) {
 		t.Fatal("the timer never fired")
 	}
 	endClaim(p, records, in)
-	close(released)
-	p.stopTimers()
+	stopTimers()
 	mu.Lock()
 	defer mu.Unlock()
 	if len(errs) > 0 {
 		t.Fatalf("errors logged: %q", errs)
+	}
+}
+
+// openMemoryTimers gives p durable timers kept in memory and opens them;
+// the function returned stops them once the claim has ended.
+func openMemoryTimers(p *partition) (stop func()) {
+	p.c.opts.Timers = timerstore.NewMemory()
+	p.c.opts.SlabSize = time.Hour
+	p.timersReady = false
+	released := make(chan struct{})
+	p.openTimers(released)
+	return func() {
+		close(released)
+		p.stopTimers()
 	}
 }
