@@ -266,9 +266,9 @@ func (d *dispatcher) timerEvent(front int, ctx *event.Context, t *event.Timer) *
 
 // giveUp reports an expired attempt's outcome. It runs the layers' after
 // steps and the engine's completion on the watch's goroutine, where a
-// panic would end the process: a layer's ends the event as a
-// middleware.LayerPanic (the run recovers it), and one past the layers
-// is logged here, as a panic on a host's call is.
+// panic would end the process. The run contains its own (a layer's ends
+// the event as a middleware.LayerPanic, any other is logged); this
+// recover is for an outcome receiver that is not a run.
 func (d *dispatcher) giveUp(ev *pendingEvent) {
 	defer func() {
 		if r := recover(); r != nil {

@@ -417,8 +417,7 @@ func (p *partition) invoke(stack *middleware.Stack, ev event.Event, env *invocat
 	defer func() {
 		// The handler's panics are caught by the stack's target, and the
 		// layers' by the run (middleware.LayerPanic). This is for what
-		// passes those: a panic of the target itself, or of another
-		// run's completion walked on from this run's release. It must
+		// passes those: a panic of the target itself. It must
 		// not take the process down nor leave the key blocked; the event
 		// may be neither handled nor stored: terminal, its offset stays
 		// for the next owner rather than being committed as a failure

@@ -254,3 +254,25 @@ func TestADiscardPanicLetsTheOutcomeLeave(t *testing.T) {
 		t.Fatal("the Discard's panic was not logged")
 	}
 }
+
+type panickyOut struct{}
+
+func (panickyOut) Done(error) { panic("engine completion bug") }
+
+// The engine's completion that panics is logged, and what the run's
+// layers held is still given back (found in review: the permit was lost
+// for good).
+func TestACompletionPanicStillGivesThePermitBack(t *testing.T) {
+	sched := NewFIFOScheduler(1)
+	log := &panicLog{}
+	stack := NewStack(Func(func(*event.Context, event.Event) error { return nil }), Cancellation{}, sched).WithLogger(slog.New(log))
+	ctx, cancel := newInv()
+	defer cancel(nil)
+	stack.Start(new(Run), ctx, &event.Message{}, panickyOut{})
+	if !log.logged("engine completion bug") {
+		t.Fatal("the completion's panic was not logged")
+	}
+	if n := sched.InUse(); n != 0 {
+		t.Fatalf("%d permit(s) in use after the run ended", n)
+	}
+}

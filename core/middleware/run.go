@@ -219,8 +219,9 @@ func (s *Stack) Invoke(r *Run, ctx *invocation.Context, ev event.Event) error {
 // Start runs ev through the stack in the invocation ctx and returns as
 // soon as a step waits; whoever finishes that step walks on, on their own
 // goroutine or thread. out (never nil) gets the final outcome once,
-// possibly before Start returns. r must stay untouched until out has been called and the
-// call has returned.
+// possibly before Start returns. r is the caller's to reuse only once
+// the walk that called out has returned: it still gives back, after out
+// returns, what the run's layers held.
 func (s *Stack) Start(r *Run, ctx *invocation.Context, ev event.Event, out event.Done) {
 	r.reset(s, ctx, ev, out)
 	if s.preparer != nil {
@@ -234,14 +235,16 @@ func (s *Stack) Start(r *Run, ctx *invocation.Context, ev event.Event, out event
 // A walk lets no panic out: the one of a layer is the run's outcome
 // (advanceRecovering); any other (the target's Start, the engine's
 // completion, a prepared attempt's Discard) is logged, and the run is
-// left to the Resume still to come, if any. A walk runs where something
+// left to the Resume still to come, if any; what the run's layers asked
+// to give back is given back even when the engine's completion panics.
+// A walk runs where something
 // else's step is under way: on a host's thread, on another run's
 // goroutine that gave back a permit this run was waiting for, on a
 // store's callback. Letting the panic go on would end that other step
 // half-way, or the process.
 func (r *Run) walk(st Step) {
-	s := r.s // the run may be reused once its outcome has left
-	defer s.contain("walking a run on")
+	s := r.s
+	defer s.contain("on an event's way through the stack, outside its layers; the event may be left without an outcome, holding what it held (a concurrency permit) until its partition is released")
 	done, err := r.advanceRecovering(st)
 	if !done {
 		return
@@ -250,8 +253,8 @@ func (r *Run) walk(st Step) {
 	r.discardPrepared()
 	// The outcome leaves first, so that an event it starts (the key's
 	// next) is first in line for what the run releases.
+	defer r.releaseNow()
 	out.Done(err)
-	r.releaseNow()
 }
 
 // contain, deferred, logs a panic that must go no further (see walk).
@@ -269,7 +272,7 @@ func (s *Stack) logPanic(what string, rec any) {
 	if log == nil {
 		log = slog.Default()
 	}
-	log.Error("middleware: a panic "+what+"; an event may be left without an outcome until its partition drains",
+	log.Error("middleware: a panic "+what,
 		slog.Any("panic", rec), slog.String("stack", string(debug.Stack())))
 }
 
@@ -510,7 +513,7 @@ func (r *Run) releaseNow() {
 	// runs, so none is made twice.
 	defer func() {
 		if rec := recover(); rec != nil {
-			r.s.logPanic("giving back what a layer held", rec)
+			r.s.logPanic("in a layer giving back what it held; the rest is given back and the run goes on", rec)
 			r.releaseNow()
 		}
 	}()
@@ -529,7 +532,7 @@ func (r *Run) discardPrepared() {
 	r.prep = nil
 	// A host's Discard that panics must not keep the outcome from
 	// leaving (walk).
-	defer r.s.contain("discarding a prepared attempt")
+	defer r.s.contain("discarding a prepared attempt; the run goes on")
 	p.Discard()
 }
 
