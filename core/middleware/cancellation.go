@@ -25,8 +25,9 @@ import (
 // deferred message being loaded for its retry), and reaching the handler
 // from there would start new work after Unsubscribe or a revocation said
 // none would start. The event's offset (or its retry timer) stays for
-// the next owner. Retries of a handler that did start go on until the
-// invocation is cancelled, as the drain promises.
+// the next owner. A retry of a handler that did start is not refused
+// here; one that is waiting for a permit when the drain begins is
+// dismissed by the scheduler, and left for the next owner the same way.
 type Cancellation struct{}
 
 // Before implements Layer.
