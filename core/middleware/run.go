@@ -237,11 +237,10 @@ func (s *Stack) Start(r *Run, ctx *invocation.Context, ev event.Event, out event
 // completion, a prepared attempt's Discard) is logged, and the run is
 // left to the Resume still to come, if any; what the run's layers asked
 // to give back is given back even when the engine's completion panics.
-// A walk runs where something
-// else's step is under way: on a host's thread, on another run's
-// goroutine that gave back a permit this run was waiting for, on a
-// store's callback. Letting the panic go on would end that other step
-// half-way, or the process.
+// A walk runs where something else's step is under way: on a host's
+// thread, on another run's goroutine that gave back a permit this run
+// was waiting for, on a store's callback. Letting the panic go on would
+// end that other step half-way, or the process.
 func (r *Run) walk(st Step) {
 	s := r.s
 	defer s.contain("on an event's way through the stack, outside its layers; the event may be left without an outcome, holding what it held (a concurrency permit) until its partition is released")
